@@ -1,0 +1,5 @@
+import sys
+
+from quafka.cli.main import main
+
+sys.exit(main())

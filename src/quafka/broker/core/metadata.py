@@ -1,0 +1,125 @@
+"""Cluster metadata as an image built by replaying records.
+
+Records are the truth: every change to topics, their partition counts and configs, dynamic broker
+configs and producer-id allocation is first written as a record to the metadata journal (by the
+server, durably), then applied here with `replay`. On start-up the server replays the journal and
+the image is back where it was. Nothing here does I/O or reads a clock; topic ids come in as
+32-character hex strings from the caller's id source.
+
+Record shapes (JSON objects, `type` first):
+
+    {"type": "topic", "name": str, "topic_id": hex, "partitions": int, "configs": {str: str}}
+    {"type": "partitions", "name": str, "count": int}
+    {"type": "topic_configs", "name": str, "configs": {str: str}}      # full replacement
+    {"type": "remove_topic", "name": str}
+    {"type": "broker_configs", "resource": str, "configs": {str: str}}  # "" = cluster default
+    {"type": "producer_ids", "next": int}                               # ids below are used
+    {"type": "group_configs", "group": str, "configs": {str: str}}      # later issues
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+METADATA_RECORD_TYPES = (
+    "topic",
+    "partitions",
+    "topic_configs",
+    "remove_topic",
+    "broker_configs",
+    "producer_ids",
+    "group_configs",
+)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: str  # 32 hex chars
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class MetadataError(Exception):
+    """A record that cannot be applied (corrupt journal)."""
+
+
+@dataclass
+class ClusterMetadata:
+    cluster_id: str
+    node_id: int
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    topics_by_id: dict[str, TopicInfo] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    next_producer_id: int = 0  # first id not yet handed out in a block written to the journal
+
+    def replay(self, record: dict) -> None:
+        kind = record.get("type")
+        try:
+            if kind == "topic":
+                info = TopicInfo(record["name"], record["topic_id"], int(record["partitions"]), dict(record["configs"]))
+                self.topics[info.name] = info
+                self.topics_by_id[info.topic_id] = info
+            elif kind == "partitions":
+                self.topics[record["name"]].partitions = int(record["count"])
+            elif kind == "topic_configs":
+                self.topics[record["name"]].configs = dict(record["configs"])
+            elif kind == "remove_topic":
+                info = self.topics.pop(record["name"])
+                self.topics_by_id.pop(info.topic_id, None)
+            elif kind == "broker_configs":
+                configs = dict(record["configs"])
+                if configs:
+                    self.broker_configs[record["resource"]] = configs
+                else:
+                    self.broker_configs.pop(record["resource"], None)
+            elif kind == "producer_ids":
+                self.next_producer_id = max(self.next_producer_id, int(record["next"]))
+            elif kind == "group_configs":
+                configs = dict(record["configs"])
+                if configs:
+                    self.group_configs[record["group"]] = configs
+                else:
+                    self.group_configs.pop(record["group"], None)
+            else:
+                raise MetadataError(f"unknown metadata record type {kind!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MetadataError(f"cannot apply metadata record {record!r}: {exc!r}") from exc
+
+    def snapshot_records(self) -> list[dict]:
+        """Records that rebuild this image from nothing (used to compact the journal)."""
+        out: list[dict] = [{"type": "producer_ids", "next": self.next_producer_id}]
+        for info in self.topics.values():
+            out.append(
+                {"type": "topic", "name": info.name, "topic_id": info.topic_id, "partitions": info.partitions,
+                 "configs": dict(info.configs)}
+            )
+        for resource, configs in self.broker_configs.items():
+            out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
+        for group, configs in self.group_configs.items():
+            out.append({"type": "group_configs", "group": group, "configs": dict(configs)})
+        return out
+
+
+class ProducerIdAllocator:
+    """Hands out producer ids from blocks whose upper bound is recorded before use.
+
+    `next_id()` returns (id, record_or_None): when the current block is exhausted a
+    `producer_ids` record must be made durable before the id is handed out, so that a restart
+    never hands out an id twice.
+    """
+
+    def __init__(self, metadata: ClusterMetadata) -> None:
+        self._metadata = metadata
+        self._next = metadata.next_producer_id  # ids below the recorded bound may have been used
+
+    def next_id(self) -> tuple[int, dict | None]:
+        record = None
+        if self._next >= self._metadata.next_producer_id:
+            record = {"type": "producer_ids", "next": self._next + PRODUCER_ID_BLOCK_SIZE}
+        pid = self._next
+        self._next += 1
+        return pid, record

@@ -1,0 +1,109 @@
+"""EmbeddedBroker: a quafka broker in a background thread of this process (tests, examples, apps).
+
+    with EmbeddedBroker() as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+It listens on a free loopback port unless `config` names `listeners`. `data_dir=None` means a
+temporary directory that is removed on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from typing import Mapping
+
+from quafka.broker import config as cfg
+
+from .server import BrokerServer
+
+
+class EmbeddedBroker:
+    def __init__(self, data_dir: str | None = None, config: Mapping[str, object] | None = None) -> None:
+        self._temp_dir: str | None = None
+        if data_dir is None:
+            self._temp_dir = tempfile.mkdtemp(prefix="quafka-")
+            data_dir = self._temp_dir
+        self.data_dir = data_dir
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0"}
+        props.update({k: _render(v) for k, v in (config or {}).items()})
+        props["log.dirs"] = data_dir
+        self.config = cfg.BrokerConfig.from_props(props)
+        self.server: BrokerServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.server is None:
+            raise RuntimeError("the broker is not running")
+        host, port = self.server.state.advertised
+        return f"{host}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap_servers.rsplit(":", 1)[1])
+
+    def start(self) -> "EmbeddedBroker":
+        self._thread = threading.Thread(target=self._run, name="quafka-broker", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+            self._error = exc
+            self._ready.set()
+        finally:
+            loop.close()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        server = BrokerServer(self.config)
+        await server.start()
+        self.server = server
+        self._ready.set()
+        await self._stop.wait()
+        await server.stop()
+
+    def call(self, fn, *args):
+        """Run `fn(*args)` on the broker's event loop thread and return its result (test helper)."""
+        assert self._loop is not None
+
+        async def run():
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _render(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -1,0 +1,78 @@
+"""DescribeCluster (key 60) and FindCoordinator (key 10).
+
+On one node the broker is the controller and the coordinator of every group. Transactions are not
+implemented, so a transaction coordinator lookup answers COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from quafka.protocol.errors import ErrorCode
+
+from ..registry import handles
+from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+
+
+@handles(60, 0, 2)
+async def handle_describe_cluster(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(60, ctx.api_version)
+    broker_cls = item_class(resp_cls, "brokers")
+    host, port = state.advertised
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    if endpoint_type != 1:
+        return make(
+            resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_endpoint_type,
+            error_message=f"Endpoint type {endpoint_type} is not supported: quafka serves brokers (1) only",
+            endpoint_type=endpoint_type, cluster_id=state.metadata.cluster_id, controller_id=-1, brokers=(),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+    return make(
+        resp_cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=state.metadata.cluster_id,
+        controller_id=state.node_id,
+        brokers=(make(broker_cls, broker_id=state.node_id, host=host, port=port, rack=None, is_fenced=False),),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _coordinator_for(ctx, key_type: int) -> tuple[ErrorCode, str | None]:
+    if key_type == KEY_TYPE_TRANSACTION:
+        return ErrorCode.coordinator_not_available, "quafka does not implement transactions"
+    if key_type == KEY_TYPE_SHARE and ctx.api_version < 6:
+        return ErrorCode.invalid_request, "key type SHARE (2) needs FindCoordinator v6 or later"
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_SHARE):
+        return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}"
+    return ErrorCode.none, None
+
+
+@handles(10, 0, 6)
+async def handle_find_coordinator(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(10, ctx.api_version)
+    host, port = state.advertised
+    key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
+    if ctx.api_version < 4:
+        error, message = _coordinator_for(ctx, key_type)
+        ok = error == ErrorCode.none
+        return make(
+            resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+            node_id=state.node_id if ok else -1, host=host if ok else "", port=port if ok else -1,
+        )
+    coord_cls = item_class(resp_cls, "coordinators")
+    out = []
+    for key in req.coordinator_keys:
+        error, message = _coordinator_for(ctx, key_type)
+        ok = error == ErrorCode.none
+        out.append(make(
+            coord_cls, key=key, node_id=state.node_id if ok else -1, host=host if ok else "",
+            port=port if ok else -1, error_code=error, error_message=message,
+        ))
+    return make(resp_cls, throttle_time=NO_THROTTLE, coordinators=tuple(out))

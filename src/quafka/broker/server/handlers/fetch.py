@@ -1,0 +1,98 @@
+"""Fetch (key 1): reading whole record batches, with long polling.
+
+A fetch returns, per partition, the stored batches from the one that contains the fetch offset,
+bounded by the partition's and the request's max bytes — except that the first batch of the
+first partition with data is returned whole even when it is larger (KIP-74), so a consumer can
+always make progress. When fewer than MinBytes are available the request waits in the purgatory
+until one of its partitions gets an append or MaxWaitMs passes.
+
+Fetch sessions (KIP-227) are declined: quafka answers every full fetch with session id 0, which
+tells the client to keep sending full requests; an incremental request (non-zero session id) gets
+FETCH_SESSION_ID_NOT_FOUND. Topic ids are used from v13, as the protocol says.
+"""
+
+from __future__ import annotations
+
+from quafka.protocol.errors import ErrorCode
+from quafka.protocol.hot_encoders import FetchPartitionResult, encode_fetch_response
+
+from ..registry import handles
+from ..state import LEADER_EPOCH
+
+_NONE = int(ErrorCode.none)
+READ_COMMITTED = 1
+
+
+def _read_all(state, req, version: int, isolation: int):
+    """One pass over the requested partitions: (topics for the encoder, bytes, logs, error seen)."""
+    remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    first_data = True
+    logs = []
+    out = []
+    errors = False
+    aborted = [] if isolation == READ_COMMITTED else None
+    for ft in req.topics:
+        if version >= 13:
+            topic = state.topics_by_id.get(ft.topic_id)
+            missing = ErrorCode.unknown_topic_id
+        else:
+            topic = state.topics.get(ft.topic)
+            missing = ErrorCode.unknown_topic_or_partition
+        parts = []
+        for fp in ft.partitions:
+            index = fp.partition
+            if topic is None or not 0 <= index < len(topic.partitions):
+                code = missing if topic is None else ErrorCode.unknown_topic_or_partition
+                parts.append(FetchPartitionResult(index, int(code), -1, -1, -1, b"", None, -1))
+                errors = True
+                continue
+            plog = topic.partitions[index].log
+            start = plog.log_start_offset
+            end = plog.log_end_offset
+            leader_epoch = getattr(fp, "current_leader_epoch", -1)
+            if leader_epoch > LEADER_EPOCH:
+                parts.append(FetchPartitionResult(index, int(ErrorCode.unknown_leader_epoch), end, end, start,
+                                                  b"", None, -1))
+                errors = True
+                continue
+            offset = fp.fetch_offset
+            if offset < start or offset > end:
+                parts.append(FetchPartitionResult(index, int(ErrorCode.offset_out_of_range), end, end, start,
+                                                  b"", None, -1))
+                errors = True
+                continue
+            logs.append(plog)
+            data = b""
+            if offset < end and (remaining > 0 or first_data):
+                limit = min(fp.partition_max_bytes, remaining)
+                data = plog.read(offset, max(limit, 0), min_one_batch=first_data)
+                if data:
+                    first_data = False
+                    total += len(data)
+                    remaining -= len(data)
+            parts.append(FetchPartitionResult(index, _NONE, end, end, start, data, aborted, -1))
+        out.append((getattr(ft, "topic", None), getattr(ft, "topic_id", None), parts))
+    return out, total, logs, errors
+
+
+@handles(1, 4, 16)
+async def handle_fetch(ctx, req):
+    state = ctx.server.state
+    version = ctx.api_version
+    session_id = getattr(req, "session_id", 0)
+    if session_id != 0:
+        return encode_fetch_response(version, ctx.correlation_id, [], error_code=int(ErrorCode.fetch_session_id_not_found),
+                                     session_id=0)
+    isolation = getattr(req, "isolation_level", 0)
+    topics, total, logs, errors = _read_all(state, req, version, isolation)
+    wait_ms = int(req.max_wait.total_seconds() * 1000)
+    if total < req.min_bytes and wait_ms > 0 and not errors and logs:
+        loop = ctx.server.loop_time_ms
+        deadline = loop() + wait_ms
+        while True:
+            await ctx.server.purgatory.wait_for_append(logs, deadline - loop())
+            topics, total, logs, errors = _read_all(state, req, version, isolation)
+            if total >= req.min_bytes or errors or loop() >= deadline:
+                break
+    return encode_fetch_response(version, ctx.correlation_id, topics, session_id=0)

@@ -1,0 +1,96 @@
+"""Metadata (key 3): brokers, cluster id, topics with their ids and partitions.
+
+One node leads every partition with leader epoch 0 and is the only replica. A topic that does not
+exist is created when the request allows it and `auto.create.topics.enable` is true (quafka
+creates it at once and returns it, rather than answering LEADER_NOT_AVAILABLE first).
+"""
+
+from __future__ import annotations
+
+from quafka.protocol.errors import ErrorCode
+
+from ..registry import handles
+from ..state import LEADER_EPOCH, OperationError, TopicState, validate_topic_name
+from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
+
+
+def _topic_entry(topic_cls, part_cls, node_id: int, topic: TopicState):
+    return make(
+        topic_cls,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=tuple(
+            make(
+                part_cls,
+                error_code=ErrorCode.none,
+                partition_index=p.index,
+                leader_id=node_id,
+                leader_epoch=LEADER_EPOCH,
+                replica_nodes=(node_id,),
+                isr_nodes=(node_id,),
+                offline_replicas=(),
+            )
+            for p in topic.partitions
+        ),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+def _error_entry(topic_cls, error: ErrorCode, name, topic_id=None):
+    return make(
+        topic_cls, error_code=error, name=name, topic_id=topic_id, is_internal=False, partitions=(),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
+
+
+@handles(3, 0, 13)
+async def handle_metadata(ctx, req):
+    state = ctx.server.state
+    version = ctx.api_version
+    resp_cls = response_class(3, version)
+    topic_cls = item_class(resp_cls, "topics")
+    part_cls = item_class(topic_cls, "partitions")
+    broker_cls = item_class(resp_cls, "brokers")
+    node_id = state.node_id
+    host, port = state.advertised
+    allow_auto_create = version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
+    requested = req.topics
+    if requested is None or (version == 0 and not requested):
+        entries = [_topic_entry(topic_cls, part_cls, node_id, t) for t in list(state.topics.values())]
+    else:
+        entries = []
+        for wanted in requested:
+            name = wanted.name
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None:
+                topic = state.topics_by_id.get(topic_id) if topic_id is not None else None
+                if topic is None:
+                    entries.append(_error_entry(topic_cls, ErrorCode.unknown_topic_id, None, topic_id))
+                else:
+                    entries.append(_topic_entry(topic_cls, part_cls, node_id, topic))
+                continue
+            topic = state.topics.get(name)
+            if topic is None:
+                try:
+                    validate_topic_name(name)
+                except OperationError:
+                    entries.append(_error_entry(topic_cls, ErrorCode.invalid_topic_exception, name))
+                    continue
+                if allow_auto_create:
+                    topic = state.maybe_auto_create(name)
+            if topic is None:
+                entries.append(_error_entry(topic_cls, ErrorCode.unknown_topic_or_partition, name))
+            else:
+                entries.append(_topic_entry(topic_cls, part_cls, node_id, topic))
+    return make(
+        resp_cls,
+        throttle_time=NO_THROTTLE,
+        brokers=(make(broker_cls, node_id=node_id, host=host, port=port, rack=None),),
+        cluster_id=state.metadata.cluster_id,
+        controller_id=node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        error_code=ErrorCode.none,
+    )

@@ -1,0 +1,102 @@
+"""ListOffsets (key 2) and DeleteRecords (key 21): the log's offsets by position and by time.
+
+ListOffsets special timestamps: -1 latest (the log end offset, which is also the high watermark
+and the last stable offset on one node), -2 earliest (the log start offset), -3 the record with
+the largest timestamp, -4 earliest local (= earliest: no tiered storage), -5 latest tiered and -6
+earliest pending upload (no tiered storage: offset -1). A timestamp >= 0 finds the first record
+whose timestamp is at least that (time index, then a record-level look into one batch).
+
+DeleteRecords moves a partition's log start offset (durably) to the given offset, or to the high
+watermark for -1; whole segments below it are deleted.
+"""
+
+from __future__ import annotations
+
+from quafka.protocol.errors import ErrorCode
+
+from ..registry import handles
+from ..state import LEADER_EPOCH
+from ._util import NO_THROTTLE, item_class, make, response_class
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+
+def _lookup(plog, timestamp: int) -> tuple[ErrorCode, int, int]:
+    """(error, timestamp, offset) for one partition."""
+    if timestamp == LATEST:
+        return ErrorCode.none, -1, plog.log_end_offset
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return ErrorCode.none, -1, plog.log_start_offset
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp_offset()
+        return (ErrorCode.none, -1, -1) if found is None else (ErrorCode.none, found[1], found[0])
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return ErrorCode.none, -1, -1
+    if timestamp < 0:
+        return ErrorCode.invalid_request, -1, -1
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return ErrorCode.none, -1, -1
+    offset, ts = found
+    return ErrorCode.none, ts, offset
+
+
+@handles(2, 1, 11)
+async def handle_list_offsets(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(2, ctx.api_version)
+    topic_cls = item_class(resp_cls, "topics")
+    part_cls = item_class(topic_cls, "partitions")
+    topics_out = []
+    for t in req.topics:
+        topic = state.topics.get(t.name)
+        seen: set[int] = set()
+        parts = []
+        for p in t.partitions:
+            values = dict(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1,
+                          old_style_offsets=())
+            if p.partition_index in seen:
+                values["error_code"] = ErrorCode.invalid_request
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                values["error_code"] = ErrorCode.unknown_topic_or_partition
+            elif getattr(p, "current_leader_epoch", -1) > LEADER_EPOCH:
+                values["error_code"] = ErrorCode.unknown_leader_epoch
+            else:
+                error, ts, offset = _lookup(topic.partitions[p.partition_index].log, p.timestamp)
+                values.update(error_code=error, timestamp=ts, offset=offset,
+                              leader_epoch=LEADER_EPOCH if offset >= 0 else -1)
+            seen.add(p.partition_index)
+            parts.append(make(part_cls, **values))
+        topics_out.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics_out))
+
+
+@handles(21, 0, 2)
+async def handle_delete_records(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(21, ctx.api_version)
+    topic_cls = item_class(resp_cls, "topics")
+    part_cls = item_class(topic_cls, "partitions")
+    topics_out = []
+    for t in req.topics:
+        topic = state.topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            low, error = -1, ErrorCode.none
+            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                plog = topic.partitions[p.partition_index].log
+                offset = plog.log_end_offset if p.offset == -1 else p.offset
+                if offset < 0 or offset > plog.log_end_offset:
+                    error = ErrorCode.offset_out_of_range
+                else:
+                    low = plog.delete_records_before(offset)
+            parts.append(make(part_cls, partition_index=p.partition_index, low_watermark=low, error_code=error))
+        topics_out.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics_out))

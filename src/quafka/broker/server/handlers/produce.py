@@ -1,0 +1,128 @@
+"""Produce (key 0) and InitProducerId (key 22): the write path and the idempotent producer.
+
+The write path keeps record batches opaque: each batch's 61-byte header and CRC32C are checked,
+idempotent producers' sequences are checked against the partition's producer state, the base
+offsets are stamped by the log, and the bytes are stored as they came (compressed or not). The
+response is written by a hand-made encoder (`quafka.protocol.hot_encoders`).
+
+acks: 0 (no response), 1 and -1/all behave the same on one node: the response is sent once the
+batch is in the segment file. Transactions are not implemented: a transactional InitProducerId is
+refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and transactional batches with INVALID_RECORD.
+"""
+
+from __future__ import annotations
+
+from quafka.broker.core.producer_state import Duplicate, Refused, in_sequence
+from quafka.protocol.errors import ErrorCode
+from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
+from quafka.protocol.record_batch import InvalidBatch, set_log_append_time, validate_batches
+
+from ..registry import handles
+from ..clock import wall_clock_ms
+from ..state import PartitionState, TopicState
+from ._util import NO_THROTTLE, make, response_class
+
+_ERR_NONE = int(ErrorCode.none)
+
+
+def _failed(index: int, error: ErrorCode, message: str | None, log_start_offset: int = -1) -> ProducePartitionResult:
+    return ProducePartitionResult(index, int(error), -1, -1, log_start_offset, message, [])
+
+
+def produce_to_partition(topic: TopicState, part: PartitionState, records, now_ms: int) -> ProducePartitionResult:
+    index = part.index
+    plog = part.log
+    if records is None:
+        return _failed(index, ErrorCode.corrupt_message, "produce request has null records", plog.log_start_offset)
+    try:
+        batches = validate_batches(records, topic.max_message_bytes)
+    except InvalidBatch as exc:
+        return _failed(index, exc.error_code, exc.message, plog.log_start_offset)
+    producers = part.producers
+    previous = None
+    for i, (_pos, h) in enumerate(batches):
+        if h.attributes & 0x30:
+            what = "control" if h.is_control else "transactional"
+            return _failed(index, ErrorCode.invalid_record,
+                           f"{what} batches cannot be produced: quafka does not implement transactions",
+                           plog.log_start_offset)
+        if h.producer_id >= 0 and h.base_sequence >= 0:
+            if i == 0:
+                outcome = producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
+                if isinstance(outcome, Duplicate):
+                    return ProducePartitionResult(index, _ERR_NONE, outcome.first_offset, -1,
+                                                  plog.log_start_offset, None, [])
+                if isinstance(outcome, Refused):
+                    return _failed(index, outcome.error_code, outcome.message, plog.log_start_offset)
+            elif previous is not None and (
+                previous.producer_id == h.producer_id and not in_sequence(previous.last_sequence, h.base_sequence)
+            ):
+                return _failed(index, ErrorCode.out_of_order_sequence_number,
+                               "batches of one request are not in sequence", plog.log_start_offset)
+        previous = h
+    buf = bytearray(records)
+    append_time = -1
+    if topic.log_append_time:
+        append_time = now_ms
+        for pos, h in batches:
+            set_log_append_time(buf, pos, h.batch_length + 12, now_ms)
+    info = plog.append(buf, batches, now_ms)
+    offset = info.first_offset
+    for _pos, h in batches:
+        if h.producer_id >= 0 and h.base_sequence >= 0:
+            producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+                             offset, offset + h.last_offset_delta)
+        offset += h.last_offset_delta + 1
+    return ProducePartitionResult(index, _ERR_NONE, info.first_offset, append_time, info.log_start_offset, None, [])
+
+
+@handles(0, 3, 13)
+async def handle_produce(ctx, req):
+    state = ctx.server.state
+    version = ctx.api_version
+    acks = req.acks
+    now_ms = wall_clock_ms()
+    topics_out = []
+    refuse: tuple[ErrorCode, str] | None = None
+    if acks not in (-1, 0, 1):
+        refuse = (ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, got {acks}")
+    elif req.transactional_id is not None:
+        refuse = (ErrorCode.transactional_id_authorization_failed, "quafka does not implement transactions")
+    for td in req.topic_data:
+        if version >= 13:
+            topic = state.topics_by_id.get(td.topic_id)
+            missing = ErrorCode.unknown_topic_id
+        else:
+            topic = state.topics.get(td.name)
+            missing = ErrorCode.unknown_topic_or_partition
+        parts_out = []
+        for pd in td.partition_data:
+            if refuse is not None:
+                parts_out.append(_failed(pd.index, refuse[0], refuse[1]))
+                continue
+            part = None
+            if topic is not None and 0 <= pd.index < len(topic.partitions):
+                part = topic.partitions[pd.index]
+            if part is None:
+                parts_out.append(_failed(pd.index, missing if topic is None else ErrorCode.unknown_topic_or_partition,
+                                         "This server does not host this topic-partition."))
+                continue
+            parts_out.append(produce_to_partition(topic, part, pd.records, now_ms))
+        topics_out.append((getattr(td, "name", None), getattr(td, "topic_id", None), parts_out))
+    if acks == 0:
+        return None
+    return encode_produce_response(version, ctx.correlation_id, topics_out)
+
+
+@handles(22, 0, 6)
+async def handle_init_producer_id(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(22, ctx.api_version)
+    if req.transactional_id is not None:
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed,
+                    producer_id=-1, producer_epoch=-1)
+    # An idempotent producer (re)initialising gets a fresh id at epoch 0, as Kafka does for
+    # non-transactional producers.
+    producer_id = state.allocate_producer_id()
+    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id,
+                producer_epoch=0)

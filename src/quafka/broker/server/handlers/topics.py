@@ -1,0 +1,135 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+
+Every change is journalled durably before the response (see `state.BrokerState`). With one node
+the only legal replication factor is 1 (or -1 for the default), and replica assignments may name
+only this node.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from quafka.broker import config as cfg
+from quafka.protocol.errors import ErrorCode
+
+from ..registry import handles
+from ..state import OperationError
+from ._util import NO_THROTTLE, item_class, make, response_class
+
+
+def _check_assignment(replicas, node_id: int) -> None:
+    if list(replicas) != [node_id]:
+        raise OperationError(
+            ErrorCode.invalid_replica_assignment,
+            f"Replica assignment {list(replicas)} is not valid: the only broker is {node_id}",
+        )
+
+
+@handles(19, 2, 7)
+async def handle_create_topics(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(19, ctx.api_version)
+    result_cls = item_class(resp_cls, "topics")
+    config_cls = item_class(result_cls, "configs") if "configs" in {f for f in result_cls.__dataclass_fields__} else None
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        values = dict(name=t.name, topic_id=None, error_code=ErrorCode.none, error_message=None,
+                      topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=None)
+        try:
+            if counts[t.name] > 1:
+                raise OperationError(ErrorCode.invalid_request,
+                                     f"Create topics request contains multiple entries for the topic {t.name}")
+            configs = {c.name: c.value for c in t.configs}
+            num_partitions = t.num_partitions
+            if t.assignments:
+                indexes = sorted(a.partition_index for a in t.assignments)
+                if indexes != list(range(len(indexes))):
+                    raise OperationError(ErrorCode.invalid_replica_assignment,
+                                         "Partitions in the replica assignment must be 0..n-1 without gaps")
+                for a in t.assignments:
+                    _check_assignment(a.broker_ids, state.node_id)
+            topic = state.create_topic(
+                t.name, num_partitions, t.replication_factor, configs,
+                validate_only=req.validate_only, assignments=bool(t.assignments),
+            )
+            if topic is not None:
+                values["topic_id"] = topic.topic_id
+                values["num_partitions"] = len(topic.partitions)
+                overrides = topic.configs
+            else:
+                values["num_partitions"] = len(t.assignments) if t.assignments else (
+                    num_partitions if num_partitions != -1 else int(state.config.get("num.partitions")))
+                overrides = cfg.validate_topic_configs(configs)
+            values["replication_factor"] = 1
+            if config_cls is not None:
+                values["configs"] = tuple(
+                    make(config_cls, name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                         is_sensitive=e.sensitive)
+                    for e in cfg.describe_topic_configs(state.config, overrides, None)
+                )
+        except OperationError as exc:
+            values.update(error_code=exc.error_code, error_message=exc.message, num_partitions=-1,
+                          replication_factor=-1, configs=None)
+        results.append(make(result_cls, **values))
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+@handles(20, 1, 6)
+async def handle_delete_topics(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(20, ctx.api_version)
+    result_cls = item_class(resp_cls, "responses")
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        error, message = ErrorCode.none, None
+        if name is None and topic_id is not None:
+            topic = state.topics_by_id.get(topic_id)
+            if topic is None:
+                results.append(make(result_cls, name=None, topic_id=topic_id, error_code=ErrorCode.unknown_topic_id,
+                                    error_message="This server does not host this topic ID."))
+                continue
+            name = topic.name
+        topic = state.topics.get(name) if name is not None else None
+        tid = topic.topic_id if topic is not None else topic_id
+        try:
+            if name is None:
+                raise OperationError(ErrorCode.invalid_request, "Neither a topic name nor a topic id was given")
+            state.delete_topic(name)
+        except OperationError as exc:
+            error, message = exc.error_code, exc.message
+        results.append(make(result_cls, name=name, topic_id=tid, error_code=error, error_message=message))
+    return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+@handles(37, 0, 3)
+async def handle_create_partitions(ctx, req):
+    state = ctx.server.state
+    resp_cls = response_class(37, ctx.api_version)
+    result_cls = item_class(resp_cls, "results")
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        error, message = ErrorCode.none, None
+        try:
+            if counts[t.name] > 1:
+                raise OperationError(ErrorCode.invalid_request, f"Duplicate topic in the request: {t.name}")
+            topic = state.topics.get(t.name)
+            if t.assignments is not None and topic is not None:
+                if len(t.assignments) != t.count - len(topic.partitions):
+                    raise OperationError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"Increasing the number of partitions by {t.count - len(topic.partitions)} but "
+                        f"{len(t.assignments)} assignments provided.",
+                    )
+                for a in t.assignments:
+                    _check_assignment(a.broker_ids, state.node_id)
+            state.create_partitions(t.name, t.count, validate_only=req.validate_only)
+        except OperationError as exc:
+            error, message = exc.error_code, exc.message
+        results.append(make(result_cls, name=t.name, error_code=error, error_message=message))
+    return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,294 @@
+"""The broker's live state: metadata image, open partition logs, producer state; and the
+operations that change them (each one journals its records before it is visible).
+
+Handlers (one module per API family under `handlers/`) call into this object; it is used from
+the event loop thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from quafka.broker import config as cfg
+from quafka.broker.core.metadata import ClusterMetadata, ProducerIdAllocator, TopicInfo
+from quafka.broker.core.producer_state import ProducerStateTable
+from quafka.broker.server.metadata_store import MetadataStore
+from quafka.broker.storage import FileLogStore, Log, LogStore, MemoryLogStore
+from quafka.protocol.errors import ErrorCode
+
+log = logging.getLogger("quafka.broker")
+
+LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+MAX_PARTITIONS = 100000  # a sanity bound for one node
+LEADER_EPOCH = 0
+
+
+class OperationError(Exception):
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(slots=True)
+class PartitionState:
+    topic: "TopicState"
+    index: int
+    log: Log
+    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+
+
+@dataclass(slots=True)
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    partitions: list[PartitionState] = field(default_factory=list)
+    max_message_bytes: int = 1048588
+    log_append_time: bool = False
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise OperationError(ErrorCode.invalid_topic_exception, "Topic name is empty")
+    if name in (".", ".."):
+        raise OperationError(ErrorCode.invalid_topic_exception, f"Topic name cannot be '{name}'")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise OperationError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is longer than the maximum of {MAX_TOPIC_NAME_LENGTH} characters",
+        )
+    if not LEGAL_TOPIC_CHARS.match(name):
+        raise OperationError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name '{name}' is illegal: it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+class BrokerState:
+    def __init__(self, config: cfg.BrokerConfig, *, memory: bool, clock_ms: Callable[[], int]) -> None:
+        self.static_config = config
+        self.config = config
+        self.clock_ms = clock_ms
+        self.node_id: int = config.node_id
+        log_dir = None if memory else config.log_dir
+        self.store = MetadataStore(log_dir, self.node_id)
+        self.log_store: LogStore = MemoryLogStore() if memory else FileLogStore(config.log_dir)
+        self.metadata: ClusterMetadata | None = None
+        self.topics: dict[str, TopicState] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicState] = {}
+        self.producer_ids: ProducerIdAllocator | None = None
+        self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
+        self.topic_listeners: list[Callable[[str, str], None]] = []  # (event, topic name)
+
+    # ------------------------------------------------------------------ start-up
+    def load(self) -> None:
+        """Replay the metadata journal and open every partition log (before listening)."""
+        self.metadata = self.store.load()
+        self._apply_dynamic_broker_configs()
+        now_ms = self.clock_ms()
+        known = {(t.name, p) for t in self.metadata.topics.values() for p in range(t.partitions)}
+        for topic, partition, topic_id_hex in self.log_store.existing_logs():
+            info = self.metadata.topics.get(topic)
+            if (topic, partition) not in known or (topic_id_hex and info and topic_id_hex != info.topic_id):
+                log.warning("removing log %s-%d: its topic is not in the metadata (deleted)", topic, partition)
+                self.log_store.delete_log(topic, partition)
+        for info in self.metadata.topics.values():
+            self._open_topic(info, now_ms)
+        self.producer_ids = ProducerIdAllocator(self.metadata)
+
+    def _open_topic(self, info: TopicInfo, now_ms: int) -> TopicState:
+        topic = TopicState(info.name, uuid.UUID(hex=info.topic_id), dict(info.configs))
+        self._refresh_topic_settings(topic)
+        log_config = cfg.log_config(self.config, topic.configs)
+        for p in range(info.partitions):
+            plog = self.log_store.open_log(info.name, p, info.topic_id, log_config, now_ms)
+            part = PartitionState(topic, p, plog)
+            for header in plog.iter_batch_headers(plog.log_start_offset):
+                if header.producer_id >= 0:
+                    part.producers.replay(
+                        header.producer_id, header.producer_epoch, header.base_sequence,
+                        header.last_offset_delta, header.base_offset,
+                    )
+            topic.partitions.append(part)
+        self.topics[topic.name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+        return topic
+
+    def _refresh_topic_settings(self, topic: TopicState) -> None:
+        values = cfg.resolve_topic_configs(self.config, topic.configs)
+        topic.max_message_bytes = int(values["max.message.bytes"])
+        topic.log_append_time = values["message.timestamp.type"] == "LogAppendTime"
+
+    def _apply_dynamic_broker_configs(self) -> None:
+        assert self.metadata is not None
+        self.config = self.static_config.with_dynamic(
+            per_broker=self.metadata.broker_configs.get(str(self.node_id), {}),
+            cluster_default=self.metadata.broker_configs.get("", {}),
+        )
+
+    def close(self) -> None:
+        self.log_store.close()
+        self.store.close()
+
+    # ------------------------------------------------------------------ lookups
+    def partition(self, topic: str, index: int) -> PartitionState | None:
+        t = self.topics.get(topic)
+        if t is None or index < 0 or index >= len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    # ------------------------------------------------------------------ topics
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str], *, validate_only: bool = False,
+                     assignments: bool = False) -> TopicState | None:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise OperationError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise OperationError(
+                    ErrorCode.invalid_request,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+                )
+        if num_partitions == -1:
+            num_partitions = int(self.config.get("num.partitions"))
+        if num_partitions <= 0 or num_partitions > MAX_PARTITIONS:
+            raise OperationError(
+                ErrorCode.invalid_partitions,
+                f"Number of partitions must be in [1, {MAX_PARTITIONS}], got {num_partitions}.",
+            )
+        if replication_factor not in (-1, 1):
+            raise OperationError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
+                f"of {replication_factor} cannot be reached because only 1 broker(s) are registered.",
+            )
+        try:
+            clean = cfg.validate_topic_configs(configs)
+        except cfg.ConfigError as exc:
+            raise OperationError(ErrorCode.invalid_config, str(exc)) from exc
+        if validate_only:
+            return None
+        topic_id = uuid.uuid4()
+        self.store.commit([
+            {"type": "topic", "name": name, "topic_id": topic_id.hex, "partitions": num_partitions, "configs": clean}
+        ])
+        assert self.metadata is not None
+        topic = self._open_topic(self.metadata.topics[name], self.clock_ms())
+        self._notify_topic("created", name)
+        return topic
+
+    def maybe_auto_create(self, name: str) -> TopicState | None:
+        if not self.config.get("auto.create.topics.enable"):
+            return None
+        try:
+            return self.create_topic(name, -1, -1, {})
+        except OperationError:
+            return self.topics.get(name)
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise OperationError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+        if not self.config.get("delete.topic.enable"):
+            raise OperationError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        self.store.commit([{"type": "remove_topic", "name": name}])
+        del self.topics[name]
+        self.topics_by_id.pop(topic.topic_id, None)
+        for part in topic.partitions:
+            self.log_store.delete_log(name, part.index)
+        self._notify_topic("deleted", name)
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise OperationError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise OperationError(
+                ErrorCode.invalid_partitions,
+                f"The topic {name} currently has {current} partition(s); {count} would not be an increase.",
+            )
+        if count == current:
+            raise OperationError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+        if count > MAX_PARTITIONS:
+            raise OperationError(ErrorCode.invalid_partitions, f"Number of partitions must be at most {MAX_PARTITIONS}.")
+        if validate_only:
+            return
+        self.store.commit([{"type": "partitions", "name": name, "count": count}])
+        log_config = cfg.log_config(self.config, topic.configs)
+        now_ms = self.clock_ms()
+        for p in range(current, count):
+            plog = self.log_store.open_log(name, p, topic.topic_id.hex, log_config, now_ms)
+            topic.partitions.append(PartitionState(topic, p, plog))
+        self._notify_topic("partitions", name)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise OperationError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        try:
+            clean = cfg.validate_topic_configs(configs)
+        except cfg.ConfigError as exc:
+            raise OperationError(ErrorCode.invalid_config, str(exc)) from exc
+        if validate_only:
+            return
+        self.store.commit([{"type": "topic_configs", "name": name, "configs": clean}])
+        topic.configs = dict(clean)
+        self._reconfigure_topic(topic)
+
+    def _reconfigure_topic(self, topic: TopicState) -> None:
+        self._refresh_topic_settings(topic)
+        log_config = cfg.log_config(self.config, topic.configs)
+        for part in topic.partitions:
+            part.log.update_config(log_config)
+
+    def set_broker_configs(self, resource: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+        """Replace the dynamic configs of `resource` (str(node id), or "" for the cluster default)."""
+        if resource not in ("", str(self.node_id)):
+            raise OperationError(ErrorCode.invalid_request, f"Unexpected broker id, expected {self.node_id} or empty string, but received {resource}")
+        assert self.metadata is not None
+        per_broker = dict(self.metadata.broker_configs.get(str(self.node_id), {}))
+        default = dict(self.metadata.broker_configs.get("", {}))
+        if resource == "":
+            default = dict(configs)
+        else:
+            per_broker = dict(configs)
+        try:
+            new_config = self.static_config.with_dynamic(per_broker=per_broker, cluster_default=default)
+        except cfg.ConfigError as exc:
+            raise OperationError(ErrorCode.invalid_config if "dynamically" not in str(exc) else ErrorCode.invalid_request,
+                                 str(exc)) from exc
+        if validate_only:
+            return
+        self.store.commit([{"type": "broker_configs", "resource": resource, "configs": dict(configs)}])
+        self.config = new_config
+        for topic in self.topics.values():
+            self._reconfigure_topic(topic)
+
+    def dynamic_broker_configs(self, resource: str) -> dict[str, str]:
+        assert self.metadata is not None
+        return dict(self.metadata.broker_configs.get(resource, {}))
+
+    # ------------------------------------------------------------------ producers
+    def allocate_producer_id(self) -> int:
+        assert self.producer_ids is not None
+        pid, record = self.producer_ids.next_id()
+        if record is not None:
+            self.store.commit([record])
+        return pid
+
+    # ------------------------------------------------------------------ listeners
+    def _notify_topic(self, event: str, name: str) -> None:
+        for listener in list(self.topic_listeners):
+            listener(event, name)

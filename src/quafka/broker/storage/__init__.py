@@ -1,0 +1,20 @@
+"""Partition log storage: the `Log` / `LogStore` interface and its file and memory engines.
+
+Imports only quafka.protocol (and the standard library).
+"""
+
+from .base import AppendInfo, Log, LogConfig, LogEvent, LogStore
+from .file_log import FileLog, FileLogStore
+from .memory_log import MemoryLog, MemoryLogStore
+
+__all__ = [
+    "AppendInfo",
+    "FileLog",
+    "FileLogStore",
+    "Log",
+    "LogConfig",
+    "LogEvent",
+    "LogStore",
+    "MemoryLog",
+    "MemoryLogStore",
+]

@@ -1,0 +1,801 @@
+"""Durable partition logs in files, laid out like Kafka's.
+
+A partition is the directory ``<log_dir>/<topic>-<partition>/``:
+
+- ``<20-digit base offset>.log``: a *segment*, record batches back to back exactly as produced
+  (base offsets stamped). The base offset is the offset of the segment's first record. Only the
+  last segment, the *active* one, is written; a new one is *rolled* when the active segment would
+  grow past segment.bytes or has been open longer than segment.ms.
+- ``.index``: the sparse offset index, 8-byte entries (offset relative to the base u32, file
+  position u32); ``.timeindex``: 12-byte entries (largest timestamp so far i64, relative offset
+  u32). An entry is added for the batch that starts after index.interval.bytes of data since the
+  previous entry; entry i of both files describes the same batch.
+- ``partition.metadata``: ``version: 0`` / ``topic_id: <id>``, as Kafka writes it (KIP-516).
+- ``log-start-offset``: a checkpoint of the log start offset, written when DeleteRecords moves it
+  past the first segment's base offset (otherwise the first segment's base offset is the start).
+
+Index persistence: indexes live in memory (arrays) and are written when a segment is rolled and
+on close(). The ``.index`` file ends with a trailer (magic ``QIX1``, entry count, size of the
+``.log`` it covers, the segment's next offset, largest timestamp and offset of the batch holding
+it, then a CRC32 of both files' entries and the trailer). On open, a non-active segment's indexes
+are loaded when the trailer is intact and its covered size equals the ``.log`` size; otherwise
+the segment's batch headers are scanned to rebuild them (and the files are rewritten). The active
+segment is always recovered: every batch's CRC is checked, and the file is truncated at the first
+incomplete, corrupt or out-of-sequence batch (a torn tail after a crash). Its index files, if
+any, are removed; they are rewritten at the next roll or close. A rebuilt non-active segment is
+not CRC-checked (Kafka likewise recovers only what follows its recovery point). segment.ms of a
+recovered active segment counts from its first batch's max timestamp, as Kafka's does.
+
+Retention deletes whole segments from the oldest (retention.ms by each segment's largest
+timestamp, retention.bytes while the rest still holds that many bytes); an expired non-empty
+active segment is rolled first. The log start offset then becomes the first remaining segment's
+base offset, unless DeleteRecords already put it higher.
+
+Reads: read() returns the batch holding the offset and following whole batches up to max_bytes,
+continuing into the next segments when a segment's remainder fits (Kafka stops at the end of a
+segment; continuing saves round trips when segments are small). A hint (next offset -> segment,
+position) is kept after each read, so a consumer reading sequentially does not rescan.
+
+Durability: append() writes with one os.write on an O_APPEND descriptor, so the bytes are in the
+kernel's page cache when it returns and survive SIGKILL of the process. fdatasync happens when
+flush.messages unflushed records have accumulated, in maybe_flush() once flush.ms has elapsed
+since the oldest unflushed append, and on flush()/close(). With the defaults (both MAX_LONG, as
+Kafka's log.flush.interval.*) flushing is left to the OS and a power loss may lose recent data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import sys
+import uuid
+import zlib
+from array import array
+from bisect import bisect_left, bisect_right
+from typing import Iterator, Sequence
+
+from quafka.protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    batch_crc_ok,
+    iter_records,
+    read_header,
+    stamp_base_offset,
+)
+
+from .base import AppendInfo, Log, LogConfig, LogStore
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+METADATA_FILE = "partition.metadata"
+LOG_START_FILE = "log-start-offset"
+NO_TIMESTAMP = -1
+
+_INDEX_ENTRY = struct.Struct(">II")
+_TIME_INDEX_ENTRY = struct.Struct(">qI")
+_TRAILER = struct.Struct(">4sIQqqq")
+_TRAILER_MAGIC = b"QIX1"
+_CRC = struct.Struct(">I")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_MAX_TIMESTAMP_POS = 35  # maxTimestamp within a batch header
+_MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # index entries hold offsets relative to the base (Kafka: Int)
+_MAX_SEGMENT_BYTES = 0x7FFFFFFF  # positions are u32; Kafka caps segment.bytes at Int.MaxValue
+_SCAN_CHUNK_BYTES = 1 << 20  # reads when scanning whole segments
+_SEEK_CHUNK_BYTES = 64 << 10  # reads when walking from an index entry to a batch
+
+_DIR_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_DELETED_DIR_NAME = re.compile(r"^.+-\d+\.[0-9a-f]+-delete$")
+
+
+class InconsistentTopicIdError(ValueError):
+    """The directory of a topic partition belongs to another topic of the same name."""
+
+
+# ----------------------------------------------------------------------------- file helpers
+
+def _sync_data(fd: int) -> None:
+    """fdatasync (data and file size, not timestamps) where available, else fsync."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_file(path: str, data: bytes, durable: bool = False) -> None:
+    """Write `path`; `durable`: atomically and durably (temporary file, fsync, rename, fsync dir)."""
+    target = path + ".tmp" if durable else path
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if durable:
+        os.replace(target, path)
+        _fsync_dir(os.path.dirname(path) or ".")
+
+
+def _unlink(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def read_partition_metadata(dir_path: str) -> str | None:
+    """The topic id recorded in `partition.metadata`, or None."""
+    try:
+        with open(os.path.join(dir_path, METADATA_FILE), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    topic_id = fields.get("topic_id", "").strip()
+    return topic_id or None
+
+
+def write_partition_metadata(dir_path: str, topic_id: str) -> None:
+    _write_file(os.path.join(dir_path, METADATA_FILE), f"version: 0\ntopic_id: {topic_id}\n".encode(), durable=True)
+
+
+# ----------------------------------------------------------------------------- segments
+
+class _Segment:
+    """One ``.log`` file with its in-memory sparse indexes and summary."""
+
+    __slots__ = (
+        "base_offset", "path", "fd", "size_bytes", "next_offset", "index_relative_offsets",
+        "index_positions", "index_max_timestamps", "bytes_since_index", "max_timestamp",
+        "max_timestamp_offset", "roll_base_ms", "last_append_ms", "index_on_disk", "deleted",
+    )
+
+    def __init__(self, dir_path: str, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.path = os.path.join(dir_path, f"{base_offset:020d}")  # + suffix
+        self.fd: int | None = None
+        self.size_bytes = 0
+        self.next_offset = base_offset
+        self.reset_index()
+        self.roll_base_ms: int | None = None  # segment.ms counts from here
+        self.last_append_ms = 0  # retention.ms fallback for batches without timestamps
+        self.index_on_disk = False
+        self.deleted = False
+
+    def reset_index(self) -> None:
+        self.index_relative_offsets = array("q")
+        self.index_positions = array("q")
+        self.index_max_timestamps = array("q")  # largest timestamp up to and including the batch
+        self.bytes_since_index = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.max_timestamp_offset = -1  # base offset of the first batch holding max_timestamp
+
+    def open_for_append(self, truncate: bool = False) -> int:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if truncate else 0)
+        self.fd = os.open(self.path + LOG_SUFFIX, flags, 0o644)
+        return self.fd
+
+    def read_fd(self) -> int:
+        if self.fd is None:
+            self.fd = os.open(self.path + LOG_SUFFIX, os.O_RDONLY)
+        return self.fd
+
+    def close_fd(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def delete(self) -> None:
+        self.close_fd()
+        self.deleted = True
+        _unlink(self.path + LOG_SUFFIX, self.path + INDEX_SUFFIX, self.path + TIME_INDEX_SUFFIX)
+
+    def track(self, position: int, base_offset: int, size_bytes: int, max_timestamp: int, interval_bytes: int) -> None:
+        """Account for a batch written at `position` (O(1): summary and maybe one index entry)."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.max_timestamp_offset = base_offset
+        if self.bytes_since_index >= interval_bytes:
+            self.index_relative_offsets.append(base_offset - self.base_offset)
+            self.index_positions.append(position)
+            self.index_max_timestamps.append(self.max_timestamp)
+            self.bytes_since_index = 0
+        self.bytes_since_index += size_bytes
+
+    def position_for(self, offset: int) -> int:
+        """Position of an indexed batch at or before the one holding `offset` (0 if none)."""
+        i = bisect_right(self.index_relative_offsets, offset - self.base_offset) - 1
+        return self.index_positions[i] if i >= 0 else 0
+
+    def position_for_timestamp(self, timestamp_ms: int) -> int:
+        """Position from which the first batch with max timestamp >= timestamp_ms is found:
+        every batch up to the last entry whose timestamp so far is below the target is older."""
+        i = bisect_left(self.index_max_timestamps, timestamp_ms) - 1
+        return self.index_positions[i] if i >= 0 else 0
+
+    def largest_timestamp_ms(self) -> int:
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_append_ms
+
+    # -- index files
+    def write_index_files(self) -> None:
+        index = b"".join(map(_INDEX_ENTRY.pack, self.index_relative_offsets, self.index_positions))
+        time_index = b"".join(map(_TIME_INDEX_ENTRY.pack, self.index_max_timestamps, self.index_relative_offsets))
+        trailer = _TRAILER.pack(
+            _TRAILER_MAGIC, len(self.index_positions), self.size_bytes, self.next_offset,
+            self.max_timestamp, self.max_timestamp_offset,
+        )
+        crc = zlib.crc32(trailer, zlib.crc32(time_index, zlib.crc32(index)))
+        _write_file(self.path + TIME_INDEX_SUFFIX, time_index)
+        _write_file(self.path + INDEX_SUFFIX, index + trailer + _CRC.pack(crc))
+        self.index_on_disk = True
+
+    def load_index_files(self, log_size_bytes: int) -> bool:
+        """Load the indexes if present and consistent with a ``.log`` of `log_size_bytes`."""
+        try:
+            with open(self.path + INDEX_SUFFIX, "rb") as f:
+                index = f.read()
+            with open(self.path + TIME_INDEX_SUFFIX, "rb") as f:
+                time_index = f.read()
+        except OSError:
+            return False
+        tail_bytes = _TRAILER.size + _CRC.size
+        if len(index) < tail_bytes:
+            return False
+        entries_bytes = len(index) - tail_bytes
+        trailer = index[entries_bytes:-_CRC.size]
+        magic, count, covered_bytes, next_offset, max_timestamp, max_timestamp_offset = _TRAILER.unpack(trailer)
+        if (
+            magic != _TRAILER_MAGIC or covered_bytes != log_size_bytes or entries_bytes != count * 8
+            or len(time_index) != count * 12 or next_offset < self.base_offset
+        ):
+            return False
+        crc = zlib.crc32(trailer, zlib.crc32(time_index, zlib.crc32(index[:entries_bytes])))
+        if _CRC.unpack_from(index, len(index) - _CRC.size)[0] != crc:
+            return False
+        pairs = array("I")
+        pairs.frombytes(index[:entries_bytes])
+        if sys.byteorder == "little":
+            pairs.byteswap()
+        self.index_relative_offsets = array("q", pairs[0::2])
+        self.index_positions = array("q", pairs[1::2])
+        self.index_max_timestamps = array("q", (ts for ts, _ in _TIME_INDEX_ENTRY.iter_unpack(time_index)))
+        self.size_bytes = covered_bytes
+        self.next_offset = next_offset
+        self.max_timestamp = max_timestamp
+        self.max_timestamp_offset = max_timestamp_offset
+        self.index_on_disk = True
+        return True
+
+    def remove_index_files(self) -> None:
+        _unlink(self.path + INDEX_SUFFIX, self.path + TIME_INDEX_SUFFIX)
+        self.index_on_disk = False
+
+    def scan(self, interval_bytes: int, verify_crc: bool) -> tuple[int, int | None]:
+        """Rebuild the indexes from the file's batch headers, stopping at the first incomplete,
+        malformed or out-of-sequence batch (and, with `verify_crc`, corrupt one). Returns
+        (bytes of whole valid batches, max timestamp of the first batch or None)."""
+        self.reset_index()
+        fd = self.read_fd()
+        file_size = os.fstat(fd).st_size
+        pos = 0
+        expected_offset = self.base_offset
+        first_timestamp = None
+        want = _SCAN_CHUNK_BYTES
+        while pos < file_size:
+            data = os.pread(fd, min(want, file_size - pos), pos)
+            n = len(data)
+            p = 0
+            want = _SCAN_CHUNK_BYTES
+            stop = False
+            while n - p >= HEADER_SIZE:
+                h = read_header(data, p)
+                size = h.batch_length + LOG_OVERHEAD
+                if h.batch_length < MIN_BATCH_LENGTH or h.magic != 2 or h.base_offset != expected_offset:
+                    stop = True
+                    break
+                if p + size > n:
+                    if pos + p + size > file_size:
+                        stop = True  # torn tail
+                    else:
+                        want = max(want, size)
+                    break
+                if verify_crc and not batch_crc_ok(data, p, h):
+                    stop = True
+                    break
+                if first_timestamp is None:
+                    first_timestamp = h.max_timestamp
+                self.track(pos + p, h.base_offset, size, h.max_timestamp, interval_bytes)
+                expected_offset = h.next_offset
+                p += size
+            if not stop and p == 0 and n < HEADER_SIZE:
+                stop = True  # fewer bytes than a header at the end of the file
+            pos += p
+            if stop:
+                break
+        self.size_bytes = pos
+        self.next_offset = expected_offset
+        return pos, first_timestamp
+
+
+def _walk(seg: _Segment, pos: int, chunk_bytes: int) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch of `seg` from `pos` (a batch start), in big reads."""
+    fd = seg.read_fd()
+    end = seg.size_bytes
+    while end - pos >= HEADER_SIZE:
+        data = os.pread(fd, min(chunk_bytes, end - pos), pos)
+        n = len(data)
+        p = 0
+        while n - p >= HEADER_SIZE:
+            h = read_header(data, p)
+            yield pos + p, h
+            size = h.batch_length + LOG_OVERHEAD
+            if size < HEADER_SIZE:
+                return
+            p += size
+        if p == 0:
+            return
+        pos += p
+
+
+def _first_record_at_or_after(batch: bytes, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
+    for record in iter_records(batch):
+        if record.timestamp >= timestamp_ms and record.offset >= min_offset:
+            return record.offset, record.timestamp
+    return None
+
+
+# ----------------------------------------------------------------------------- the log
+
+class FileLog(Log):
+    """A partition log in a directory of segment files (see the module docstring)."""
+
+    def __init__(self, dir_path: str, topic: str, partition: int, config: LogConfig, now_ms: int) -> None:
+        super().__init__()
+        self.topic = topic
+        self.partition = partition
+        self.dir_path = dir_path
+        self._config = config
+        self._segments: list[_Segment] = []
+        self._bases: list[int] = []  # segment base offsets, for bisect
+        self._size_bytes = 0
+        self._log_start_offset = 0
+        self._unflushed_records = 0
+        self._first_unflushed_ms: int | None = None
+        self._dirty_segments: list[_Segment] = []  # rolled while holding unflushed records
+        self._dir_dirty = False  # segment files created since the directory was last fsynced
+        self._read_hint: tuple[int, _Segment, int] | None = None  # (next offset, segment, position)
+        self.closed = False
+        self._open(now_ms)
+
+    # -- opening and recovery
+    def _open(self, now_ms: int) -> None:
+        names = os.listdir(self.dir_path)
+        bases = sorted(int(n[:-4]) for n in names if n.endswith(LOG_SUFFIX) and n[:-4].isdigit())
+        for name in names:  # leftovers: temporary files, indexes of deleted segments
+            stem, _, suffix = name.partition(".")
+            orphan_index = suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases
+            if name.endswith(".tmp") or orphan_index:
+                os.unlink(os.path.join(self.dir_path, name))
+        checkpoint = self._read_log_start_checkpoint()
+        if not bases:
+            bases = [checkpoint or 0]
+            self._dir_dirty = True
+        interval = self._config.index_interval_bytes
+        for i, base in enumerate(bases):
+            seg = _Segment(self.dir_path, base)
+            if i == len(bases) - 1:
+                self._recover_active(seg, now_ms)
+            else:
+                log_size = os.stat(seg.path + LOG_SUFFIX).st_size
+                if not seg.load_index_files(log_size):
+                    seg.scan(interval, verify_crc=False)
+                    seg.write_index_files()
+                seg.last_append_ms = int(os.stat(seg.path + LOG_SUFFIX).st_mtime * 1000)
+            self._segments.append(seg)
+            self._bases.append(base)
+            self._size_bytes += seg.size_bytes
+        start = self._segments[0].base_offset
+        if checkpoint is not None:
+            if checkpoint > self.log_end_offset:  # the tail it pointed into was lost
+                checkpoint = self.log_end_offset
+                self._write_log_start_checkpoint(checkpoint)
+            start = max(start, checkpoint)
+        self._log_start_offset = start
+        self._delete_below_log_start()
+
+    def _recover_active(self, seg: _Segment, now_ms: int) -> None:
+        seg.remove_index_files()
+        fd = seg.open_for_append()
+        file_size = os.fstat(fd).st_size
+        valid_bytes, first_timestamp = seg.scan(self._config.index_interval_bytes, verify_crc=True)
+        if valid_bytes < file_size:
+            os.ftruncate(fd, valid_bytes)
+            os.fsync(fd)
+        seg.last_append_ms = now_ms
+        if valid_bytes:  # as Kafka, segment.ms counts from the first batch's timestamp
+            has_timestamp = first_timestamp is not None and first_timestamp >= 0
+            seg.roll_base_ms = min(first_timestamp, now_ms) if has_timestamp else now_ms
+
+    def _write_log_start_checkpoint(self, offset: int) -> None:
+        _write_file(os.path.join(self.dir_path, LOG_START_FILE), f"{offset}\n".encode(), durable=True)
+
+    def _read_log_start_checkpoint(self) -> int | None:
+        try:
+            with open(os.path.join(self.dir_path, LOG_START_FILE), encoding="ascii") as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    # -- state
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        """Base offsets of the segments, oldest first (introspection for tests and tools)."""
+        return list(self._bases)
+
+    # -- writes
+    def append(self, buf: bytearray, batches: Sequence[tuple[int, BatchHeader]], now_ms: int) -> AppendInfo:
+        seg = self._segments[-1]
+        first_offset = seg.next_offset
+        if not batches:
+            return AppendInfo(first_offset, first_offset - 1, self._log_start_offset)
+        config = self._config
+        total_bytes = len(buf)
+        if seg.size_bytes and (
+            seg.size_bytes + total_bytes > min(config.segment_bytes, _MAX_SEGMENT_BYTES)
+            or now_ms - seg.roll_base_ms >= config.segment_ms
+            or first_offset + total_bytes - seg.base_offset > _MAX_RELATIVE_OFFSET  # records >= 1 byte
+        ):
+            seg = self._roll(now_ms)
+        offset = first_offset
+        for pos, header in batches:
+            stamp_base_offset(buf, pos, offset)
+            offset += header.last_offset_delta + 1
+        fd = seg.fd
+        try:
+            written = os.write(fd, buf)
+            if written != total_bytes:
+                _write_all(fd, memoryview(buf)[written:])
+        except BaseException:
+            try:  # keep the segment made of whole batches
+                os.ftruncate(fd, seg.size_bytes)
+            except OSError:
+                pass
+            raise
+        base_position = seg.size_bytes
+        interval = config.index_interval_bytes
+        offset = first_offset
+        unpack_int64 = _INT64.unpack_from
+        for pos, header in batches:  # timestamps read from buf: LogAppendTime may have rewritten them
+            seg.track(base_position + pos, offset, header.batch_length + LOG_OVERHEAD,
+                      unpack_int64(buf, pos + _MAX_TIMESTAMP_POS)[0], interval)
+            offset += header.last_offset_delta + 1
+        seg.size_bytes += total_bytes
+        seg.next_offset = offset
+        self._size_bytes += total_bytes
+        if seg.roll_base_ms is None:
+            seg.roll_base_ms = now_ms
+        seg.last_append_ms = now_ms
+        if not self._unflushed_records:
+            self._first_unflushed_ms = now_ms
+        self._unflushed_records += offset - first_offset
+        if self._unflushed_records >= config.flush_messages:
+            self.flush()
+        self._notify("append")
+        return AppendInfo(first_offset, offset - 1, self._log_start_offset)
+
+    def _roll(self, now_ms: int) -> _Segment:
+        """Seal the active segment (write its indexes) and start a new one at the log end."""
+        old = self._segments[-1]
+        old.write_index_files()
+        if self._unflushed_records:
+            self._dirty_segments.append(old)
+        seg = _Segment(self.dir_path, old.next_offset)
+        seg.open_for_append(truncate=True)
+        seg.last_append_ms = now_ms
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+        return seg
+
+    def delete_records_before(self, offset: int) -> int:
+        new_start = min(max(offset, self._log_start_offset), self.log_end_offset)
+        if new_start == self._log_start_offset:
+            return new_start
+        if new_start > self._segments[0].base_offset:  # durable before any segment goes
+            self._write_log_start_checkpoint(new_start)
+        self._log_start_offset = new_start
+        self._delete_below_log_start()
+        self._notify("log_start_offset")
+        return new_start
+
+    def enforce_retention(self, now_ms: int) -> bool:
+        retention_ms, retention_bytes = self._config.retention_ms, self._config.retention_bytes
+        if retention_ms >= 0:
+            self._delete_oldest_while(lambda seg, _: seg.largest_timestamp_ms() < now_ms - retention_ms, now_ms)
+        if retention_bytes >= 0:  # as Kafka: while the rest would still hold retention.bytes
+            self._delete_oldest_while(
+                lambda seg, deleted: self._size_bytes - deleted - seg.size_bytes >= retention_bytes, now_ms
+            )
+        self._delete_below_log_start()
+        new_start = max(self._log_start_offset, self._segments[0].base_offset)
+        if new_start == self._log_start_offset:
+            return False
+        self._log_start_offset = new_start
+        self._notify("log_start_offset")
+        return True
+
+    def _delete_oldest_while(self, deletable, now_ms: int) -> None:
+        """Delete the oldest segments while deletable(segment, bytes deleted before it) holds; if
+        that takes in the (non-empty) active segment, roll first so an empty one remains."""
+        count = deleted_bytes = 0
+        for seg in self._segments:
+            if not seg.size_bytes or not deletable(seg, deleted_bytes):
+                break
+            count += 1
+            deleted_bytes += seg.size_bytes
+        if count == len(self._segments):
+            self._roll(now_ms)
+        self._delete_segments(count)
+
+    def _delete_below_log_start(self) -> None:
+        """Delete segments whose successor starts at or below the log start offset."""
+        count = 0
+        while count + 1 < len(self._segments) and self._bases[count + 1] <= self._log_start_offset:
+            count += 1
+        self._delete_segments(count)
+
+    def _delete_segments(self, count: int) -> None:
+        for seg in self._segments[:count]:
+            seg.delete()
+            self._size_bytes -= seg.size_bytes
+        del self._segments[:count]
+        del self._bases[:count]
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        if self._unflushed_records and now_ms - self._first_unflushed_ms >= self._config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    def flush(self) -> None:
+        if self.closed:
+            return
+        for seg in self._dirty_segments:
+            if not seg.deleted and seg.fd is not None:
+                _sync_data(seg.fd)
+        self._dirty_segments.clear()
+        _sync_data(self._segments[-1].fd)
+        if self._dir_dirty:
+            _fsync_dir(self.dir_path)
+            self._dir_dirty = False
+        self._unflushed_records = 0
+        self._first_unflushed_ms = None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.flush()
+        for seg in self._segments:
+            if not seg.index_on_disk:
+                seg.write_index_files()
+        self.release()
+
+    def release(self) -> None:
+        """Close the files without flushing or writing indexes (a crash, or a deleted log)."""
+        for seg in self._segments:
+            seg.close_fd()
+        self.closed = True
+
+    # -- reads
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
+        if offset >= self.log_end_offset:
+            return b""
+        index, position = self._locate(offset)
+        segments = self._segments
+        parts: list[bytes] = []
+        remaining = max_bytes
+        while index < len(segments):
+            seg = segments[index]
+            available = seg.size_bytes - position
+            if available <= 0:
+                index += 1
+                position = 0
+                continue
+            if available <= remaining:  # the rest of this segment fits
+                parts.append(os.pread(seg.read_fd(), available, position))
+                remaining -= available
+                self._read_hint = (seg.next_offset, seg, seg.size_bytes)
+                index += 1
+                position = 0
+                continue
+            data = os.pread(seg.read_fd(), remaining, position) if remaining > 0 else b""
+            cut = self._whole_batches_bytes(seg, position, data)
+            if not cut:
+                if parts or not min_one_batch:
+                    break
+                size = _INT32.unpack(os.pread(seg.read_fd(), 12, position)[8:12])[0] + LOG_OVERHEAD
+                data = os.pread(seg.read_fd(), size, position)
+                cut = size
+            parts.append(data if cut == len(data) else data[:cut])
+            if len(data) >= cut + 8:
+                self._read_hint = (_INT64.unpack_from(data, cut)[0], seg, position + cut)
+            break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _locate(self, offset: int) -> tuple[int, int]:
+        """(segment index, position) of the batch holding `offset` (< log end offset)."""
+        hint = self._read_hint
+        if hint is not None and hint[0] == offset and not hint[1].deleted:
+            return bisect_right(self._bases, hint[1].base_offset) - 1, hint[2]
+        index = bisect_right(self._bases, offset) - 1
+        if index < 0:  # below the log start: the caller's range check; serve from the start
+            return 0, 0
+        seg = self._segments[index]
+        for pos, header in _walk(seg, seg.position_for(offset), _SEEK_CHUNK_BYTES):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return index, pos
+        return index, seg.size_bytes
+
+    @staticmethod
+    def _whole_batches_bytes(seg: _Segment, position: int, data: bytes) -> int:
+        """Length of the whole batches at the start of `data` (read at `position`); walks from
+        the last index entry inside `data` rather than from its start."""
+        n = len(data)
+        positions = seg.index_positions
+        j = bisect_right(positions, position + n) - 1
+        p = positions[j] - position if j >= 0 and positions[j] > position else 0
+        unpack_int32 = _INT32.unpack_from
+        while p + LOG_OVERHEAD <= n:
+            size = unpack_int32(data, p + 8)[0] + LOG_OVERHEAD
+            if p + size > n:
+                break
+            p += size
+        return p
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        start = self._log_start_offset
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp_ms or seg.next_offset <= start:
+                continue
+            pos = seg.position_for_timestamp(timestamp_ms)
+            if start > seg.base_offset:
+                pos = max(pos, seg.position_for(start))
+            for p, h in _walk(seg, pos, _SEEK_CHUNK_BYTES):
+                if h.max_timestamp >= timestamp_ms and h.next_offset > start:
+                    found = _first_record_at_or_after(os.pread(seg.read_fd(), h.size_bytes, p), timestamp_ms, start)
+                    if found is not None:
+                        return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        best = None
+        for seg in self._segments:
+            if seg.max_timestamp_offset >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        target = best.max_timestamp_offset
+        for p, h in _walk(best, best.position_for(target), _SEEK_CHUNK_BYTES):
+            if h.base_offset >= target:
+                found = _first_record_at_or_after(os.pread(best.read_fd(), h.size_bytes, p), best.max_timestamp, 0)
+                return found if found is not None else (h.base_offset, best.max_timestamp)
+        return None
+
+    def iter_batch_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
+        segments = list(self._segments)
+        first = max(bisect_right(self._bases, start_offset) - 1, 0)
+        for i in range(first, len(segments)):
+            seg = segments[i]
+            if seg.deleted:
+                continue
+            pos = seg.position_for(start_offset) if i == first else 0
+            for _, header in _walk(seg, pos, _SCAN_CHUNK_BYTES):
+                if header.next_offset > start_offset:
+                    yield header
+
+
+# ----------------------------------------------------------------------------- the store
+
+class FileLogStore(LogStore):
+    """All partition logs under one log directory (Kafka's log.dirs, a single directory)."""
+
+    def __init__(self, log_dir: str | os.PathLike) -> None:
+        self.log_dir = os.fspath(log_dir)
+        os.makedirs(self.log_dir, exist_ok=True)
+        self._logs: dict[tuple[str, int], FileLog] = {}
+
+    def _dir_for(self, topic: str, partition: int) -> str:
+        return os.path.join(self.log_dir, f"{topic}-{partition}")
+
+    def open_log(self, topic: str, partition: int, topic_id_hex: str, config: LogConfig, now_ms: int) -> FileLog:
+        log = self._logs.get((topic, partition))
+        if log is not None and not log.closed:
+            log.update_config(config)
+            return log
+        path = self._dir_for(topic, partition)
+        created = not os.path.isdir(path)
+        os.makedirs(path, exist_ok=True)
+        recorded_id = read_partition_metadata(path)
+        if recorded_id is None:
+            write_partition_metadata(path, topic_id_hex)
+            if created:
+                _fsync_dir(self.log_dir)
+        elif topic_id_hex and recorded_id != topic_id_hex:
+            raise InconsistentTopicIdError(
+                f"log directory {path} holds topic id {recorded_id}, not {topic_id_hex}: "
+                f"a topic named {topic!r} was deleted and recreated; delete the directory to start afresh"
+            )
+        log = FileLog(path, topic, partition, config, now_ms)
+        self._logs[(topic, partition)] = log
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        log = self._logs.pop((topic, partition), None)
+        if log is not None:
+            log.release()
+        path = self._dir_for(topic, partition)
+        if not os.path.isdir(path):
+            return
+        doomed = f"{path}.{uuid.uuid4().hex}-delete"  # rename first: a crash leaves no half log
+        os.rename(path, doomed)
+        _fsync_dir(self.log_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def existing_logs(self) -> list[tuple[str, int, str | None]]:
+        found = []
+        for name in sorted(os.listdir(self.log_dir)):
+            path = os.path.join(self.log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if _DELETED_DIR_NAME.match(name):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            match = _DIR_NAME.match(name)
+            if match:
+                found.append((match["topic"], int(match["partition"]), read_partition_metadata(path)))
+        return found
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()

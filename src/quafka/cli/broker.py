@@ -1,0 +1,81 @@
+"""`quafka broker`: run the broker in the foreground until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+EXAMPLES = """
+examples:
+  quafka broker
+  quafka broker --config server.properties
+  quafka broker --override log.dirs=/var/lib/quafka --override listeners=PLAINTEXT://0.0.0.0:9092
+"""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "broker",
+        help="run a quafka broker",
+        description="Run a single-node Kafka-protocol broker with share groups. Configuration uses "
+        "Kafka's broker config names (see docs/configuration.md).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="FILE", help="a server.properties file")
+    p.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
+                   help="set a config (repeatable); wins over --config")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from quafka.broker import config as cfg
+
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    try:
+        props: dict[str, str] = {}
+        if args.config:
+            props.update(cfg.load_properties_file(args.config))
+        for item in args.override:
+            if "=" not in item:
+                raise cfg.ConfigError("--override", item, "KEY=VALUE", f"--override needs KEY=VALUE, got '{item}'")
+            key, value = item.split("=", 1)
+            props[key.strip()] = value.strip()
+        config = cfg.BrokerConfig.from_props(props)
+    except cfg.ConfigError as exc:
+        print(f"quafka broker: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"quafka broker: cannot read {args.config}: {exc.strerror}", file=sys.stderr)
+        return 1
+    for warning in config.warnings:
+        logging.getLogger("quafka.config").warning("%s", warning)
+    try:
+        return asyncio.run(_serve(config))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _serve(config) -> int:
+    from quafka.broker.server.metadata_store import MetadataStoreError
+    from quafka.broker.server.server import BrokerServer
+
+    server = BrokerServer(config)
+    try:
+        await server.start()
+    except (MetadataStoreError, OSError) as exc:
+        print(f"quafka broker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("quafka.server").info("shutting down")
+    await server.stop()
+    return 0

@@ -1,0 +1,150 @@
+"""Shared test helpers: polling with deadlines, free ports, a broker in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float = 10.0, interval_s: float = 0.01,
+               message: str = "condition") -> object:
+    """Poll `condition` until it returns a truthy value; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {message}")
+        time.sleep(interval_s)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerProcess:
+    """`quafka broker` in a child process, for SIGKILL and graceful-restart tests."""
+
+    def __init__(self, data_dir: str, port: int | None = None, overrides: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.overrides = dict(overrides or {})
+        self.proc: subprocess.Popen | None = None
+        self.log_path = os.path.join(os.path.dirname(os.path.abspath(data_dir)), f"broker-{self.port}.log")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 20.0) -> "BrokerProcess":
+        args = [sys.executable, "-m", "quafka", "broker",
+                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--override", f"log.dirs={self.data_dir}"]
+        for k, v in self.overrides.items():
+            args += ["--override", f"{k}={v}"]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.proc.poll() is not None or port_open(self.port), timeout_s,
+                   message=f"broker on port {self.port}")
+        if self.proc.poll() is not None:
+            raise AssertionError(f"broker exited with {self.proc.returncode}: {self.read_log()}")
+        return self
+
+    def read_log(self) -> str:
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self._log.close()
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout_s)
+        self._log.close()
+        return self.proc.returncode
+
+
+# ----------------------------------------------------------------------------- raw kio requests
+
+class RawClient:
+    """A blocking one-connection Kafka client for raw kio requests (tests only)."""
+
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "RawClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def send_frame(self, frame: bytes) -> None:
+        self.sock.sendall(len(frame).to_bytes(4, "big") + frame)
+
+    def recv_frame(self) -> bytes:
+        size = int.from_bytes(self._recv_exactly(4), "big")
+        return self._recv_exactly(size)
+
+    def _recv_exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def encode(self, request) -> bytes:
+        import io
+
+        from kio.serial import entity_writer
+
+        self.correlation_id += 1
+        header_cls = request.__header_schema__
+        fields = dict(request_api_key=request.__api_key__, request_api_version=request.__version__,
+                      correlation_id=self.correlation_id, client_id="quafka-tests")
+        header = header_cls(**{k: v for k, v in fields.items() if k in header_cls.__dataclass_fields__})
+        buf = io.BytesIO()
+        entity_writer(header_cls)(buf, header)
+        entity_writer(type(request))(buf, request)
+        return buf.getvalue()
+
+    def request(self, request):
+        """Send a kio request entity, return the decoded kio response entity."""
+        from kio.index import load_response_schema
+        from kio.serial import entity_reader
+
+        self.send_frame(self.encode(request))
+        frame = self.recv_frame()
+        resp_cls = load_response_schema(request.__api_key__, request.__version__)
+        header, used = entity_reader(resp_cls.__header_schema__)(frame, 0)
+        assert header.correlation_id == self.correlation_id
+        body, _ = entity_reader(resp_cls)(frame, used)
+        return body

@@ -1,0 +1,45 @@
+"""ApiVersions is derived from the handler registry; group APIs are not advertised yet."""
+
+from __future__ import annotations
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
+from kio.index import load_request_schema
+
+from support import RawClient
+
+from quafka.broker.server.registry import REGISTRY, advertised_ranges
+
+CLASSIC_AND_CONSUMER_GROUP_KEYS = {8, 9, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69}
+
+
+def test_api_versions_lists_exactly_the_registered_handlers(broker):
+    with RawClient(broker.bootstrap_servers) as raw:
+        resp = raw.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    assert resp.error_code == 0
+    advertised = sorted((k.api_key, k.min_version, k.max_version) for k in resp.api_keys)
+    assert advertised == advertised_ranges()
+    assert {k for k, _, _ in advertised} == set(REGISTRY)
+
+
+def test_group_apis_are_not_advertised(broker):
+    with RawClient(broker.bootstrap_servers) as raw:
+        resp = raw.request(ApiVersionsRequestV0())
+    keys = {k.api_key for k in resp.api_keys}
+    assert not keys & CLASSIC_AND_CONSUMER_GROUP_KEYS
+
+
+def test_every_advertised_version_has_a_kio_schema():
+    for key, lo, hi in advertised_ranges():
+        for version in range(lo, hi + 1):
+            assert load_request_schema(key, version).__version__ == version
+
+
+def test_versions_clients_need_are_served():
+    ranges = {k: (lo, hi) for k, lo, hi in advertised_ranges()}
+    # librdkafka feature gates (wire-notes §2.4): MsgVer2 needs Produce >= 3 and Fetch >= 4,
+    # ZSTD needs Produce >= 7 and Fetch >= 10; idempotence needs InitProducerId.
+    assert ranges[0][0] <= 3 and ranges[0][1] >= 10
+    assert ranges[1][0] <= 4 and ranges[1][1] >= 10
+    assert 22 in ranges and 10 in ranges
+    assert ranges[3] == (0, 13)

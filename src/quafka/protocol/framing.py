@@ -28,6 +28,7 @@ from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.serial.errors import DecodeError
 
 from .errors import ErrorCode, ProtocolError
@@ -81,10 +82,44 @@ def request_class(api_key: int, version: int) -> type:
 
 
 @functools.lru_cache(maxsize=None)
-def _decoding_plan(api_key: int, version: int) -> tuple[type, Callable, Callable, Callable]:
-    """(request class, native header reader, length checker, native body reader), cached."""
+def _decoding_plan(api_key: int, version: int) -> tuple[type, Callable, Callable, Callable, Callable]:
+    """(request class, native header reader, length checker, native body reader, null checker)."""
     cls = request_class(api_key, version)
-    return cls, entity_reader(cls.__header_schema__), length_checker(cls), entity_reader(cls)
+    return cls, entity_reader(cls.__header_schema__), length_checker(cls), entity_reader(cls), null_checker(cls)
+
+
+@functools.lru_cache(maxsize=None)
+def null_checker(cls: type) -> Callable[[Any], None]:
+    """A function that raises ValueError when a field the schema says is not nullable holds None.
+
+    kio decodes a null length (-1, or 0 in compact encoding) as None even for arrays that may not
+    be null; Kafka refuses such a request ("non-nullable field was serialized as null"), and so do
+    we, before a handler iterates over None.
+    """
+    plain: list[str] = []
+    nested: list[tuple[str, bool, Callable[[Any], None]]] = []  # (name, is_array, checker)
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        if not is_optional(field):
+            plain.append(field.name)
+        if isinstance(kind, (EntityField, EntityTupleField)):
+            nested.append((field.name, isinstance(kind, EntityTupleField), null_checker(kind.type_)))
+
+    def check(entity: Any) -> None:
+        for name in plain:
+            if getattr(entity, name) is None:
+                raise ValueError(f"non-nullable field {cls.__name__}.{name} was serialized as null")
+        for name, is_array, sub in nested:
+            value = getattr(entity, name)
+            if value is None:
+                continue
+            if is_array:
+                for item in value:
+                    sub(item)
+            else:
+                sub(value)
+
+    return check
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[Any, Any]:
@@ -99,7 +134,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[Any, Any]:
     if len(frame) < 8:
         raise ProtocolError(f"request frame of {len(frame)} bytes is shorter than a request header")
     api_key, version, _ = _PEEK.unpack_from(frame, 0)
-    cls, read_header, check_lengths, read_body = _decoding_plan(api_key, version)
+    cls, read_header, check_lengths, read_body, check_nulls = _decoding_plan(api_key, version)
     try:
         try:
             header, pos = read_header(frame, 0)
@@ -110,6 +145,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[Any, Any]:
             header, pos = read_header(frame, 0)
             check_lengths(frame, pos)
             body = fallback_entity_reader(cls)(frame, pos)[0]
+        check_nulls(body)
     except DECODE_ERRORS as exc:
         raise ProtocolError(
             f"malformed {_api_label(api_key, version)} request: {type(exc).__name__}: {exc}"

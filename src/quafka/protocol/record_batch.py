@@ -129,11 +129,18 @@ def validate_batches(records: bytes | bytearray | memoryview, max_batch_bytes: i
     """
     total = len(records)
     if total == 0:
-        raise InvalidBatch(ErrorCode.corrupt_message, "produce request has no record batches")
+        raise InvalidBatch(ErrorCode.invalid_record, "produce request has no record batches")
     view = memoryview(records)
     out: list[ValidatedBatch] = []
     pos = 0
     while pos < total:
+        # The magic byte sits at offset 16 in every message format (v0/v1 messages too), so a
+        # legacy message is refused as such even when it is shorter than a v2 header.
+        if total - pos > 16 and view[pos + 16] != 2:
+            raise InvalidBatch(
+                ErrorCode.invalid_record,
+                f"record batch magic {view[pos + 16]} is not supported: only magic 2 (Kafka 0.11+) is accepted",
+            )
         if total - pos < HEADER_SIZE:
             raise InvalidBatch(
                 ErrorCode.corrupt_message,

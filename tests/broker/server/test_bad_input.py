@@ -17,10 +17,14 @@ What the broker must do with each frame (the oracle of the fuzz run):
 - an advertised (key, version) that quafka's request decoder cannot decode: close the connection;
 - one it can decode (unknown tagged fields and trailing bytes included): a response that kio decodes
   for that (key, version), exactly, with the request's correlation id. Two exceptions: Produce with
-  acks=0 gets no response, and a Fetch may long-poll up to its MaxWaitMs;
-- a frame cut short by the client closing its side: close, answer nothing.
+  acks=0 gets no response, and a Fetch may long-poll up to its MaxWaitMs. Valid requests (with or
+  without unknown tagged fields, pipelined, or written a few bytes at a time) must be answered;
+  a mutated or random one that happens to decode may instead be refused by a (logged) close;
+- a frame cut short by the client closing its side: close, answer nothing;
+- every close the broker initiates is logged with the peer and the key and version (or the size).
 
-Any exception logged by the broker as an internal error fails the run.
+Any exception logged by the broker as an internal error (log.exception, level ERROR) fails the run.
+The last section holds regression tests for the minimal frames the fuzz run found.
 """
 
 from __future__ import annotations
@@ -32,13 +36,14 @@ import io
 import logging
 import os
 import random
+import re
 import struct
 import threading
 import time
 import typing
 import uuid
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -66,7 +71,7 @@ from quafka.protocol.record_batch import build_batch, iter_records
 
 from support import RawClient, wait_until
 
-GOOD_TOPIC = "good.client-topic"  # never produced by the fuzz name generator (no '.' or 'g' in it)
+GOOD_TOPIC = "good.client-topic"  # EntityMaker.name() can never produce this name
 FUZZ_TOPIC = "fuzz-topic"
 FUZZ_PARTITIONS = 3
 CLIENT_ID = "quafka-fuzz"
@@ -108,11 +113,13 @@ def make(cls: type, **values: Any) -> Any:
 
 
 def item_class(cls: type, name: str) -> type:
+    """The entity class of field `name` of `cls`: X for X, X | None, tuple[X, ...] and tuple[X, ...] | None."""
     tp = typing.get_type_hints(cls)[name]
-    if typing.get_origin(tp) is tuple:
-        tp = typing.get_args(tp)[0]
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    return args[0] if args else tp
+    for _ in range(2):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if typing.get_origin(tp) is tuple or (args and len(args) < len(typing.get_args(tp))):
+            tp = args[0]
+    return tp
 
 
 def uvarint(value: int) -> bytes:
@@ -344,13 +351,23 @@ class Case:
     frames: int = 1
     half_close: bool = False
     allow_extra: bool = False  # EOF: complete frames hidden in random bytes may be answered
-    may_close: bool = False    # replies: closing instead is acceptable
+    may_close: bool = False    # replies: a deliberate (logged) close instead is acceptable
     chunk: int = 0             # write in pieces of this many bytes (0: at once)
+    # what the broker's log line must name when it closes the connection: "key K version V" or "size N"
+    close_reason: str = ""
 
     def describe(self) -> str:
         head = self.data[:160].hex()
         more = "" if len(self.data) <= 160 else f"... ({len(self.data)} bytes)"
         return f"[{self.kind}] expected {[h for _, h in self.replies]} then {self.final}; bytes {head}{more}"
+
+
+def close_reason(frame: bytes) -> str:
+    """What the broker's closing log line names for this frame (size prefix = len(frame))."""
+    if len(frame) < 8:
+        return f"size {len(frame)}"
+    key, version = struct.unpack_from(">hh", frame)
+    return f"key {key} version {version}"
 
 
 class Oracle:
@@ -403,7 +420,6 @@ class CaseFactory:
         self.flexible_base = [b for b in self.base if load_request_schema(b[0], b[1]).__flexible__]
         self.unadvertised_known = [(k, v) for k in sorted(api_key_map) for v in _kio_versions(k)
                                    if k not in advertised or not advertised[k][0] <= v <= advertised[k][1]]
-        self.sentinel_versions = advertised[API_VERSIONS]
         self.weights = {
             "random_bytes": 900, "random_header": 900, "random_stream": 400, "valid": 700, "truncated": 1300,
             "truncated_eof": 500, "flipped": 2000, "absurd_size": 450, "unfulfilled_size": 100,
@@ -419,24 +435,27 @@ class CaseFactory:
         key, version, frame = self.rng.choice(self.flexible_base if flexible else self.base)
         return restamp(frame, self.cid())
 
-    def oracle_case(self, kind: str, frame: bytes) -> Case:
+    def oracle_case(self, kind: str, frame: bytes, strict: bool = False) -> Case:
+        """The case for one frame, expectations from the oracle. Unless `strict`, a frame that
+        decodes may be refused by closing the connection, if the broker logs why."""
         reply, final = self.oracle.expect(frame)
+        reason = close_reason(frame) if len(frame) <= self.max_request_bytes else f"size {len(frame)}"
         if reply == "silent":  # acks=0: no response; an ApiVersions request after it is answered first
             sentinel = self.sentinel()
             return Case(kind, sized(frame) + sized(sentinel), [(sentinel, SERVED)], OPEN, frames=2, may_close=True)
-        return Case(kind, sized(frame), [(frame, reply)] if reply else [], final)
+        return Case(kind, sized(frame), [(frame, reply)] if reply else [], final,
+                    may_close=reply == SERVED and not strict, close_reason=reason)
 
     def sentinel(self) -> bytes:
         from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
         return encode_request(ApiVersionsRequest(), self.cid())
 
-    def header(self, key: int, version: int, flexible: bool | None = None) -> bytes:
+    def header(self, key: int, version: int) -> bytes:
+        """A request header v1, or v2 (an empty tag section) half of the time."""
         client = CLIENT_ID.encode()
         head = struct.pack(">hhih", key, version, self.cid(), len(client)) + client
-        if flexible if flexible is not None else self.rng.random() < 0.5:
-            head += b"\x00"
-        return head
+        return head + b"\x00" if self.rng.random() < 0.5 else head
 
     def body_of(self, key: int) -> bytes:
         """A plausible body: one of the sane bodies for `key` (or any), else random bytes."""
@@ -469,7 +488,7 @@ class CaseFactory:
 
     def gen_valid(self) -> Case:
         frame = self.base_frame()
-        case = self.oracle_case("valid", frame)
+        case = self.oracle_case("valid", frame, strict=True)
         assert case.replies and case.replies[0][1] == SERVED, f"a sane request is not served: {case.describe()}"
         return case
 
@@ -507,7 +526,7 @@ class CaseFactory:
         size = self.rng.choice((-1, -(2**31), -self.rng.randint(2, 2**31 - 1), 0, 1, 3, 7, m + 1,
                                 self.rng.randint(m + 1, 2**31 - 1), 2**31 - 1))
         tail = bytes(self.rng.randbytes(self.rng.choice((0, 4, 12, 40))))
-        return Case("absurd_size", struct.pack(">i", size) + tail, [], CLOSED)
+        return Case("absurd_size", struct.pack(">i", size) + tail, [], CLOSED, close_reason=f"size {size}")
 
     def gen_unfulfilled_size(self) -> Case:
         """A legal size prefix, fewer bytes than it promises, then the client hangs up."""
@@ -572,7 +591,8 @@ class CaseFactory:
         frames = [self.base_frame() for _ in range(self.rng.randint(1, 4))]
         bad = self.header(self.rng.choice((1000, -1)), 0) + b"\x00" * 8
         data = b"".join(sized(f) for f in frames) + sized(bad)
-        return Case("pipelined", data, [(f, SERVED) for f in frames], CLOSED, frames=len(frames) + 1)
+        return Case("pipelined", data, [(f, SERVED) for f in frames], CLOSED, frames=len(frames) + 1,
+                    close_reason=close_reason(bad))
 
     def gen_dribbled(self) -> Case:
         frame = self.base_frame()
@@ -629,6 +649,11 @@ def check_reply(request: bytes, response: bytes, how: str, advertised: dict[int,
     return None
 
 
+def peer_named(message: str) -> str:
+    found = re.search(r"127\.0\.0\.1:\d+", message)
+    return found.group(0) if found else ""
+
+
 class CaseFailure(Exception):
     pass
 
@@ -640,10 +665,13 @@ class FuzzRunner:
         self.advertised = advertised
         self.concurrency = concurrency
         self.failures: list[str] = []
+        self.max_failures = 20
         self.outcomes: Counter[str] = Counter()
         self.frames_sent = 0
         self.cases_run = 0
         self.connections = 0
+        self.closes: list[tuple[str, str, Case]] = []  # (our address, reason to be logged, case)
+        self.cases_by_peer: dict[str, list[Case]] = {}
 
     async def run(self, cases: list[Case]) -> None:
         queue = deque(cases)
@@ -652,7 +680,7 @@ class FuzzRunner:
     async def _worker(self, queue: deque) -> None:
         conn = None
         try:
-            while queue and len(self.failures) < 20:
+            while queue and len(self.failures) < self.max_failures:
                 case = queue.popleft()
                 try:
                     conn = await self._run_case(case, conn)
@@ -697,6 +725,8 @@ class FuzzRunner:
             conn = await asyncio.open_connection(self.host, self.port)
             self.connections += 1
         reader, writer = conn
+        peer = "%s:%d" % writer.get_extra_info("sockname")[:2]
+        self.cases_by_peer.setdefault(peer, []).append(case)
         try:
             if case.chunk:
                 for i in range(0, len(case.data), case.chunk):
@@ -713,7 +743,9 @@ class FuzzRunner:
             response = await self._read_frame(reader)
             if response is None:
                 if case.may_close:
-                    self.outcomes[f"{case.kind}: closed"] += 1
+                    self.outcomes[f"{case.kind}: refused"] += 1
+                    if case.close_reason:
+                        self.closes.append((peer, case.close_reason, case))
                     return self._hang_up(conn)
                 raise CaseFailure("the broker closed the connection instead of answering")
             problem = check_reply(request, response, how, self.advertised)
@@ -735,7 +767,26 @@ class FuzzRunner:
                 raise CaseFailure(f"expected the connection to close, got a {len(response)}-byte response "
                                   f"{response[:40].hex()}")
         self.outcomes[f"{case.kind}: closed" + (" after replies" if case.replies or extra else "")] += 1
+        if case.final == CLOSED:
+            self.closes.append((peer, case.close_reason, case))
         return self._hang_up(conn)
+
+    def unlogged_closes(self, records: list[logging.LogRecord]) -> list[str]:
+        """Closes the broker made without a log line naming the peer and the key and version (or size)."""
+        by_peer: dict[str, list[str]] = {}
+        for r in records:
+            if r.name.startswith("quafka") and r.levelno == logging.WARNING:
+                message = r.getMessage()
+                peer = peer_named(message)
+                if peer:
+                    by_peer.setdefault(peer, []).append(message)
+        missing = []
+        for peer, reason, case in self.closes:
+            messages = by_peer.get(peer, [])
+            if not any(reason in m for m in messages):
+                missing.append(f"{case.describe()}: closed; no log line names {peer} and '{reason}' "
+                               f"(logged: {messages})")
+        return missing
 
 
 # -------------------------------------------------------------------------------------------
@@ -897,9 +948,25 @@ def connection_closed(raw: RawClient, timeout_s: float = 10.0) -> bool:
         return True
 
 
-def internal_errors(caplog) -> list[str]:
-    return [f"{r.name} {r.levelname}: {r.getMessage()}\n{r.exc_text or ''}" for r in caplog.records
-            if r.levelno >= logging.ERROR]
+def internal_errors(caplog, cases_by_peer: dict[str, list] | None = None) -> list[str]:
+    """ERROR records (internal errors), one per distinct exception site, with a count and, when
+    known, the bytes the fuzz run had sent on that connection."""
+    groups: dict[str, list[logging.LogRecord]] = {}
+    for r in caplog.records:
+        if r.levelno >= logging.ERROR:
+            text = r.exc_text or ""
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            site = [ln for ln in lines if ln.strip().startswith("File ")][-1:] + lines[-1:]
+            groups.setdefault(" | ".join(site) or r.getMessage(), []).append(r)
+    out = []
+    for site, records in groups.items():
+        r = records[0]
+        sent = ""
+        if cases_by_peer:
+            for case in cases_by_peer.get(peer_named(r.getMessage()), [])[-1:]:
+                sent = f"\nlast case sent on that connection: {case.describe()}"
+        out.append(f"{len(records)} x {r.name} {r.levelname}: {r.getMessage()}\n{r.exc_text or ''}{sent}")
+    return out
 
 
 # -------------------------------------------------------------------------------------------
@@ -919,6 +986,15 @@ def fuzz_seed(capsys):
 def test_fuzzed_frames_never_crash_or_stall_the_broker_while_a_good_client_makes_progress(broker, caplog, fuzz_seed):
     caplog.set_level(logging.WARNING, logger="quafka")
     seed_note = f"fuzz seed {fuzz_seed} (replay with QUAFKA_FUZZ_SEED={fuzz_seed})"
+    try:
+        _fuzz_run(broker, caplog, fuzz_seed, seed_note)
+    except Exception as exc:
+        if seed_note in str(exc):
+            raise
+        raise AssertionError(f"{seed_note}: {type(exc).__name__}: {exc}") from exc
+
+
+def _fuzz_run(broker, caplog, fuzz_seed: int, seed_note: str) -> None:
     rng = random.Random(fuzz_seed)
     host, port = broker.bootstrap_servers.rsplit(":", 1)
     max_request_bytes = int(broker.config.get("socket.request.max.bytes"))
@@ -967,8 +1043,10 @@ def test_fuzzed_frames_never_crash_or_stall_the_broker_while_a_good_client_makes
 
     stats = "\n".join(f"  {k}: {v}" for k, v in sorted(runner.outcomes.items()))
     summary = (f"{seed_note}; {runner.cases_run} cases, {runner.frames_sent} frames on {runner.connections} "
-               f"connections; outcomes:\n{stats}")
+               f"connections; good client round trips per phase {phase_progress}; outcomes:\n{stats}")
     print(summary)
+    errors = internal_errors(caplog, runner.cases_by_peer)
+    assert not errors, f"{summary}\nthe broker logged internal errors at {len(errors)} sites:\n" + "\n".join(errors)
     assert not factory.oracle.oracle_errors, f"{seed_note}: {factory.oracle.oracle_errors[:5]}"
     assert not runner.failures, f"{summary}\nfailures:\n" + "\n".join(runner.failures)
     assert runner.frames_sent >= 10_000, summary
@@ -997,7 +1075,9 @@ def test_fuzzed_frames_never_crash_or_stall_the_broker_while_a_good_client_makes
         assert fetch_values(raw, GOOD_TOPIC) == list(zip(range(n), good.values)), seed_note
 
     errors = internal_errors(caplog)
-    assert not errors, f"{seed_note}: the broker logged internal errors:\n" + "\n".join(errors[:10])
+    assert not errors, f"{seed_note}: the broker logged internal errors:\n" + "\n".join(errors[:5])
+    unlogged = runner.unlogged_closes(caplog.records)
+    assert not unlogged, f"{seed_note}: {len(unlogged)} unlogged closes:\n" + "\n".join(unlogged[:10])
 
 
 # -------------------------------------------------------------------------------------------
@@ -1129,7 +1209,7 @@ def test_unadvertised_version_closes_only_that_connection(broker, caplog, key, v
     assert not internal_errors(caplog)
 
 
-@pytest.mark.parametrize("key", [1000, 67, 76, 32767, -1, -32768])
+@pytest.mark.parametrize("key", [1000, 67, 9999, 32767, -1, -32768])
 def test_unknown_api_key_closes_the_connection(broker, caplog, key):
     caplog.set_level(logging.WARNING, logger="quafka")
     with RawClient(broker.bootstrap_servers) as other, RawClient(broker.bootstrap_servers) as bad:
@@ -1236,4 +1316,122 @@ def test_metadata_v12_with_unknown_tagged_fields_is_served(broker, caplog, heade
         raw.send_frame(frame)
         response = raw.recv_frame()
         assert check_reply(frame, response, SERVED, advertised_ranges(raw)) is None
+    assert not internal_errors(caplog)
+
+
+# -------------------------------------------------------------------------------------------
+# regressions: minimal frames the fuzz run found
+# -------------------------------------------------------------------------------------------
+
+
+def _null_array_variants(entity: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Copies of `entity` with one non-nullable array (top level, or inside a first element) null."""
+    out = []
+    for f in dataclasses.fields(entity):
+        shape = classify_field(f)
+        value = getattr(entity, f.name)
+        if isinstance(shape, (EntityTupleField, PrimitiveTupleField)) and not is_optional(f) \
+                and get_field_tag(f) is None:
+            out.append((path + f.name, dataclasses.replace(entity, **{f.name: None})))
+        if isinstance(shape, EntityTupleField) and value:
+            for sub_path, sub in _null_array_variants(value[0], f"{path}{f.name}[0]."):
+                out.append((sub_path, dataclasses.replace(entity, **{f.name: (sub,) + tuple(value[1:])})))
+    return out
+
+
+def _error_site(record: logging.LogRecord) -> str:
+    """'handlers/offsets.py:60 TypeError: ...' for a logged exception."""
+    lines = (record.exc_text or record.getMessage()).splitlines()
+    files = re.findall(r'File "[^"]*/(\w+/\w+\.py)", line (\d+)', record.exc_text or "")
+    return (f"{files[-1][0]}:{files[-1][1]} " if files else "") + (lines[-1] if lines else "")
+
+
+def _error_count(caplog) -> int:
+    return sum(1 for r in caplog.records if r.levelno >= logging.ERROR)
+
+
+def test_null_for_a_non_nullable_array_is_refused_without_an_internal_error(broker, caplog):
+    """kio decodes a null array length (-1, or compact 0) as None even where the schema says the
+    array is not nullable; Kafka fails to parse such a request and closes the connection. The
+    broker must refuse it (close, with a log line) or answer it, never crash a handler on None."""
+    caplog.set_level(logging.WARNING, logger="quafka")
+    with RawClient(broker.bootstrap_servers) as raw:
+        advertised = advertised_ranges(raw)
+        create_topic(raw, FUZZ_TOPIC, 1)
+        topic_id = create_topic(raw, "other-topic")
+    sane = EntityMaker(random.Random(0), topic_id, sane=True)
+    problems = []
+    tried = 0
+    first_frame = ""
+    for key, (lo, hi) in sorted(advertised.items()):
+        for version in range(lo, hi + 1):
+            if not _has_class(key, version):
+                continue
+            for path, entity in _null_array_variants(sane.entity(load_request_schema(key, version), key)):
+                tried += 1
+                frame = encode_request(entity, 1000 + tried)
+                what = f"{api_key_map[key]} v{version} {path}=null"
+                first_frame = first_frame or f"{what}: frame {frame.hex()}"
+                errors_before = _error_count(caplog)
+                with RawClient(broker.bootstrap_servers) as raw:
+                    raw.send_frame(frame)
+                    raw.sock.settimeout(10)
+                    try:
+                        problem = check_reply(frame, raw.recv_frame(), SERVED, advertised)
+                    except ConnectionError:
+                        problem = None  # refused: fine unless it was an internal error
+                if problem:
+                    problems.append(f"{what}: {problem}")
+                if _error_count(caplog) > errors_before:
+                    last = [r for r in caplog.records if r.levelno >= logging.ERROR][-1]
+                    problems.append(f"{what}: internal error {_error_site(last)}")
+    assert tried > 50
+    assert not problems, f"{len(problems)} of {tried} frames, first {first_frame}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_v10_v11_topic_without_a_name_is_refused_without_an_internal_error(broker, caplog, version):
+    """Topic ids in Metadata requests are a v12 feature; in v10-v11 the response cannot carry a
+    null topic name (Kafka answers INVALID_REQUEST). Answer or close, but never crash."""
+    caplog.set_level(logging.WARNING, logger="quafka")
+    cls = load_request_schema(3, version)
+    topic_cls = item_class(cls, "topics")
+    with RawClient(broker.bootstrap_servers) as raw:
+        advertised = advertised_ranges(raw)
+        topic_id = create_topic(raw, FUZZ_TOPIC)
+    for wanted in (uuid.UUID(int=12345), topic_id):
+        frame = encode_request(make(cls, topics=(topic_cls(topic_id=wanted, name=None),),
+                                    allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                    include_topic_authorized_operations=False), 9)
+        with RawClient(broker.bootstrap_servers) as raw:
+            raw.send_frame(frame)
+            try:
+                response = raw.recv_frame()
+            except ConnectionError:
+                continue
+            assert check_reply(frame, response, SERVED, advertised) is None
+    errors = [_error_site(r) for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, f"Metadata v{version} topics=[{{topic_id: X, name: null}}] (frame {frame.hex()}): {errors}"
+
+
+@pytest.mark.parametrize("validate_only", [True, False])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7])
+def test_create_topics_is_served_at_every_advertised_version(broker, caplog, version, validate_only):
+    caplog.set_level(logging.WARNING, logger="quafka")
+    cls = load_request_schema(19, version)
+    topic_cls = item_class(cls, "topics")
+    name = f"created-v{version}-{validate_only}"
+    request = make(cls, topics=(make(topic_cls, name=name, num_partitions=2, replication_factor=1, assignments=(),
+                                     configs=()),), timeout=datetime.timedelta(seconds=5), validate_only=validate_only)
+    with RawClient(broker.bootstrap_servers) as raw:
+        if version > advertised_ranges(raw)[19][1]:
+            pytest.skip(f"CreateTopics v{version} is not advertised")
+        try:
+            resp = raw.request(request)
+        except ConnectionError:
+            errors = [_error_site(r) for r in caplog.records if r.levelno >= logging.ERROR]
+            raise AssertionError(f"CreateTopics v{version} closed the connection: {errors}") from None
+        assert [(t.name, t.error_code) for t in resp.topics] == [(name, ErrorCode.none)]
+        if version >= 5:
+            assert resp.topics[0].num_partitions == 2 and resp.topics[0].configs, resp
     assert not internal_errors(caplog)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 import uuid
 from datetime import timedelta
@@ -144,3 +145,34 @@ def test_log_append_time_topic_stamps_the_batch(broker):
     assert h.attributes & TIMESTAMP_TYPE_MASK
     assert h.max_timestamp == int(resp.log_append_time.timestamp() * 1000)
     assert batch_crc_ok(part.records, 0, h)
+
+
+def produce_v(version: int, topic: str, records: bytes, acks=-1):
+    mod = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    return mod.ProduceRequest(transactional_id=None, acks=acks, timeout=timedelta(seconds=10), topic_data=(
+        mod.TopicProduceData(name=topic, partition_data=(mod.PartitionProduceData(index=0, records=records),)),))
+
+
+def test_kafka_produce_rules_one_batch_per_partition_and_codecs_by_version(broker):
+    create(broker, "rules")
+    with RawClient(broker.bootstrap_servers) as raw:
+        two = raw.request(produce_req("rules", batch(1) + batch(1))).responses[0].partition_responses[0]
+        assert two.error_code == 87  # INVALID_RECORD: exactly one batch per partition
+        empty = raw.request(produce_req("rules", b"")).responses[0].partition_responses[0]
+        assert empty.error_code == 87
+        zstd = build_batch([(None, b"x")], attributes=4)
+        old = raw.request(produce_v(6, "rules", zstd)).responses[0].partition_responses[0]
+        assert old.error_code == 76  # UNSUPPORTED_COMPRESSION_TYPE below Produce v7
+        new = raw.request(produce_v(7, "rules", zstd)).responses[0].partition_responses[0]
+        assert new.error_code == 0 and new.base_offset == 0  # stored opaque, never decompressed
+
+
+def test_acks_zero_produce_that_fails_closes_the_connection(broker):
+    create(broker, "fire2")
+    with RawClient(broker.bootstrap_servers) as raw:
+        raw.send_frame(raw.encode(produce_req("no-such-topic", batch(1), acks=0)))
+        try:
+            raw.recv_frame()
+            raise AssertionError("the broker must close the connection after a failed acks=0 produce")
+        except (ConnectionError, OSError):
+            pass

@@ -32,6 +32,10 @@ _SIZE = struct.Struct(">i")
 HIGH_WATER_BYTES = 4 * 1024 * 1024
 
 
+class CloseConnection(Exception):
+    """Raised by a handler that has done its work but must close the connection (logged)."""
+
+
 @dataclass(slots=True)
 class RequestContext:
     server: "BrokerServer"
@@ -77,7 +81,16 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                 return
             ctx = RequestContext(server, peer, api_key, api_version, correlation_id,
                                  getattr(header, "client_id", None), header)
-            response = await spec.handler(ctx, body)
+            try:
+                response = await spec.handler(ctx, body)
+            except ProtocolError as exc:
+                log.warning("closing connection from %s: invalid request (API key %d version %d): %s",
+                            peer, api_key, api_version, exc)
+                return
+            except CloseConnection as exc:
+                log.info("closing connection from %s after API key %d version %d: %s",
+                         peer, api_key, api_version, exc)
+                return
             if response is None:
                 continue
             if not isinstance(response, (bytes, bytearray)):

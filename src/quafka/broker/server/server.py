@@ -20,6 +20,10 @@ from .state import BrokerState
 
 log = logging.getLogger("quafka.server")
 
+# Read buffer per connection before asyncio pauses reading: large enough that a typical ~1 MB
+# produce request arrives without pause/resume cycles.
+STREAM_LIMIT_BYTES = 4 * 1024 * 1024
+
 
 class FetchPurgatory:
     """Long-polling fetches wait here until one of their partitions gets data or time runs out."""
@@ -68,7 +72,7 @@ class BrokerServer:
         self.state.load()
         for _name, host, port in self.config.listeners:
             server = await asyncio.start_server(self._on_connection, host or None, port, reuse_address=True,
-                                                limit=2 ** 16)
+                                                limit=STREAM_LIMIT_BYTES)
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
             self.bound.append((sock[0], sock[1]))

@@ -267,8 +267,10 @@ class BrokerState:
         try:
             new_config = self.static_config.with_dynamic(per_broker=per_broker, cluster_default=default)
         except cfg.ConfigError as exc:
-            raise OperationError(ErrorCode.invalid_config if "dynamically" not in str(exc) else ErrorCode.invalid_request,
-                                 str(exc)) from exc
+            # Kafka answers INVALID_REQUEST for keys that cannot change dynamically (or not at this
+            # level) and INVALID_CONFIG for bad values.
+            code = ErrorCode.invalid_request if exc.reason in ("read-only", "per-broker") else ErrorCode.invalid_config
+            raise OperationError(code, str(exc)) from exc
         if validate_only:
             return
         self.store.commit([{"type": "broker_configs", "resource": resource, "configs": dict(configs)}])

@@ -23,13 +23,14 @@ def field_names(cls: type) -> frozenset[str]:
 @functools.lru_cache(maxsize=None)
 def item_class(cls: type, field_name: str) -> type:
     """The entity class of a nested field (`tuple[X, ...]`, `X` or `X | None`) of `cls`."""
-    hints = typing.get_type_hints(cls)
-    tp = hints[field_name]
-    if typing.get_origin(tp) is tuple:
-        tp = typing.get_args(tp)[0]
-    if typing.get_origin(tp) in (types.UnionType, typing.Union):
-        tp = next(a for a in typing.get_args(tp) if a is not type(None))
-    return tp
+    tp = typing.get_type_hints(cls)[field_name]
+    while True:
+        if typing.get_origin(tp) in (types.UnionType, typing.Union):
+            tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        elif typing.get_origin(tp) is tuple:
+            tp = typing.get_args(tp)[0]
+        else:
+            return tp
 
 
 def make(cls: type, **values):

@@ -7,7 +7,7 @@ creates it at once and returns it, rather than answering LEADER_NOT_AVAILABLE fi
 
 from __future__ import annotations
 
-from quafka.protocol.errors import ErrorCode
+from quafka.protocol.errors import ErrorCode, ProtocolError
 
 from ..registry import handles
 from ..state import LEADER_EPOCH, OperationError, TopicState, validate_topic_name
@@ -64,6 +64,9 @@ async def handle_metadata(ctx, req):
         for wanted in requested:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
+            if name is None and version < 12:
+                # the response cannot even carry a null name before v12; Kafka refuses the request
+                raise ProtocolError(f"Metadata v{version} request names a topic by id only; topic ids need v12+")
             if name is None:
                 topic = state.topics_by_id.get(topic_id) if topic_id is not None else None
                 if topic is None:

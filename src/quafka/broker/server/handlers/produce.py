@@ -12,11 +12,12 @@ refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and transactional batches wit
 
 from __future__ import annotations
 
-from quafka.broker.core.producer_state import Duplicate, Refused, in_sequence
+from quafka.broker.core.producer_state import Duplicate, Refused
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
-from quafka.protocol.record_batch import InvalidBatch, set_log_append_time, validate_batches
+from quafka.protocol.record_batch import COMPRESSION_ZSTD, InvalidBatch, set_log_append_time, validate_batches
 
+from ..connection import CloseConnection
 from ..registry import handles
 from ..clock import wall_clock_ms
 from ..state import PartitionState, TopicState
@@ -29,50 +30,45 @@ def _failed(index: int, error: ErrorCode, message: str | None, log_start_offset:
     return ProducePartitionResult(index, int(error), -1, -1, log_start_offset, message, [])
 
 
-def produce_to_partition(topic: TopicState, part: PartitionState, records, now_ms: int) -> ProducePartitionResult:
+def produce_to_partition(topic: TopicState, part: PartitionState, records, now_ms: int,
+                         version: int) -> ProducePartitionResult:
     index = part.index
     plog = part.log
     if records is None:
-        return _failed(index, ErrorCode.corrupt_message, "produce request has null records", plog.log_start_offset)
+        return _failed(index, ErrorCode.invalid_record, "produce request has null records", plog.log_start_offset)
     try:
         batches = validate_batches(records, topic.max_message_bytes)
     except InvalidBatch as exc:
         return _failed(index, exc.error_code, exc.message, plog.log_start_offset)
-    producers = part.producers
-    previous = None
-    for i, (_pos, h) in enumerate(batches):
-        if h.attributes & 0x30:
-            what = "control" if h.is_control else "transactional"
-            return _failed(index, ErrorCode.invalid_record,
-                           f"{what} batches cannot be produced: quafka does not implement transactions",
-                           plog.log_start_offset)
-        if h.producer_id >= 0 and h.base_sequence >= 0:
-            if i == 0:
-                outcome = producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
-                if isinstance(outcome, Duplicate):
-                    return ProducePartitionResult(index, _ERR_NONE, outcome.first_offset, -1,
-                                                  plog.log_start_offset, None, [])
-                if isinstance(outcome, Refused):
-                    return _failed(index, outcome.error_code, outcome.message, plog.log_start_offset)
-            elif previous is not None and (
-                previous.producer_id == h.producer_id and not in_sequence(previous.last_sequence, h.base_sequence)
-            ):
-                return _failed(index, ErrorCode.out_of_order_sequence_number,
-                               "batches of one request are not in sequence", plog.log_start_offset)
-        previous = h
+    if len(batches) != 1:
+        return _failed(index, ErrorCode.invalid_record,
+                       f"Produce requests with version {version} are only allowed to contain exactly one record batch",
+                       plog.log_start_offset)
+    pos, h = batches[0]
+    if h.attributes & 0x30:
+        what = "control" if h.is_control else "transactional"
+        return _failed(index, ErrorCode.invalid_record,
+                       f"{what} batches cannot be produced: quafka does not implement transactions",
+                       plog.log_start_offset)
+    if h.compression == COMPRESSION_ZSTD and version < 7:
+        return _failed(index, ErrorCode.unsupported_compression_type,
+                       "zstd-compressed batches need Produce v7 or later", plog.log_start_offset)
+    idempotent = h.producer_id >= 0 and h.base_sequence >= 0
+    if idempotent:
+        outcome = part.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
+        if isinstance(outcome, Duplicate):
+            return ProducePartitionResult(index, _ERR_NONE, outcome.first_offset, -1, plog.log_start_offset, None, [])
+        if isinstance(outcome, Refused):
+            return _failed(index, outcome.error_code, outcome.message, plog.log_start_offset)
     buf = bytearray(records)
     append_time = -1
     if topic.log_append_time:
         append_time = now_ms
-        for pos, h in batches:
-            set_log_append_time(buf, pos, h.batch_length + 12, now_ms)
+        set_log_append_time(buf, pos, h.batch_length + 12, now_ms)
     info = plog.append(buf, batches, now_ms)
-    offset = info.first_offset
-    for _pos, h in batches:
-        if h.producer_id >= 0 and h.base_sequence >= 0:
-            producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-                             offset, offset + h.last_offset_delta)
-        offset += h.last_offset_delta + 1
+    if idempotent:
+        part.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+                              info.first_offset, info.last_offset)
     return ProducePartitionResult(index, _ERR_NONE, info.first_offset, append_time, info.log_start_offset, None, [])
 
 
@@ -107,9 +103,13 @@ async def handle_produce(ctx, req):
                 parts_out.append(_failed(pd.index, missing if topic is None else ErrorCode.unknown_topic_or_partition,
                                          "This server does not host this topic-partition."))
                 continue
-            parts_out.append(produce_to_partition(topic, part, pd.records, now_ms))
+            parts_out.append(produce_to_partition(topic, part, pd.records, now_ms, version))
         topics_out.append((getattr(td, "name", None), getattr(td, "topic_id", None), parts_out))
     if acks == 0:
+        failed = [p for _n, _i, parts in topics_out for p in parts if p.error_code != _ERR_NONE]
+        if failed:
+            # the client expects no response; as Kafka, close the connection so it notices
+            raise CloseConnection(f"acks=0 produce failed with error {failed[0].error_code}: {failed[0].error_message}")
         return None
     return encode_produce_response(version, ctx.correlation_id, topics_out)
 

@@ -1424,8 +1424,8 @@ def test_create_topics_is_served_at_every_advertised_version(broker, caplog, ver
     request = make(cls, topics=(make(topic_cls, name=name, num_partitions=2, replication_factor=1, assignments=(),
                                      configs=()),), timeout=datetime.timedelta(seconds=5), validate_only=validate_only)
     with RawClient(broker.bootstrap_servers) as raw:
-        if version > advertised_ranges(raw)[19][1]:
-            pytest.skip(f"CreateTopics v{version} is not advertised")
+        low, high = advertised_ranges(raw)[19]
+        assert low <= version <= high, f"CreateTopics v{version} must be advertised"
         try:
             resp = raw.request(request)
         except ConnectionError:

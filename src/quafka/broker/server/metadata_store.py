@@ -24,6 +24,7 @@ import uuid
 import crc32c
 
 from quafka.broker.core.metadata import ClusterMetadata
+from quafka.broker.storage import fsync_dir
 
 log = logging.getLogger("quafka.metadata")
 
@@ -40,14 +41,6 @@ class MetadataStoreError(Exception):
 def new_cluster_id() -> str:
     """22-character URL-safe base64 of a random UUID, as Kafka's cluster ids."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _encode_line(record: dict) -> bytes:
@@ -99,7 +92,7 @@ class MetadataStore:
                     f.truncate(good_bytes)
                     os.fsync(f.fileno())
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        _fsync_dir(journal_dir)
+        fsync_dir(journal_dir)
         if self._records_in_journal > COMPACT_AFTER_RECORDS:
             self._compact()
         return self.metadata
@@ -131,7 +124,7 @@ class MetadataStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(self.log_dir)
+        fsync_dir(self.log_dir)
         return cluster_id
 
     # ------------------------------------------------------------------ changes
@@ -158,7 +151,7 @@ class MetadataStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(journal_dir)
+        fsync_dir(journal_dir)
         if self._fd is not None:
             os.close(self._fd)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)

@@ -3,6 +3,7 @@
 Imports only quafka.protocol (and the standard library).
 """
 
+from ._segment import _fsync_dir as fsync_dir
 from .base import AppendInfo, Log, LogConfig, LogEvent, LogStore
 from .file_log import FileLog, FileLogStore
 from .memory_log import MemoryLog, MemoryLogStore
@@ -17,4 +18,5 @@ __all__ = [
     "LogStore",
     "MemoryLog",
     "MemoryLogStore",
+    "fsync_dir",
 ]

@@ -1,318 +1,70 @@
 """The configuration keys quafka knows: their Kafka names, types, defaults, valid ranges and
-update modes (Apache Kafka 4.2-4.4), the broker keys it accepts but ignores, and the typed parsing
-that turns a property string into a value.
+update modes (Apache Kafka 4.2-4.4) for the broker, topics and (share) groups, the broker keys it
+accepts but ignores, and the generated documentation tables.
 
-`quafka.broker.config` builds the broker configuration on top of these tables; this module holds
-data and the small functions that check one value at a time.
+`quafka.broker.config` builds the configuration objects on top of these tables; the key type, the
+typed parsing and the validators live in `_config_types`.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
+
+from quafka.broker._config_types import (  # noqa: F401 - some are re-exported for config.py
+    CLUSTER_WIDE,
+    MAX_LONG,
+    PER_BROKER,
+    PER_GROUP,
+    PER_TOPIC,
+    READ_ONLY,
+    Check,
+    ConfigError,
+    ConfigKey,
+    LISTENER_RE,
+    _any,
+    _at_least,
+    _auto_offset_reset,
+    _between,
+    _cleanup_policy,
+    _compression_type,
+    _dir_list,
+    _false_only,
+    _gzip_level,
+    _key,
+    _listener_list,
+    _NO_EFFECT,
+    _one_of,
+    _share_assignors,
+    _throttled_replicas,
+    invalid,
+    iso_duration_ms,
+    render_value,
+)
 
 __all__ = [
     "BROKER_KEYS",
     "CLUSTER_WIDE",
     "ConfigError",
     "ConfigKey",
+    "GROUP_KEYS",
     "IGNORED_KEYS",
     "IGNORED_PREFIXES",
     "LISTENER_RE",
     "MAX_LONG",
     "PER_BROKER",
+    "PER_GROUP",
     "PER_TOPIC",
     "READ_ONLY",
     "TOPIC_KEYS",
     "TOPIC_SYNONYMS",
     "ignored_reason",
     "invalid",
+    "iso_duration_ms",
     "markdown_tables",
     "rejected_reason",
     "render_docs",
     "render_value",
 ]
-
-MAX_LONG = 2**63 - 1
-_MIN_LONG = -(2**63)
-_MAX_INT = 2**31 - 1
-_MIN_INT = -(2**31)
-_MAX_SHORT = 2**15 - 1
-_MIN_SHORT = -(2**15)
-
-READ_ONLY = "read-only"
-PER_BROKER = "per-broker"
-CLUSTER_WIDE = "cluster-wide"
-PER_TOPIC = "per-topic"  # the update mode given to TOPIC_KEYS (every topic config can be altered)
-
-TYPES = ("int", "long", "short", "double", "boolean", "string", "list", "password", "class")
-
-
-class ConfigError(Exception):
-    """A configuration value (or key) that quafka refuses, naming the key, the value and what is allowed.
-
-    `str(error)` is `message` when given, else reads like Kafka's ConfigException:
-    ``Invalid value 1000 for configuration log.segment.bytes: Value must be at least 1048576``
-    (`reason` is the part after the colon; `allowed` the validator, e.g. "[1048576,...]").
-    """
-
-    def __init__(self, key: str, value: Any, allowed: str = "", message: str | None = None, *, reason: str = ""):
-        self.key = key
-        self.value = value
-        self.allowed = allowed
-        self.reason = reason
-        if message is None:
-            message = f"Invalid value {value} for configuration {key}" + (f": {reason}" if reason else "")
-        self.message = message
-        super().__init__(message)
-
-
-def invalid(key: str, value: Any, reason: str, allowed: str = "") -> ConfigError:
-    """The ConfigError for a refused value, in Kafka's wording."""
-    return ConfigError(key, value, allowed, reason=reason)
-
-
-Check = Callable[[Any], "str | None"]  # returns why the value is refused, or None
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigKey:
-    """One configuration key as Kafka defines it, plus quafka's own remarks.
-
-    - `validator`: what is allowed, as Kafka prints it ("[1048576,...]", "[CreateTime, LogAppendTime]");
-      empty when every value of the type is accepted.
-    - `validate`: returns the reason a typed value is refused, or None.
-    - `dynamic`: Kafka's update mode: "read-only", "per-broker" or "cluster-wide" for broker keys;
-      "per-topic" for topic keys.
-    - `topic_synonym`: for a broker key that is the default of a topic config, that topic config.
-    - `broker_synonyms`: for a topic key, the broker keys that give its default, first one wins.
-    - `note`: how quafka differs from Kafka for this key ("" when it does not).
-    """
-
-    name: str
-    type: str
-    default: Any
-    validator: str
-    validate: Check
-    doc: str
-    dynamic: str = READ_ONLY
-    topic_synonym: str | None = None
-    broker_synonyms: tuple[str, ...] = ()
-    note: str = ""
-
-    def parse(self, raw: Any) -> Any:
-        """Turn a property value (a string, or a typed Python value) into this key's typed value."""
-        value = _parse_type(self, raw)
-        reason = self.validate(value)
-        if reason is not None:
-            raise invalid(self.name, _shown(raw), reason, self.validator)
-        return value
-
-    def render(self, value: Any) -> str | None:
-        return render_value(self.type, value)
-
-
-# --------------------------------------------------------------------------- typed parsing
-
-_INT_RE = re.compile(r"[+-]?[0-9]+")
-_DOUBLE_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?|[+-]?(?:NaN|Infinity)")
-_COMMA_RE = re.compile(r"\s*,\s*")
-
-
-def _shown(raw: Any) -> str:
-    if isinstance(raw, bool):
-        return "true" if raw else "false"
-    if isinstance(raw, (list, tuple)):
-        return ",".join(str(x) for x in raw)
-    return str(raw).strip() if isinstance(raw, str) else str(raw)
-
-
-def _parse_type(key: ConfigKey, raw: Any) -> Any:
-    t = key.type
-    if raw is None:
-        return None
-    if t in ("int", "long", "short"):
-        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-            raise invalid(key.name, _shown(raw), f"Not a number of type {t.upper()}", key.validator)
-        if isinstance(raw, str):
-            text = raw.strip()
-            if not _INT_RE.fullmatch(text):
-                raise invalid(key.name, text, f"Not a number of type {t.upper()}", key.validator)
-            raw = int(text)
-        lo, hi = {"int": (_MIN_INT, _MAX_INT), "long": (_MIN_LONG, MAX_LONG), "short": (_MIN_SHORT, _MAX_SHORT)}[t]
-        if not lo <= raw <= hi:
-            raise invalid(key.name, raw, f"Not a number of type {t.upper()}", key.validator)
-        return raw
-    if t == "double":
-        if isinstance(raw, bool):
-            raise invalid(key.name, _shown(raw), "Not a number of type DOUBLE", key.validator)
-        if isinstance(raw, (int, float)):
-            return float(raw)
-        text = str(raw).strip()
-        if not _DOUBLE_RE.fullmatch(text):
-            raise invalid(key.name, text, "Not a number of type DOUBLE", key.validator)
-        return float(text.rstrip("dDfF").replace("Infinity", "inf"))
-    if t == "boolean":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("true", "false"):
-            return text == "true"
-        raise invalid(key.name, str(raw).strip(), "Expected value to be either true or false", key.validator)
-    if t == "list":
-        if isinstance(raw, (list, tuple)):
-            return [str(x).strip() for x in raw]
-        text = str(raw).strip()
-        return [] if not text else _COMMA_RE.split(text)
-    # string, password, class
-    return str(raw).strip()
-
-
-def render_value(type_: str, value: Any) -> str | None:
-    """A typed value as Kafka renders it in DescribeConfigs (None stays None)."""
-    if value is None:
-        return None
-    if type_ == "boolean":
-        return "true" if value else "false"
-    if type_ == "list":
-        return ",".join(value)
-    if type_ == "double":
-        return repr(float(value))
-    return str(value)
-
-
-# --------------------------------------------------------------------------- validators
-
-
-def _any() -> tuple[str, Check]:
-    return "", lambda v: None
-
-
-def _at_least(n: int) -> tuple[str, Check]:
-    return f"[{n},...]", lambda v: None if v is None or v >= n else f"Value must be at least {n}"
-
-
-def _between(lo: int, hi: int) -> tuple[str, Check]:
-    def check(v: Any) -> str | None:
-        if v is None:
-            return None
-        if v < lo:
-            return f"Value must be at least {lo}"
-        if v > hi:
-            return f"Value must be no more than {hi}"
-        return None
-
-    return f"[{lo},...,{hi}]", check
-
-
-def _one_of(*values: str) -> tuple[str, Check]:
-    joined = ", ".join(values)
-    return f"[{joined}]", lambda v: None if v is None or v in values else f"String must be one of: {joined}"
-
-
-def _no_duplicates(items: list[str]) -> str | None:
-    seen: set[str] = set()
-    for item in items:
-        if item in seen:
-            return f"Values must not be duplicated: {item} appears more than once"
-        seen.add(item)
-    return None
-
-
-def _cleanup_policy() -> tuple[str, Check]:
-    def check(v: Any) -> str | None:
-        for policy in v:
-            if policy not in ("compact", "delete"):
-                return f"String must be one of: compact, delete (found {policy!r})"
-        dup = _no_duplicates(v)
-        if dup:
-            return dup
-        if "compact" in v:
-            return "quafka has no log compaction; use delete, or an empty value to keep data forever"
-        return None
-
-    return "[delete] or empty (Kafka also accepts compact)", check
-
-
-def _compression_type() -> tuple[str, Check]:
-    kafka_values = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-
-    def check(v: Any) -> str | None:
-        if v not in kafka_values:
-            return f"String must be one of: {', '.join(kafka_values)}"
-        if v != "producer":
-            return "quafka stores record batches exactly as the producer sent them; only producer is supported"
-        return None
-
-    return "[producer] (Kafka also accepts uncompressed, zstd, lz4, snappy, gzip)", check
-
-
-def _gzip_level() -> tuple[str, Check]:
-    return "[1,...,9] or -1", lambda v: None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9, or -1"
-
-
-LISTENER_RE = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
-
-
-def _listener_list(*, allow_null: bool) -> tuple[str, Check]:
-    def check(v: Any) -> str | None:
-        if v is None:
-            return None if allow_null else "Value must not be null"
-        if not v:
-            return "Value must not be empty"
-        for item in v:
-            if not LISTENER_RE.match(item):
-                return f"Unable to parse {item!r} to a broker endpoint (expected NAME://host:port)"
-        return None if allow_null else _no_duplicates(v)
-
-    return "non-empty list of NAME://host:port", check
-
-
-def _dir_list(*, allow_null: bool) -> tuple[str, Check]:
-    def check(v: Any) -> str | None:
-        if v is None:
-            return None if allow_null else "Value must not be null"
-        if not v or any(not d for d in v):
-            return "Value must not be empty"
-        return _no_duplicates(v)
-
-    return "exactly one directory", check
-
-
-def _throttled_replicas() -> tuple[str, Check]:
-    pair = re.compile(r"[0-9]+:[0-9]+")
-
-    def check(v: Any) -> str | None:
-        if v == ["*"] or all(pair.fullmatch(item) for item in v):
-            return None
-        return "Value must be * or a list of partitionId:brokerId pairs"
-
-    return "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *", check
-
-
-def _false_only(reason: str) -> tuple[str, Check]:
-    return "[false]", lambda v: None if not v else reason
-
-
-def _key(
-    name: str,
-    type_: str,
-    default: Any,
-    check: tuple[str, Check],
-    doc: str,
-    dynamic: str = READ_ONLY,
-    topic_synonym: str | None = None,
-    note: str = "",
-    broker_synonyms: Iterable[str] = (),
-) -> ConfigKey:
-    assert type_ in TYPES, type_
-    desc, fn = check
-    return ConfigKey(name, type_, default, desc, fn, doc, dynamic, topic_synonym, tuple(broker_synonyms), note)
-
-
-_NO_EFFECT = "accepted and validated; quafka does not act on it"
-
 # --------------------------------------------------------------------------- broker keys
 
 _BROKER = [
@@ -408,6 +160,65 @@ _BROKER = [
          "How far in the past a CreateTime timestamp may be.", CLUSTER_WIDE, "message.timestamp.before.max.ms"),
     _key("log.message.timestamp.after.max.ms", "long", 3600000, _at_least(0),
          "How far in the future a CreateTime timestamp may be.", CLUSTER_WIDE, "message.timestamp.after.max.ms"),
+    # -- share groups: the group coordinator (Kafka's GroupCoordinatorConfig)
+    _key("group.share.max.size", "int", 200, _between(1, 1000),
+         "Most members a share group may have; a join beyond it gets GROUP_MAX_SIZE_REACHED."),
+    _key("group.share.session.timeout.ms", "int", 45000, _at_least(1),
+         "Default share.session.timeout.ms: a member that does not heartbeat for this long is removed."),
+    _key("group.share.min.session.timeout.ms", "int", 45000, _at_least(1), "Lowest share.session.timeout.ms a group may set."),
+    _key("group.share.max.session.timeout.ms", "int", 60000, _at_least(1), "Highest share.session.timeout.ms a group may set."),
+    _key("group.share.heartbeat.interval.ms", "int", 5000, _at_least(1),
+         "Default share.heartbeat.interval.ms: how often members are told to heartbeat."),
+    _key("group.share.min.heartbeat.interval.ms", "int", 5000, _at_least(1),
+         "Lowest share.heartbeat.interval.ms a group may set."),
+    _key("group.share.max.heartbeat.interval.ms", "int", 15000, _at_least(1),
+         "Highest share.heartbeat.interval.ms a group may set."),
+    _key("group.share.assignors", "list", ["simple"], _share_assignors(),
+         "The share group assignor (exactly one).", note="only simple (Kafka also accepts an assignor class)"),
+    _key("group.share.assignment.interval.ms", "int", 1000, _at_least(0),
+         "Default share.assignment.interval.ms: least time between two target assignments of a group (KIP-1263).",
+         CLUSTER_WIDE),
+    _key("group.share.min.assignment.interval.ms", "int", 0, _at_least(0),
+         "Lowest share.assignment.interval.ms a group may set."),
+    _key("group.share.max.assignment.interval.ms", "int", 15000, _at_least(0),
+         "Highest share.assignment.interval.ms a group may set."),
+    _key("group.share.assignor.offload.enable", "boolean", True, _any(),
+         "Default share.assignor.offload.enable: run the assignor on a background thread.", CLUSTER_WIDE,
+         note=_NO_EFFECT + " (the assignor runs on the event loop)"),
+    _key("group.share.initialize.retry.interval.ms", "int", 30000, _at_least(1),
+         "Wait before the coordinator retries initialising the state of share partitions.",
+         note=_NO_EFFECT + " (share partition state is initialised in-process)"),
+    _key("errors.deadletterqueue.auto.create.topics.enable", "boolean", False, _any(),
+         "Create a share group's dead-letter queue topic when it does not exist (KIP-1191).", CLUSTER_WIDE),
+    _key("errors.deadletterqueue.topic.name.prefix", "string", "dlq.", _any(),
+         "Prefix every dead-letter queue topic name must have; empty allows any name (KIP-1191).", CLUSTER_WIDE),
+    # -- share groups: share partitions (Kafka's ShareGroupConfig)
+    _key("group.share.delivery.count.limit", "int", 5, _between(2, 10),
+         "Default share.delivery.count.limit: delivery attempts before a record is archived."),
+    _key("group.share.min.delivery.count.limit", "int", 2, _between(2, 5),
+         "Lowest share.delivery.count.limit a group may set."),
+    _key("group.share.max.delivery.count.limit", "int", 10, _between(5, 25),
+         "Highest share.delivery.count.limit a group may set."),
+    _key("group.share.record.lock.duration.ms", "int", 30000, _between(1000, 3600000),
+         "Default share.record.lock.duration.ms: how long an acquired record stays locked to its member."),
+    _key("group.share.min.record.lock.duration.ms", "int", 15000, _between(1000, 30000),
+         "Lowest share.record.lock.duration.ms a group may set."),
+    _key("group.share.max.record.lock.duration.ms", "int", 60000, _between(30000, 3600000),
+         "Highest share.record.lock.duration.ms a group may set."),
+    _key("group.share.partition.max.record.locks", "int", 2000, _between(100, 10000),
+         "Default share.partition.max.record.locks: most records in flight in one share partition."),
+    _key("group.share.min.partition.max.record.locks", "int", 100, _between(100, 2000),
+         "Lowest share.partition.max.record.locks a group may set."),
+    _key("group.share.max.partition.max.record.locks", "int", 4000, _between(2000, 10000),
+         "Highest share.partition.max.record.locks a group may set."),
+    _key("group.share.max.share.sessions", "int", 2000, _at_least(1),
+         "Most share sessions the broker keeps; at least group.share.max.size."),
+    _key("share.fetch.purgatory.purge.interval.requests", "int", 1000, _any(),
+         "Requests between two purges of the share fetch purgatory.",
+         note=_NO_EFFECT + " (parked share fetches are removed as they complete)"),
+    _key("group.share.persister.class.name", "string", "org.apache.kafka.server.share.persister.DefaultStatePersister",
+         _any(), "Class that persists share partition state (internal).",
+         note=_NO_EFFECT + " (quafka persists share state itself)"),
 ]
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER}
@@ -492,6 +303,48 @@ _TOPIC = [
 ]
 
 TOPIC_KEYS: dict[str, ConfigKey] = {k.name: k for k in _TOPIC}
+
+# --------------------------------------------------------------------------- group keys
+
+
+def _g(name: str, type_: str, default: Any, check: tuple[str, Check], doc: str, synonym: str | None = None,
+       note: str = "") -> ConfigKey:
+    return _key(name, type_, default, check, doc, PER_GROUP, note=note, broker_synonyms=(synonym,) if synonym else ())
+
+
+_DLQ_LATER = "accepted and stored; the dead-letter queue itself is not implemented yet"
+
+# Kafka's GroupConfig keys for share groups (kafka-configs.sh --entity-type groups). A key with a
+# broker synonym takes its default from that broker key and must lie within the broker's bounds.
+_GROUP = [
+    _g("share.session.timeout.ms", "int", 45000, _at_least(1),
+       "A member that does not heartbeat for this long is removed from the group.", "group.share.session.timeout.ms"),
+    _g("share.heartbeat.interval.ms", "int", 5000, _at_least(1), "How often members are told to heartbeat.",
+       "group.share.heartbeat.interval.ms"),
+    _g("share.record.lock.duration.ms", "int", 30000, _at_least(1000),
+       "How long an acquired record stays locked to its member.", "group.share.record.lock.duration.ms"),
+    _g("share.auto.offset.reset", "string", "latest", _auto_offset_reset(),
+       "Where a share partition new to the group starts: latest, earliest, or by_duration:<ISO-8601 duration> "
+       "(the first record at or after now minus the duration)."),
+    _g("share.isolation.level", "string", "read_uncommitted", _one_of("read_committed", "read_uncommitted"),
+       "read_committed delivers only committed transactional records; read_uncommitted delivers everything."),
+    _g("share.delivery.count.limit", "int", 5, _at_least(2), "Delivery attempts before a record is archived.",
+       "group.share.delivery.count.limit"),
+    _g("share.partition.max.record.locks", "int", 2000, _at_least(100),
+       "Most records in flight in one share partition of the group.", "group.share.partition.max.record.locks"),
+    _g("share.renew.acknowledge.enable", "boolean", True, _any(),
+       "Whether RENEW acknowledgements are allowed; when false a RENEW gets INVALID_RECORD_STATE."),
+    _g("share.assignment.interval.ms", "int", 1000, _at_least(0),
+       "Least time between two target assignments of the group (KIP-1263).", "group.share.assignment.interval.ms"),
+    _g("share.assignor.offload.enable", "boolean", True, _any(), "Run the assignor on a background thread.",
+       "group.share.assignor.offload.enable", note=_NO_EFFECT + " (the assignor runs on the event loop)"),
+    _g("errors.deadletterqueue.topic.name", "string", "", _any(),
+       "The group's dead-letter queue topic; empty means no DLQ. Must not start with __.", note=_DLQ_LATER),
+    _g("errors.deadletterqueue.copy.record.enable", "boolean", False, _any(),
+       "Copy the original record onto the DLQ topic (false: headers only).", note=_DLQ_LATER),
+]
+
+GROUP_KEYS: dict[str, ConfigKey] = {k.name: k for k in _GROUP}
 
 # --------------------------------------------------------------------------- ignored and refused keys
 
@@ -628,7 +481,14 @@ def markdown_tables() -> dict[str, str]:
         origin = ", ".join(f"`{s}`" for s in key.broker_synonyms) or "-"
         topic.append(f"| `{key.name}` | {key.type} | {_cell(_default_text(key))} | {_cell(key.validator or 'any')} | "
                      f"{origin} | {_cell(meaning)} |")
-    return {"broker-keys": "\n".join(broker), "ignored-keys": "\n".join(ignored), "topic-keys": "\n".join(topic)}
+    group = ["| Key | Type | Default | Valid values | Broker default from | Meaning |", "|---|---|---|---|---|---|"]
+    for key in sorted(GROUP_KEYS.values(), key=lambda k: k.name):
+        meaning = key.doc + (f" *quafka: {key.note}.*" if key.note else "")
+        origin = ", ".join(f"`{s}`" for s in key.broker_synonyms) or "-"
+        group.append(f"| `{key.name}` | {key.type} | {_cell(_default_text(key))} | {_cell(key.validator or 'any')} | "
+                     f"{origin} | {_cell(meaning)} |")
+    return {"broker-keys": "\n".join(broker), "ignored-keys": "\n".join(ignored), "topic-keys": "\n".join(topic),
+            "group-keys": "\n".join(group)}
 
 
 def render_docs(text: str) -> str:

@@ -6,6 +6,10 @@ name "<node.id>"), a cluster-wide dynamic default (resource name ""), the static
 broker started with, the key's default. A topic value is the topic's own override, else the broker
 default resolved through Kafka's synonyms (segment.ms <- log.roll.ms <- log.roll.hours, and so on).
 
+Share groups have their own configs (GROUP resources, `kafka-configs.sh --entity-type groups`):
+`resolve_group_config`, `validate_group_configs` and `describe_group_configs` (from `_group_config`),
+bounded by the broker's `group.share.min.*` / `group.share.max.*` keys.
+
 The key tables live in `_config_defs`; docs/configuration.md is generated from them with
 ``python -m quafka.broker.config --write-docs docs/configuration.md``.
 """
@@ -22,11 +26,13 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from quafka.broker._config_defs import (
     BROKER_KEYS,
     CLUSTER_WIDE,
+    GROUP_KEYS,
     IGNORED_KEYS,
     IGNORED_PREFIXES,
     LISTENER_RE,
     MAX_LONG,
     PER_BROKER,
+    PER_GROUP,
     PER_TOPIC,
     READ_ONLY,
     TOPIC_KEYS,
@@ -34,20 +40,32 @@ from quafka.broker._config_defs import (
     ConfigKey,
     ignored_reason,
     invalid,
+    iso_duration_ms,
     markdown_tables,
     rejected_reason,
     render_docs,
     render_value,
 )
+from quafka.broker._group_config import (
+    GROUP_BOUNDS,
+    ShareGroupConfig,
+    auto_offset_reset_duration_ms,
+    check_share_group_bounds,
+    describe_group_configs,
+    resolve_group_config,
+    validate_group_configs,
+)
 from quafka.broker.storage.base import LogConfig
 
 __all__ = [
     "BROKER_KEYS", "CLUSTER_WIDE", "CONFIG_TYPE_IDS", "DEFAULT_CONFIG", "DYNAMIC_BROKER_CONFIG",
-    "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_TOPIC_CONFIG", "IGNORED_KEYS", "IGNORED_PREFIXES", "MAX_LONG",
-    "PER_BROKER", "PER_TOPIC", "READ_ONLY", "STATIC_BROKER_CONFIG", "TOPIC_KEYS", "BrokerConfig", "ConfigEntry",
-    "ConfigError", "ConfigKey", "ConfigSource", "ConfigSynonym", "Listener", "config_type_id", "invalid",
-    "describe_broker_configs", "describe_topic_configs", "load_properties_file", "log_config",
-    "parse_properties", "render_docs", "resolve_topic_configs", "validate_topic_configs",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_TOPIC_CONFIG", "GROUP_BOUNDS", "GROUP_CONFIG", "GROUP_KEYS",
+    "IGNORED_KEYS", "IGNORED_PREFIXES", "MAX_LONG", "PER_BROKER", "PER_GROUP", "PER_TOPIC", "READ_ONLY",
+    "STATIC_BROKER_CONFIG", "TOPIC_KEYS", "BrokerConfig", "ConfigEntry", "ConfigError", "ConfigKey", "ConfigSource",
+    "ConfigSynonym", "Listener", "ShareGroupConfig", "auto_offset_reset_duration_ms", "config_type_id", "invalid",
+    "describe_broker_configs", "describe_group_configs", "describe_topic_configs", "iso_duration_ms",
+    "load_properties_file", "log_config", "parse_properties", "render_docs", "resolve_group_config",
+    "resolve_topic_configs", "validate_group_configs", "validate_topic_configs",
 ]
 
 
@@ -70,6 +88,7 @@ DYNAMIC_BROKER_CONFIG = ConfigSource.DYNAMIC_BROKER_CONFIG
 DYNAMIC_DEFAULT_BROKER_CONFIG = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
 STATIC_BROKER_CONFIG = ConfigSource.STATIC_BROKER_CONFIG
 DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
+GROUP_CONFIG = ConfigSource.GROUP_CONFIG
 
 # DescribeConfigs ConfigType ids (UNKNOWN = 0 for anything else).
 CONFIG_TYPE_IDS: Mapping[str, int] = MappingProxyType({
@@ -490,6 +509,7 @@ class BrokerConfig:
         name, value = self._first_set(_broker_synonyms("log.flush.interval.ms"))
         if value < 0:
             raise invalid(name, value, "Value must be at least 0 (it is the default of flush.ms)", "[0,...]")
+        check_share_group_bounds(self)
         cleanup = self.get("log.cleanup.policy")
         if "compact" in cleanup:  # refused by the key's validator; kept for safety
             raise invalid("log.cleanup.policy", ",".join(cleanup), "quafka has no log compaction")

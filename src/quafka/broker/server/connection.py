@@ -45,6 +45,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     header: Any
+    connection: object = None  # identifies the connection (share sessions are tied to it)
 
 
 async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -52,6 +53,7 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
     peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
     registry = server.registry
     max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
+    connection = object()
     try:
         while True:
             size = _SIZE.unpack(await reader.readexactly(4))[0]
@@ -80,7 +82,7 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                             peer, api_key, api_version, exc)
                 return
             ctx = RequestContext(server, peer, api_key, api_version, correlation_id,
-                                 getattr(header, "client_id", None), header)
+                                 getattr(header, "client_id", None), header, connection)
             try:
                 response = await spec.handler(ctx, body)
             except ProtocolError as exc:
@@ -108,3 +110,4 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
         log.exception("closing connection from %s after an internal error", peer)
     finally:
         writer.close()
+        server.on_connection_closed(connection)

@@ -44,6 +44,8 @@ def load_handlers() -> dict[int, HandlerSpec]:
         metadata,
         offsets,
         produce,
+        share_fetch,
+        share_group,
         topics,
     )
 

@@ -14,9 +14,13 @@ from quafka.broker import config as cfg
 from quafka.broker.storage import LogEvent
 
 from .clock import wall_clock_ms
+from quafka.broker.core.share_session import ShareSessionCache
+
 from .connection import serve_connection
 from .registry import HandlerSpec, advertised_ranges, load_handlers
+from .share_partitions import SharePartitionManager
 from .state import BrokerState
+from .timers import TimerService
 
 log = logging.getLogger("quafka.server")
 
@@ -61,6 +65,11 @@ class BrokerServer:
         self.registry: dict[int, HandlerSpec] = load_handlers()
         self.advertised_ranges = advertised_ranges()
         self.purgatory = FetchPurgatory()
+        self.timers = TimerService()
+        self.share_sessions = ShareSessionCache(self._max_share_sessions())
+        self.share_partitions = SharePartitionManager(self)
+        self.share_groups = None
+        self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[asyncio.Task] = set()
         self._tasks: list[asyncio.Task] = []
@@ -68,8 +77,21 @@ class BrokerServer:
         self._stopped = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
+    def _max_share_sessions(self) -> int:
+        try:
+            return int(self.config.get("group.share.max.share.sessions"))
+        except KeyError:
+            return 2000
+
     async def start(self) -> None:
         self.state.load()
+        try:
+            from .share_groups import ShareGroupService
+        except ImportError:  # the coordinator arrives with its own module
+            ShareGroupService = None
+        if ShareGroupService is not None:
+            self.share_groups = ShareGroupService(self)
+        self.state.topic_listeners.append(self._on_topic_event)
         for _name, host, port in self.config.listeners:
             server = await asyncio.start_server(self._on_connection, host or None, port, reuse_address=True,
                                                 limit=STREAM_LIMIT_BYTES)
@@ -100,7 +122,32 @@ class BrokerServer:
             host = "127.0.0.1"
         return host, bound_port
 
+    # ------------------------------------------------------------------ share sessions
+    def _on_topic_event(self, event: str, topic_name: str) -> None:
+        if event == "deleted":
+            live = {t.topic_id for t in self.state.topics.values()}
+            for topic_id in {c.topic_id for c in self.share_partitions.contexts.values()} - live:
+                self.share_partitions.drop_topic(topic_id)
+
+    def close_share_session(self, group_id: str, member_id: str) -> None:
+        """Close a member's share session and release every record it holds in the group."""
+        self.share_sessions.close(group_id, member_id)
+        self.share_partitions.release_member(group_id, member_id)
+
+    def on_share_member_removed(self, group_id: str, member_id: str) -> None:
+        """The coordinator removed a member (left, or its session timed out)."""
+        self.close_share_session(group_id, member_id)
+
+    def on_connection_closed(self, connection: object) -> None:
+        """A dropped connection closes its share sessions and releases their records at once."""
+        if self._stopping:
+            return
+        for session in self.share_sessions.remove_connection(connection):
+            self.share_partitions.release_member(session.group_id, session.member_id)
+
     async def stop(self) -> None:
+        self._stopping = True
+        self.timers.close()
         for server in self._servers:
             server.close()
         for task in self._tasks:

@@ -89,6 +89,7 @@ class BrokerState:
         self.producer_ids: ProducerIdAllocator | None = None
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.topic_listeners: list[Callable[[str, str], None]] = []  # (event, topic name)
+        self.group_config_listeners: list[Callable[[str], None]] = []  # (group id)
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> None:
@@ -277,6 +278,30 @@ class BrokerState:
         self.config = new_config
         for topic in self.topics.values():
             self._reconfigure_topic(topic)
+
+    # ------------------------------------------------------------------ group configs
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The group's config overrides (GROUP resource), as stored."""
+        assert self.metadata is not None
+        return dict(self.metadata.group_configs.get(group_id, {}))
+
+    def group_config(self, group_id: str) -> "cfg.ShareGroupConfig":
+        """The group's effective share configuration (overrides, else broker defaults)."""
+        return cfg.resolve_group_config(self.config, self.group_configs(group_id))
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+        """Replace the group's config overrides (validated against the broker's bounds)."""
+        if not group_id:
+            raise OperationError(ErrorCode.invalid_request, "Group id must not be empty")
+        try:
+            clean = cfg.validate_group_configs(self.config, configs)
+        except cfg.ConfigError as exc:
+            raise OperationError(ErrorCode.invalid_config, str(exc)) from exc
+        if validate_only:
+            return
+        self.store.commit([{"type": "group_configs", "group": group_id, "configs": clean}])
+        for listener in list(self.group_config_listeners):
+            listener(group_id)
 
     def dynamic_broker_configs(self, resource: str) -> dict[str, str]:
         assert self.metadata is not None

@@ -1,7 +1,8 @@
 """DescribeConfigs (32), IncrementalAlterConfigs (44) and the legacy AlterConfigs (33).
 
-Resources: TOPIC (2) and BROKER (4; name = this node's id for per-broker configs, "" for the
-cluster-wide default). Dynamic changes are journalled before the response and applied to live
+Resources: TOPIC (2), BROKER (4; name = this node's id for per-broker configs, "" for the
+cluster-wide default) and GROUP (32; a share group's configs, described for any group id with the
+broker's defaults where the group sets nothing, as Kafka does). Dynamic changes are journalled before the response and applied to live
 logs at once. AlterConfigs (replace the whole set of a resource's dynamic configs) is deprecated in
 Kafka but still served by Kafka 4.x and used by older tools, so quafka serves it as well.
 """
@@ -17,8 +18,19 @@ from ._util import NO_THROTTLE, item_class, make, response_class
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _unsupported(resource_type: int) -> OperationError:
+    return OperationError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}: quafka serves "
+                          "TOPIC (2), BROKER (4) and GROUP (32)")
+
+
+def _check_group_name(name: str) -> None:
+    if not name:
+        raise OperationError(ErrorCode.invalid_request, "Group name must not be empty")
 
 
 def _entries(state, resource_type: int, name: str, keys):
@@ -33,7 +45,10 @@ def _entries(state, resource_type: int, name: str, keys):
         if name != str(state.node_id):
             raise OperationError(ErrorCode.invalid_request, f"Broker {name} is not this broker ({state.node_id})")
         return cfg.describe_broker_configs(state.config, keys)
-    raise OperationError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}: quafka serves TOPIC (2) and BROKER (4)")
+    if resource_type == GROUP:
+        _check_group_name(name)
+        return cfg.describe_group_configs(state.config, state.group_configs(name), keys)
+    raise _unsupported(resource_type)
 
 
 @handles(32, 1, 4)
@@ -79,18 +94,23 @@ def _current(state, resource_type: int, name: str) -> dict[str, str]:
         if name not in ("", str(state.node_id)):
             raise OperationError(ErrorCode.invalid_request, f"Broker {name} is not this broker ({state.node_id})")
         return state.dynamic_broker_configs(name)
-    raise OperationError(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}: quafka serves TOPIC (2) and BROKER (4)")
+    if resource_type == GROUP:
+        _check_group_name(name)
+        return state.group_configs(name)
+    raise _unsupported(resource_type)
 
 
 def _apply(state, resource_type: int, name: str, configs: dict[str, str], validate_only: bool) -> None:
     if resource_type == TOPIC:
         state.set_topic_configs(name, configs, validate_only=validate_only)
+    elif resource_type == GROUP:
+        state.set_group_configs(name, configs, validate_only=validate_only)
     else:
         state.set_broker_configs(name, configs, validate_only=validate_only)
 
 
 def _key_type(resource_type: int, key: str) -> str | None:
-    table = cfg.TOPIC_KEYS if resource_type == TOPIC else cfg.BROKER_KEYS
+    table = {TOPIC: cfg.TOPIC_KEYS, GROUP: cfg.GROUP_KEYS}.get(resource_type, cfg.BROKER_KEYS)
     spec = table.get(key)
     return spec.type if spec is not None else None
 

@@ -1,0 +1,348 @@
+"""The building blocks of quafka's configuration tables: the ConfigError raised for a refused key or
+value, ConfigKey (one key as Kafka defines it), typed parsing of property strings, and the
+validators that check one value at a time, each printing what is allowed as Kafka does.
+
+`_config_defs` holds the tables built from these; `quafka.broker.config` the configuration objects.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+MAX_LONG = 2**63 - 1
+_MIN_LONG = -(2**63)
+_MAX_INT = 2**31 - 1
+_MIN_INT = -(2**31)
+_MAX_SHORT = 2**15 - 1
+_MIN_SHORT = -(2**15)
+
+READ_ONLY = "read-only"
+PER_BROKER = "per-broker"
+CLUSTER_WIDE = "cluster-wide"
+PER_TOPIC = "per-topic"  # the update mode given to TOPIC_KEYS (every topic config can be altered)
+PER_GROUP = "per-group"  # the update mode given to GROUP_KEYS (every group config can be altered)
+
+TYPES = ("int", "long", "short", "double", "boolean", "string", "list", "password", "class")
+
+
+class ConfigError(Exception):
+    """A configuration value (or key) that quafka refuses, naming the key, the value and what is allowed.
+
+    `str(error)` is `message` when given, else reads like Kafka's ConfigException:
+    ``Invalid value 1000 for configuration log.segment.bytes: Value must be at least 1048576``
+    (`reason` is the part after the colon; `allowed` the validator, e.g. "[1048576,...]").
+    """
+
+    def __init__(self, key: str, value: Any, allowed: str = "", message: str | None = None, *, reason: str = ""):
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        self.reason = reason
+        if message is None:
+            message = f"Invalid value {value} for configuration {key}" + (f": {reason}" if reason else "")
+        self.message = message
+        super().__init__(message)
+
+
+def invalid(key: str, value: Any, reason: str, allowed: str = "") -> ConfigError:
+    """The ConfigError for a refused value, in Kafka's wording."""
+    return ConfigError(key, value, allowed, reason=reason)
+
+
+Check = Callable[[Any], "str | None"]  # returns why the value is refused, or None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One configuration key as Kafka defines it, plus quafka's own remarks.
+
+    - `validator`: what is allowed, as Kafka prints it ("[1048576,...]", "[CreateTime, LogAppendTime]");
+      empty when every value of the type is accepted.
+    - `validate`: returns the reason a typed value is refused, or None.
+    - `dynamic`: Kafka's update mode: "read-only", "per-broker" or "cluster-wide" for broker keys;
+      "per-topic" for topic keys.
+    - `topic_synonym`: for a broker key that is the default of a topic config, that topic config.
+    - `broker_synonyms`: for a topic key, the broker keys that give its default, first one wins.
+    - `note`: how quafka differs from Kafka for this key ("" when it does not).
+    """
+
+    name: str
+    type: str
+    default: Any
+    validator: str
+    validate: Check
+    doc: str
+    dynamic: str = READ_ONLY
+    topic_synonym: str | None = None
+    broker_synonyms: tuple[str, ...] = ()
+    note: str = ""
+
+    def parse(self, raw: Any) -> Any:
+        """Turn a property value (a string, or a typed Python value) into this key's typed value."""
+        value = _parse_type(self, raw)
+        reason = self.validate(value)
+        if reason is not None:
+            raise invalid(self.name, _shown(raw), reason, self.validator)
+        return value
+
+    def render(self, value: Any) -> str | None:
+        return render_value(self.type, value)
+
+
+# --------------------------------------------------------------------------- typed parsing
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_DOUBLE_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?|[+-]?(?:NaN|Infinity)")
+_COMMA_RE = re.compile(r"\s*,\s*")
+
+
+def _shown(raw: Any) -> str:
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (list, tuple)):
+        return ",".join(str(x) for x in raw)
+    return str(raw).strip() if isinstance(raw, str) else str(raw)
+
+
+def _parse_type(key: ConfigKey, raw: Any) -> Any:
+    t = key.type
+    if raw is None:
+        return None
+    if t in ("int", "long", "short"):
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+            raise invalid(key.name, _shown(raw), f"Not a number of type {t.upper()}", key.validator)
+        if isinstance(raw, str):
+            text = raw.strip()
+            if not _INT_RE.fullmatch(text):
+                raise invalid(key.name, text, f"Not a number of type {t.upper()}", key.validator)
+            raw = int(text)
+        lo, hi = {"int": (_MIN_INT, _MAX_INT), "long": (_MIN_LONG, MAX_LONG), "short": (_MIN_SHORT, _MAX_SHORT)}[t]
+        if not lo <= raw <= hi:
+            raise invalid(key.name, raw, f"Not a number of type {t.upper()}", key.validator)
+        return raw
+    if t == "double":
+        if isinstance(raw, bool):
+            raise invalid(key.name, _shown(raw), "Not a number of type DOUBLE", key.validator)
+        if isinstance(raw, (int, float)):
+            return float(raw)
+        text = str(raw).strip()
+        if not _DOUBLE_RE.fullmatch(text):
+            raise invalid(key.name, text, "Not a number of type DOUBLE", key.validator)
+        return float(text.rstrip("dDfF").replace("Infinity", "inf"))
+    if t == "boolean":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        raise invalid(key.name, str(raw).strip(), "Expected value to be either true or false", key.validator)
+    if t == "list":
+        if isinstance(raw, (list, tuple)):
+            return [str(x).strip() for x in raw]
+        text = str(raw).strip()
+        return [] if not text else _COMMA_RE.split(text)
+    # string, password, class
+    return str(raw).strip()
+
+
+def render_value(type_: str, value: Any) -> str | None:
+    """A typed value as Kafka renders it in DescribeConfigs (None stays None)."""
+    if value is None:
+        return None
+    if type_ == "boolean":
+        return "true" if value else "false"
+    if type_ == "list":
+        return ",".join(value)
+    if type_ == "double":
+        return repr(float(value))
+    return str(value)
+
+
+# --------------------------------------------------------------------------- validators
+
+
+def _any() -> tuple[str, Check]:
+    return "", lambda v: None
+
+
+def _at_least(n: int) -> tuple[str, Check]:
+    return f"[{n},...]", lambda v: None if v is None or v >= n else f"Value must be at least {n}"
+
+
+def _between(lo: int, hi: int) -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if v is None:
+            return None
+        if v < lo:
+            return f"Value must be at least {lo}"
+        if v > hi:
+            return f"Value must be no more than {hi}"
+        return None
+
+    return f"[{lo},...,{hi}]", check
+
+
+def _one_of(*values: str) -> tuple[str, Check]:
+    joined = ", ".join(values)
+    return f"[{joined}]", lambda v: None if v is None or v in values else f"String must be one of: {joined}"
+
+
+def _no_duplicates(items: list[str]) -> str | None:
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return f"Values must not be duplicated: {item} appears more than once"
+        seen.add(item)
+    return None
+
+
+def _cleanup_policy() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        for policy in v:
+            if policy not in ("compact", "delete"):
+                return f"String must be one of: compact, delete (found {policy!r})"
+        dup = _no_duplicates(v)
+        if dup:
+            return dup
+        if "compact" in v:
+            return "quafka has no log compaction; use delete, or an empty value to keep data forever"
+        return None
+
+    return "[delete] or empty (Kafka also accepts compact)", check
+
+
+def _compression_type() -> tuple[str, Check]:
+    kafka_values = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+    def check(v: Any) -> str | None:
+        if v not in kafka_values:
+            return f"String must be one of: {', '.join(kafka_values)}"
+        if v != "producer":
+            return "quafka stores record batches exactly as the producer sent them; only producer is supported"
+        return None
+
+    return "[producer] (Kafka also accepts uncompressed, zstd, lz4, snappy, gzip)", check
+
+
+def _gzip_level() -> tuple[str, Check]:
+    return "[1,...,9] or -1", lambda v: None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9, or -1"
+
+
+LISTENER_RE = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
+
+
+def _listener_list(*, allow_null: bool) -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if v is None:
+            return None if allow_null else "Value must not be null"
+        if not v:
+            return "Value must not be empty"
+        for item in v:
+            if not LISTENER_RE.match(item):
+                return f"Unable to parse {item!r} to a broker endpoint (expected NAME://host:port)"
+        return None if allow_null else _no_duplicates(v)
+
+    return "non-empty list of NAME://host:port", check
+
+
+def _dir_list(*, allow_null: bool) -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if v is None:
+            return None if allow_null else "Value must not be null"
+        if not v or any(not d for d in v):
+            return "Value must not be empty"
+        return _no_duplicates(v)
+
+    return "exactly one directory", check
+
+
+def _throttled_replicas() -> tuple[str, Check]:
+    pair = re.compile(r"[0-9]+:[0-9]+")
+
+    def check(v: Any) -> str | None:
+        if v == ["*"] or all(pair.fullmatch(item) for item in v):
+            return None
+        return "Value must be * or a list of partitionId:brokerId pairs"
+
+    return "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *", check
+
+
+def _false_only(reason: str) -> tuple[str, Check]:
+    return "[false]", lambda v: None if not v else reason
+
+
+_SIMPLE_ASSIGNOR = ("simple", "org.apache.kafka.coordinator.group.assignor.SimpleAssignor")
+
+
+def _share_assignors() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if len(v) != 1:
+            return "Exactly one share group assignor must be given"
+        if v[0] not in _SIMPLE_ASSIGNOR:
+            return "quafka implements the simple assignor only (simple, or Kafka's SimpleAssignor class name)"
+        return None
+
+    return "[simple]", check
+
+
+# java.time.Duration.parse: PnDTnHnMn.nS, case-insensitive, signed parts.
+_ISO_DURATION_RE = re.compile(
+    r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
+    re.IGNORECASE)
+
+
+def iso_duration_ms(text: str) -> int | None:
+    """An ISO-8601 duration as java.time.Duration.parse reads it ("PT1M", "P1DT2H", "PT0.5S"), in
+    milliseconds (fractions below a millisecond dropped); None when it does not parse."""
+    m = _ISO_DURATION_RE.fullmatch(text)
+    if m is None or m.group(3) == "T" or not any(m.group(i) for i in (2, 4, 5, 6)):
+        return None
+    sign, days, _t, hours, minutes, seconds, fraction = m.groups()
+    seconds_int = int(seconds or 0)
+    nanos = int((fraction or "").ljust(9, "0")) if fraction else 0
+    if seconds_int < 0 or (seconds or "").startswith("-"):
+        nanos = -nanos
+    total_ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000 + int(minutes or 0) * 60_000
+                + seconds_int * 1000 + int(nanos / 1_000_000))
+    return -total_ms if sign == "-" else total_ms
+
+
+_AUTO_OFFSET_RESET_FORMAT = ("The value must be either 'earliest', 'latest' or of the format "
+                             "'by_duration:<PnDTnHnMn.nS>'")
+
+
+def _auto_offset_reset() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if v in ("earliest", "latest"):
+            return None
+        prefix, sep, duration = v.partition(":")
+        if sep and prefix.lower() == "by_duration":
+            ms = iso_duration_ms(duration)
+            if ms is not None and ms >= 0:
+                return None
+            if ms is not None:
+                return "Negative duration is not supported"
+        return _AUTO_OFFSET_RESET_FORMAT
+
+    return "[latest, earliest, by_duration:PnDTnHnMn.nS]", check
+
+
+def _key(
+    name: str,
+    type_: str,
+    default: Any,
+    check: tuple[str, Check],
+    doc: str,
+    dynamic: str = READ_ONLY,
+    topic_synonym: str | None = None,
+    note: str = "",
+    broker_synonyms: Iterable[str] = (),
+) -> ConfigKey:
+    assert type_ in TYPES, type_
+    desc, fn = check
+    return ConfigKey(name, type_, default, desc, fn, doc, dynamic, topic_synonym, tuple(broker_synonyms), note)
+
+
+_NO_EFFECT = "accepted and validated; quafka does not act on it"

@@ -1,0 +1,230 @@
+"""Share group configuration: the broker's `group.share.*` start-up checks, and the per-group
+configs of Kafka's GroupConfig (`kafka-configs.sh --entity-type groups`, resource type GROUP = 32).
+
+A group config with a broker synonym (share.session.timeout.ms <- group.share.session.timeout.ms,
+and so on) takes its default from that broker key, and a group may only set it within the broker's
+bounds (group.share.min.* / group.share.max.*). As in Kafka 4.4, a stored override that later falls
+outside bounds changed on the broker is clamped to them when the group's configuration is resolved.
+
+Re-exported by `quafka.broker.config`, which is what callers import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from quafka.broker._config_defs import GROUP_KEYS
+from quafka.broker._config_types import ConfigError, invalid, iso_duration_ms
+
+if TYPE_CHECKING:
+    from quafka.broker.config import BrokerConfig, ConfigEntry
+
+__all__ = [
+    "GROUP_BOUNDS",
+    "ShareGroupConfig",
+    "auto_offset_reset_duration_ms",
+    "check_share_group_bounds",
+    "describe_group_configs",
+    "resolve_group_config",
+    "validate_group_configs",
+]
+
+# Group config -> (broker key with its lower bound, broker key with its upper bound).
+GROUP_BOUNDS: Mapping[str, tuple[str, str]] = {
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms",
+                                      "group.share.max.record.lock.duration.ms"),
+    "share.delivery.count.limit": ("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+    "share.partition.max.record.locks": ("group.share.min.partition.max.record.locks",
+                                         "group.share.max.partition.max.record.locks"),
+    "share.assignment.interval.ms": ("group.share.min.assignment.interval.ms",
+                                     "group.share.max.assignment.interval.ms"),
+}
+
+_SESSION, _HEARTBEAT = "share.session.timeout.ms", "share.heartbeat.interval.ms"
+_DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupConfig:
+    """A share group's effective configuration: its overrides, else the broker's defaults."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    record_lock_duration_ms: int
+    auto_offset_reset: str  # "latest", "earliest" or "by_duration:<ISO-8601 duration>"
+    isolation_level: str  # "read_uncommitted" or "read_committed"
+    delivery_count_limit: int
+    partition_max_record_locks: int
+    renew_acknowledge_enable: bool
+    assignment_interval_ms: int
+    assignor_offload_enable: bool
+    dlq_topic_name: str  # "" = no dead-letter queue
+    dlq_copy_record_enable: bool
+
+    @property
+    def auto_offset_reset_duration_ms(self) -> int | None:
+        """For by_duration:<d>, d in milliseconds; None for latest and earliest."""
+        return auto_offset_reset_duration_ms(self.auto_offset_reset)
+
+
+def auto_offset_reset_duration_ms(value: str) -> int | None:
+    """The duration of a `by_duration:<ISO-8601>` share.auto.offset.reset in milliseconds ("by_duration:PT1M"
+    -> 60000); None for "latest" and "earliest". A malformed or negative duration raises ConfigError."""
+    if value in ("latest", "earliest"):
+        return None
+    reason = GROUP_KEYS["share.auto.offset.reset"].validate(value)
+    if reason is not None:
+        raise invalid("share.auto.offset.reset", value, reason, GROUP_KEYS["share.auto.offset.reset"].validator)
+    ms = iso_duration_ms(value.partition(":")[2])
+    assert ms is not None
+    return ms
+
+
+# --------------------------------------------------------------------------- broker start-up checks
+
+_BROKER_BOUNDED = (
+    ("group.share.session.timeout.ms", "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    ("group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms",
+     "group.share.max.heartbeat.interval.ms"),
+    ("group.share.assignment.interval.ms", "group.share.min.assignment.interval.ms",
+     "group.share.max.assignment.interval.ms"),
+    ("group.share.delivery.count.limit", "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+    ("group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms",
+     "group.share.max.record.lock.duration.ms"),
+    ("group.share.partition.max.record.locks", "group.share.min.partition.max.record.locks",
+     "group.share.max.partition.max.record.locks"),
+)
+
+
+def check_share_group_bounds(broker: BrokerConfig) -> None:
+    """Kafka's start-up checks of GroupCoordinatorConfig and ShareGroupConfig: max >= default >= min
+    for every bounded share setting, heartbeat interval < session timeout, and at least as many share
+    sessions as members of one group. Raises ConfigError in Kafka's wording."""
+    for name, min_name, max_name in _BROKER_BOUNDED:
+        value, lo, hi = broker.get(name), broker.get(min_name), broker.get(max_name)
+        if hi < lo:
+            raise invalid(max_name, hi, f"{max_name} must be greater than or equal to {min_name} ({lo})")
+        if value < lo:
+            raise invalid(name, value, f"{name} must be greater than or equal to {min_name} ({lo})")
+        if value > hi:
+            raise invalid(name, value, f"{name} must be less than or equal to {max_name} ({hi})")
+    heartbeat, session = broker.get("group.share.heartbeat.interval.ms"), broker.get("group.share.session.timeout.ms")
+    if heartbeat >= session:
+        raise invalid("group.share.heartbeat.interval.ms", heartbeat,
+                      f"group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms ({session})")
+    sessions, size = broker.get("group.share.max.share.sessions"), broker.get("group.share.max.size")
+    if sessions < size:
+        raise invalid("group.share.max.share.sessions", sessions,
+                      f"group.share.max.share.sessions must be greater than or equal to group.share.max.size ({size})")
+
+
+# --------------------------------------------------------------------------- group configs
+
+
+def _broker_default(broker: BrokerConfig, name: str) -> Any:
+    key = GROUP_KEYS[name]
+    return broker.get(key.broker_synonyms[0]) if key.broker_synonyms else key.default
+
+
+def validate_group_configs(broker: BrokerConfig, configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check a group's whole set of overrides as Kafka's GroupConfig.validate does: unknown names,
+    null or unparseable values, values outside the broker's bounds, a session timeout not above the
+    heartbeat interval, a DLQ topic name starting with "__". Raises ConfigError (the server answers
+    INVALID_CONFIG); returns the values normalised as Kafka renders them."""
+    typed: dict[str, Any] = {}
+    out: dict[str, str] = {}
+    for name, raw in configs.items():
+        key = GROUP_KEYS.get(name)
+        if key is None:
+            raise ConfigError(name, raw, reason="unknown", message=f"Unknown group config name: {name}")
+        if raw is None:
+            raise ConfigError(name, raw, reason="null", message=f"Null value not supported for group configs: {name}")
+        typed[name] = key.parse(raw)
+        out[name] = key.render(typed[name]) or ""
+    for name, (min_name, max_name) in GROUP_BOUNDS.items():
+        if name in typed:
+            lo, hi, value = broker.get(min_name), broker.get(max_name), typed[name]
+            if not lo <= value <= hi:
+                raise invalid(name, value, f"{name} must be in the range {lo} to {hi} inclusive "
+                              f"(the broker's {min_name} and {max_name})", f"[{lo},...,{hi}]")
+    if _SESSION in typed or _HEARTBEAT in typed:
+        session = typed.get(_SESSION, broker.get("group.share.session.timeout.ms"))
+        heartbeat = typed.get(_HEARTBEAT, broker.get("group.share.heartbeat.interval.ms"))
+        if session <= heartbeat:
+            shown = _SESSION if _SESSION in typed else _HEARTBEAT
+            raise invalid(shown, typed[shown], f"{_SESSION} ({session}) must be greater than {_HEARTBEAT} ({heartbeat})")
+    if typed.get(_DLQ_TOPIC, "").startswith("__"):
+        raise invalid(_DLQ_TOPIC, typed[_DLQ_TOPIC], "DLQ topic name must not start with '__'")
+    return out
+
+
+def _parsed_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, raw in overrides.items():
+        key = GROUP_KEYS.get(name)
+        if key is None or raw is None:
+            continue
+        try:
+            values[name] = key.parse(raw)
+        except ConfigError:
+            continue  # stored before a change of the rules: the default applies
+    return values
+
+
+def resolve_group_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> ShareGroupConfig:
+    """The group's effective share configuration: each override (clamped to the broker's current
+    bounds), else the broker's default for it."""
+    values = _parsed_overrides(overrides)
+
+    def value(name: str) -> Any:
+        if name not in values:
+            return _broker_default(broker, name)
+        v = values[name]
+        if name in GROUP_BOUNDS:
+            min_name, max_name = GROUP_BOUNDS[name]
+            v = min(max(v, broker.get(min_name)), broker.get(max_name))
+        return v
+
+    return ShareGroupConfig(
+        session_timeout_ms=value("share.session.timeout.ms"),
+        heartbeat_interval_ms=value("share.heartbeat.interval.ms"),
+        record_lock_duration_ms=value("share.record.lock.duration.ms"),
+        auto_offset_reset=value("share.auto.offset.reset"),
+        isolation_level=value("share.isolation.level"),
+        delivery_count_limit=value("share.delivery.count.limit"),
+        partition_max_record_locks=value("share.partition.max.record.locks"),
+        renew_acknowledge_enable=value("share.renew.acknowledge.enable"),
+        assignment_interval_ms=value("share.assignment.interval.ms"),
+        assignor_offload_enable=value("share.assignor.offload.enable"),
+        dlq_topic_name=value(_DLQ_TOPIC),
+        dlq_copy_record_enable=value("errors.deadletterqueue.copy.record.enable"),
+    )
+
+
+def describe_group_configs(broker: BrokerConfig, overrides: Mapping[str, str] | None = None,
+                           names: Iterable[str] | None = None) -> list[ConfigEntry]:
+    """DescribeConfigs of a GROUP resource, as Kafka answers it for any group id: every group config,
+    sorted by name. An overridden key has source GROUP_CONFIG (8) and lists itself first among its
+    synonyms; otherwise the source is that of its broker synonym (e.g. share.record.lock.duration.ms
+    <- group.share.record.lock.duration.ms: STATIC_BROKER_CONFIG when set in the properties,
+    DEFAULT_CONFIG when not), or DEFAULT_CONFIG for a key without one."""
+    from quafka.broker import config as cfg
+
+    wanted = None if names is None else set(names)
+    values = _parsed_overrides(overrides or {})
+    entries = []
+    for name in sorted(GROUP_KEYS):
+        if wanted is not None and name not in wanted:
+            continue
+        key = GROUP_KEYS[name]
+        rendered = key.render(values[name] if name in values else _broker_default(broker, name))
+        synonyms = [cfg.ConfigSynonym(name, rendered, int(cfg.ConfigSource.GROUP_CONFIG))] if name in values else []
+        if key.broker_synonyms:
+            broker_key = key.broker_synonyms[0]
+            synonyms += cfg._synonym_chain(broker, broker_key, (broker_key,), False)
+        source = synonyms[0].source if synonyms else int(cfg.DEFAULT_CONFIG)
+        entries.append(cfg.ConfigEntry(name, rendered, source, False, False, key.type, key.doc, synonyms))
+    return entries

@@ -1,0 +1,91 @@
+"""Record states of a share partition and every transition between them, as data.
+
+A record of a share partition is in exactly one state (KIP-932; kafka-reference §4.1):
+
+    AVAILABLE     may be acquired by a consumer
+    ACQUIRED      held by one member under an acquisition lock
+    ACKNOWLEDGED  processed (terminal)
+    ARCHIVING     on its way to a dead-letter queue (reserved; Kafka 4.4)
+    ARCHIVED      rejected, over the delivery limit, or passed by the start offset (terminal)
+
+`TRANSITIONS` maps (state, event) to the next state. A pair that is absent is illegal and raises
+`IllegalTransition`, which the share partition reports as INVALID_RECORD_STATE. The delivery limit
+is expressed as separate events (RELEASE_AT_LIMIT, LOCK_EXPIRED_AT_LIMIT) so that the table alone
+decides every outcome.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class RecordState(enum.IntEnum):
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVING = 3
+    ARCHIVED = 4
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+class Event(enum.Enum):
+    ACQUIRE = "acquire"
+    ACCEPT = "accept"
+    RELEASE = "release"
+    RELEASE_AT_LIMIT = "release at the delivery limit"
+    REJECT = "reject"
+    GAP = "gap"
+    RENEW = "renew"
+    LOCK_EXPIRED = "lock expired"
+    LOCK_EXPIRED_AT_LIMIT = "lock expired at the delivery limit"
+    START_OFFSET_MOVED = "start offset moved past"
+    DEAD_LETTER_DONE = "dead letter written"
+
+
+A, Q, K, G, X = (RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED,
+                 RecordState.ARCHIVING, RecordState.ARCHIVED)
+
+TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
+    (A, Event.ACQUIRE): Q,
+    (A, Event.START_OFFSET_MOVED): X,
+    (Q, Event.ACCEPT): K,
+    (Q, Event.RELEASE): A,
+    (Q, Event.RELEASE_AT_LIMIT): X,
+    (Q, Event.REJECT): X,
+    (Q, Event.GAP): X,
+    (Q, Event.RENEW): Q,
+    (Q, Event.LOCK_EXPIRED): A,
+    (Q, Event.LOCK_EXPIRED_AT_LIMIT): X,
+    (Q, Event.START_OFFSET_MOVED): X,
+    (G, Event.DEAD_LETTER_DONE): X,
+    (G, Event.START_OFFSET_MOVED): X,
+    (K, Event.START_OFFSET_MOVED): K,
+    (X, Event.START_OFFSET_MOVED): X,
+}
+
+# Acknowledge types on the wire (ShareFetch/ShareAcknowledge AcknowledgeTypes).
+ACK_GAP, ACK_ACCEPT, ACK_RELEASE, ACK_REJECT, ACK_RENEW = 0, 1, 2, 3, 4
+ACK_EVENTS = {ACK_GAP: Event.GAP, ACK_ACCEPT: Event.ACCEPT, ACK_RELEASE: Event.RELEASE,
+              ACK_REJECT: Event.REJECT, ACK_RENEW: Event.RENEW}
+
+
+class IllegalTransition(Exception):
+    def __init__(self, state: RecordState, event: Event) -> None:
+        super().__init__(f"a record in state {state.name} cannot take event '{event.value}'")
+        self.state = state
+        self.event = event
+
+
+def next_state(state: RecordState, event: Event) -> RecordState:
+    try:
+        return TRANSITIONS[(state, event)]
+    except KeyError:
+        raise IllegalTransition(state, event) from None
+
+
+def persisted_state(state: RecordState) -> RecordState:
+    """What the share-state topic stores: ACQUIRED is never persisted (it reads as AVAILABLE)."""
+    return RecordState.AVAILABLE if state == RecordState.ACQUIRED else state

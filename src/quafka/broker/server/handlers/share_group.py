@@ -1,0 +1,88 @@
+"""ShareGroupHeartbeat (key 76, v1), ShareGroupDescribe (key 77, v1) and ListGroups (key 16, v0-v5).
+
+The coordinator is `server.share_groups` (a `ShareGroupService`). On one node this broker is the
+coordinator of every group, so the COORDINATOR errors never occur; there are no ACLs, so neither
+do the authorization errors. Every group here is a share group: ListGroups reports each with
+protocol type and group type "share" (Kafka's spelling), and a v5 TypesFilter without "share"
+matches nothing.
+
+The client host is the peer address as Kafka prints an InetAddress ("/127.0.0.1").
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from quafka.protocol.errors import ErrorCode
+
+from ..registry import handles
+from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
+
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS: Kafka's operations on a GROUP resource,
+# all allowed without an authorizer.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+SHARE = "share"
+
+
+def client_host(peer: str) -> str:
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+def _ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+@handles(76, 1, 1)
+async def handle_share_group_heartbeat(ctx, req):
+    resp_cls = response_class(76, ctx.api_version)
+    result = ctx.server.share_groups.heartbeat(
+        req.group_id, req.member_id, req.member_epoch, rack_id=req.rack_id,
+        subscribed_topic_names=req.subscribed_topic_names, client_id=ctx.client_id or "",
+        client_host=client_host(ctx.peer))
+    assignment = None
+    if result.assignment is not None:
+        assignment_cls = item_class(resp_cls, "assignment")
+        tp_cls = item_class(assignment_cls, "topic_partitions")
+        assignment = make(assignment_cls, topic_partitions=tuple(
+            make(tp_cls, topic_id=topic_id, partitions=tuple(partitions))
+            for topic_id, partitions in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))))
+    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=result.error, error_message=result.message,
+                member_id=result.member_id, member_epoch=result.member_epoch,
+                heartbeat_interval=_ms(result.heartbeat_interval_ms), assignment=assignment)
+
+
+@handles(77, 1, 1)
+async def handle_share_group_describe(ctx, req):
+    resp_cls = response_class(77, ctx.api_version)
+    group_cls = item_class(resp_cls, "groups")
+    member_cls = item_class(group_cls, "members")
+    assignment_cls = item_class(member_cls, "assignment")
+    tp_cls = item_class(assignment_cls, "topic_partitions")
+    groups = []
+    for g in ctx.server.share_groups.describe(req.group_ids):
+        members = tuple(
+            make(member_cls, member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
+                 assignment=make(assignment_cls, topic_partitions=tuple(
+                     make(tp_cls, topic_id=topic_id, topic_name=name, partitions=partitions)
+                     for topic_id, name, partitions in m.assignment)))
+            for m in g.members)
+        ok = g.error == ErrorCode.none
+        operations = GROUP_AUTHORIZED_OPERATIONS if ok and req.include_authorized_operations \
+            else AUTHORIZED_OPERATIONS_OMITTED
+        groups.append(make(group_cls, error_code=g.error, error_message=g.message, group_id=g.group_id,
+                           group_state=g.state, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
+                           assignor_name=g.assignor_name, members=members, authorized_operations=operations))
+    return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+@handles(16, 0, 5)
+async def handle_list_groups(ctx, req):
+    resp_cls = response_class(16, ctx.api_version)
+    group_cls = item_class(resp_cls, "groups")
+    listed = ctx.server.share_groups.list_groups(getattr(req, "states_filter", ()) or (),
+                                                 getattr(req, "types_filter", ()) or ())
+    groups = tuple(make(group_cls, group_id=group_id, protocol_type=SHARE, group_state=state, group_type=SHARE)
+                   for group_id, state in listed)
+    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)

@@ -1,0 +1,325 @@
+"""The shell around share partitions: creation and initial offsets, persistence of their writes,
+lock-expiry timers, following the log start offset, and waking parked ShareFetch requests.
+
+Each share partition (group × topic partition) is a pure `SharePartition` machine; this module
+carries out its effects:
+
+- `PersistWrite` effects go to the persister (an in-memory one for now; the share-state topic
+  replaces it) and are committed or rolled back when the write completes;
+- the earliest acquisition-lock deadline of each partition is armed on the broker's
+  `TimerService`; when it passes, expired locks are released and parked fetches woken;
+- the partition log's "log_start_offset" events move the share partition's start offset
+  (archiving what it passes) and "append" events wake parked fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from quafka.broker import config as cfg
+from quafka.broker.core.share_partition import AcquiredRange, PersistWrite, SharePartition, StateBatch
+from quafka.broker.storage import Log, LogEvent
+from quafka.protocol.record_batch import iter_headers
+
+from .clock import wall_clock_ms
+
+if TYPE_CHECKING:
+    from .server import BrokerServer
+    from .state import TopicState
+
+log = logging.getLogger("quafka.share")
+
+READ_CHUNK_BYTES = 256 * 1024
+MAX_READS_PER_FETCH = 8
+
+
+class InMemoryPersister:
+    """Share state kept in memory: (group, topic id, partition) -> (start offset, state batches).
+
+    The write path is the one the share-state topic will use: a write carries the new start
+    offset and the changed batches, which are laid over what is stored (newer wins).
+    """
+
+    def __init__(self) -> None:
+        self.states: dict[tuple[str, uuid.UUID, int], tuple[int, list[StateBatch]]] = {}
+
+    def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, list[StateBatch]] | None:
+        return self.states.get((group_id, topic_id, partition))
+
+    async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, write: PersistWrite) -> bool:
+        key = (group_id, topic_id, partition)
+        start, batches = self.states.get(key, (write.start_offset, []))
+        start = max(start, write.start_offset)
+        merged = _overlay(batches, list(write.state_batches))
+        self.states[key] = (start, [b for b in merged if b.last_offset >= start])
+        return True
+
+    def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        self.states.pop((group_id, topic_id, partition), None)
+
+
+def _overlay(old: list[StateBatch], new: list[StateBatch]) -> list[StateBatch]:
+    out = list(old)
+    for b in new:
+        kept = []
+        for o in out:
+            if o.last_offset < b.first_offset or o.first_offset > b.last_offset:
+                kept.append(o)
+                continue
+            if o.first_offset < b.first_offset:
+                kept.append(o._replace(last_offset=b.first_offset - 1))
+            if o.last_offset > b.last_offset:
+                kept.append(o._replace(first_offset=b.last_offset + 1))
+        kept.append(b)
+        out = sorted(kept)
+    return out
+
+
+@dataclass(eq=False)
+class ShareContext:
+    """One share partition and what the shell needs around it."""
+
+    group_id: str
+    topic: "TopicState"
+    index: int
+    log: Log
+    sp: SharePartition
+    key: tuple = field(default=())
+
+    @property
+    def topic_id(self) -> uuid.UUID:
+        return self.topic.topic_id
+
+
+class FetchedPartition:
+    __slots__ = ("records", "acquired")
+
+    def __init__(self, records: bytes, acquired: list[AcquiredRange]) -> None:
+        self.records = records
+        self.acquired = acquired
+
+
+class SharePartitionManager:
+    def __init__(self, server: "BrokerServer") -> None:
+        self.server = server
+        self.persister = InMemoryPersister()
+        self.contexts: dict[tuple[str, uuid.UUID, int], ShareContext] = {}
+        self.by_group: dict[str, set[ShareContext]] = {}
+        self.by_log: dict[tuple[uuid.UUID, int], set[ShareContext]] = {}
+        self.waiters: dict[tuple[uuid.UUID, int], set[asyncio.Future]] = {}
+        self._watched_logs: dict[tuple[uuid.UUID, int], Log] = {}
+        # partition count of a topic when a group first met it: later partitions start at 0
+        self.known_partitions: dict[tuple[str, uuid.UUID], int] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ lookup and creation
+    def get(self, group_id: str, topic_id: uuid.UUID, index: int) -> ShareContext | None:
+        ctx = self.contexts.get((group_id, topic_id, index))
+        if ctx is not None:
+            if ctx.topic is self.server.state.topics_by_id.get(topic_id):
+                return ctx
+            self._drop(ctx)  # the topic was deleted (and maybe re-created)
+        topic = self.server.state.topics_by_id.get(topic_id)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return self._create(group_id, topic, index)
+
+    def _create(self, group_id: str, topic: "TopicState", index: int) -> ShareContext:
+        plog = topic.partitions[index].log
+        persisted = self.persister.read(group_id, topic.topic_id, index)
+        group_config = self.server.state.group_config(group_id)
+        known_key = (group_id, topic.topic_id)
+        known = self.known_partitions.setdefault(known_key, len(topic.partitions))
+        if persisted is not None:
+            start, batches = persisted
+            sp = SharePartition(max(start, plog.log_start_offset), batches)
+        elif index >= known:
+            sp = SharePartition(plog.log_start_offset)  # added to a topic the group knew: from 0
+        else:
+            sp = SharePartition(self._initial_offset(plog, group_config))
+        ctx = ShareContext(group_id, topic, index, plog, sp, (group_id, topic.topic_id, index))
+        self.contexts[ctx.key] = ctx
+        self.by_group.setdefault(group_id, set()).add(ctx)
+        log_key = (topic.topic_id, index)
+        self.by_log.setdefault(log_key, set()).add(ctx)
+        if self._watched_logs.get(log_key) is not plog:
+            plog.add_listener(lambda event, key=log_key: self._on_log_event(key, event))
+            self._watched_logs[log_key] = plog
+        if sp.start_offset < plog.log_start_offset:
+            self._spawn_persist(ctx, sp.move_start_offset(plog.log_start_offset))
+        return ctx
+
+    def _initial_offset(self, plog: Log, group_config: "cfg.ShareGroupConfig") -> int:
+        reset = group_config.auto_offset_reset
+        if reset == "earliest":
+            return plog.log_start_offset
+        if reset.startswith("by_duration:"):
+            duration_ms = cfg.auto_offset_reset_duration_ms(reset) or 0
+            found = plog.offset_for_timestamp(wall_clock_ms() - duration_ms)
+            return found[0] if found is not None else plog.log_end_offset
+        return plog.log_end_offset
+
+    def _drop(self, ctx: ShareContext) -> None:
+        self.contexts.pop(ctx.key, None)
+        self.by_group.get(ctx.group_id, set()).discard(ctx)
+        self.by_log.get((ctx.topic_id, ctx.index), set()).discard(ctx)
+        self.server.timers.cancel(("lock",) + ctx.key)
+
+    def drop_topic(self, topic_id: uuid.UUID) -> None:
+        for ctx in [c for c in self.contexts.values() if c.topic_id == topic_id]:
+            self._drop(ctx)
+            self.persister.delete(ctx.group_id, ctx.topic_id, ctx.index)
+
+    # ------------------------------------------------------------------ fetch
+    def fetch(self, ctx: ShareContext, member_id: str, *, max_records: int, batch_size: int, record_limit: bool,
+              max_bytes: int, group_config: "cfg.ShareGroupConfig", now_ms: int) -> FetchedPartition | None:
+        sp = ctx.sp
+        plog = ctx.log
+        self.expire(ctx, group_config, now_ms)
+        parts: list[bytes] = []
+        acquired: list[AcquiredRange] = []
+        total = 0
+        for _ in range(MAX_READS_PER_FETCH):
+            offset = sp.fetch_offset(group_config.partition_max_record_locks)
+            if offset is None or offset >= plog.log_end_offset or total >= max_records:
+                break
+            if offset < plog.log_start_offset:
+                self._spawn_persist(ctx, sp.move_start_offset(plog.log_start_offset))
+                continue
+            data = plog.read(offset, min(READ_CHUNK_BYTES, max(max_bytes, 1)), min_one_batch=True)
+            batches = [(h.base_offset, h.last_offset, pos + h.batch_length + 12) for pos, h in iter_headers(data)]
+            if not batches:
+                break
+            got = sp.acquire(
+                member_id, [(b, last) for b, last, _ in batches],
+                max_records=max_records - total, batch_size=batch_size, record_limit=record_limit,
+                lock_duration_ms=group_config.record_lock_duration_ms,
+                delivery_limit=group_config.delivery_count_limit,
+                max_in_flight=group_config.partition_max_record_locks, now_ms=now_ms,
+            )
+            if not got:
+                break
+            last_acquired = max(r.last_offset for r in got)
+            end = next((stop for _b, last, stop in batches if last >= last_acquired), len(data))
+            parts.append(data[:end] if end < len(data) else data)
+            acquired.extend(got)
+            total += sum(r.last_offset - r.first_offset + 1 for r in got)
+            max_bytes -= end
+            if end < len(data) or max_bytes <= 0 or sp.last_acquire_throttled:
+                break
+        if not acquired:
+            return None
+        self._arm_lock_timer(ctx)
+        return FetchedPartition(parts[0] if len(parts) == 1 else b"".join(parts), acquired)
+
+    def acquirable(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig") -> bool:
+        offset = ctx.sp.fetch_offset(group_config.partition_max_record_locks)
+        return offset is not None and offset < ctx.log.log_end_offset
+
+    # ------------------------------------------------------------------ acknowledge and release
+    async def acknowledge(self, ctx: ShareContext, member_id: str, batches: Sequence[tuple[int, int, Sequence[int]]],
+                          group_config: "cfg.ShareGroupConfig", now_ms: int) -> bool:
+        self.expire(ctx, group_config, now_ms)
+        ok, write = ctx.sp.acknowledge(
+            member_id, batches, delivery_limit=group_config.delivery_count_limit,
+            lock_duration_ms=group_config.record_lock_duration_ms,
+            renew_enabled=group_config.renew_acknowledge_enable, now_ms=now_ms,
+        )
+        if not ok:
+            return False
+        if write is not None:
+            ok = await self._persist(ctx, write)
+        self._arm_lock_timer(ctx)
+        self.wake((ctx.topic_id, ctx.index))
+        return ok
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        now_ms = wall_clock_ms()
+        for ctx in list(self.by_group.get(group_id, ())):
+            group_config = self.server.state.group_config(group_id)
+            write = ctx.sp.release_member(member_id, delivery_limit=group_config.delivery_count_limit, now_ms=now_ms)
+            if write is not None:
+                self._spawn_persist(ctx, write)
+                self._arm_lock_timer(ctx)
+                self.wake((ctx.topic_id, ctx.index))
+
+    def expire(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig", now_ms: int) -> None:
+        deadline = ctx.sp.next_deadline_ms()
+        if deadline is None or deadline > now_ms:
+            return
+        write = ctx.sp.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms)
+        if write is not None:
+            self._spawn_persist(ctx, write)
+            self.wake((ctx.topic_id, ctx.index))
+        self._arm_lock_timer(ctx)
+
+    # ------------------------------------------------------------------ effects
+    async def _persist(self, ctx: ShareContext, write: PersistWrite) -> bool:
+        try:
+            ok = await self.persister.write(ctx.group_id, ctx.topic_id, ctx.index, write)
+        except Exception:
+            log.exception("share state write failed for %s %s-%d", ctx.group_id, ctx.topic.name, ctx.index)
+            ok = False
+        group_config = self.server.state.group_config(ctx.group_id)
+        ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
+                                 now_ms=wall_clock_ms())
+        return ok
+
+    def _spawn_persist(self, ctx: ShareContext, write: PersistWrite | None) -> None:
+        if write is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._persist(ctx, write))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _arm_lock_timer(self, ctx: ShareContext) -> None:
+        key = ("lock",) + ctx.key
+        deadline = ctx.sp.next_deadline_ms()
+        timers = self.server.timers
+        if deadline is None:
+            timers.cancel(key)
+        elif timers.deadline_of(key) != deadline:
+            timers.arm(key, deadline, lambda now_ms, ctx=ctx: self._on_lock_timer(ctx, now_ms))
+
+    def _on_lock_timer(self, ctx: ShareContext, now_ms: int) -> None:
+        if self.contexts.get(ctx.key) is not ctx:
+            return
+        self.expire(ctx, self.server.state.group_config(ctx.group_id), now_ms)
+
+    def _on_log_event(self, key: tuple[uuid.UUID, int], event: LogEvent) -> None:
+        if event.kind == "log_start_offset":
+            for ctx in list(self.by_log.get(key, ())):
+                if ctx.log is event.log:
+                    self._spawn_persist(ctx, ctx.sp.move_start_offset(event.log.log_start_offset))
+                    self._arm_lock_timer(ctx)
+        self.wake(key)
+
+    # ------------------------------------------------------------------ parked fetches
+    def wake(self, key: tuple[uuid.UUID, int]) -> None:
+        futures = self.waiters.pop(key, None)
+        if futures:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait(self, keys: list[tuple[uuid.UUID, int]], timeout_ms: float) -> None:
+        if timeout_ms <= 0 or not keys:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self.waiters.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_ms / 1000.0)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiting = self.waiters.get(key)
+                if waiting is not None:
+                    waiting.discard(fut)
+                    if not waiting:
+                        del self.waiters[key]

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Iterable, NamedTuple, Sequence
 
+from quafka.protocol.errors import ErrorCode
+
 from .record_state import (
     ACK_ACCEPT,
     ACK_EVENTS,
@@ -97,6 +99,7 @@ class SharePartition:
         self._writes: dict[int, list[tuple[Run, tuple]]] = {}
         self._write_seq = 0
         self.last_acquire_throttled = False  # the last acquire() stopped early near the delivery limit
+        self.last_ack_error = ErrorCode.none  # why the last acknowledge() was refused
         for b in sorted(state_batches):
             first = max(b.first_offset, self.next_offset)
             if b.last_offset < first:
@@ -167,9 +170,9 @@ class SharePartition:
 
         batch_optimized (`record_limit` False): whole batches; `max_records` is a soft cap that
         a batch may overshoot. record_limit: at most `max_records` offsets, splitting a batch.
-        Redelivery is throttled near the delivery limit: from delivery count
-        max(2, ceil(limit / 2)) each attempt takes half as many records as the one before (from
-        `batch_size`), and the last attempt takes a record alone.
+        Redelivery is throttled near the delivery limit (KAFKA-17541): once records have been
+        delivered max(2, ceil(limit / 2)) times, each further attempt takes half as many of the
+        batch's records as the one before, and the last permitted attempt takes a record alone.
         """
         self.last_acquire_throttled = False
         if not log_batches:
@@ -189,13 +192,13 @@ class SharePartition:
             if run.first > data_last:
                 break
             lo, hi = max(run.first, data_first), min(run.last, data_last)
-            count = run.delivery_count + 1
-            throttled = count >= throttle_from
+            before = run.delivery_count  # deliveries so far
+            throttled = before >= throttle_from or before + 1 >= delivery_limit
             n = hi - lo + 1
-            if count >= delivery_limit:
-                n = 1
+            if before + 1 >= delivery_limit:
+                n = 1  # the last permitted attempt delivers a record alone
             elif throttled:
-                n = min(n, max(1, max(batch_size, 1) >> (count - throttle_from + 1)))
+                n = max(1, n >> (before - throttle_from + 1))  # half the batch, then a quarter, ...
             if record_limit:
                 n = min(n, limit - total)
             for part in self._isolate(lo, lo + n - 1):
@@ -238,18 +241,28 @@ class SharePartition:
         """Apply acknowledgements atomically: (first offset, last offset, types) batches, where
         types holds one type for the whole range or one per offset (already validated for shape
         by the caller). Every offset must be ACQUIRED by `member_id` with an unexpired lock;
-        otherwise nothing changes and the result is False (INVALID_RECORD_STATE). RENEW extends
-        the lock and needs `renew_enabled`."""
+        otherwise nothing changes, the result is False and `last_ack_error` says why
+        (INVALID_RECORD_STATE; INVALID_REQUEST for offsets past the end offset, never acquired).
+        Batches below the start offset are already terminal and skipped, as Kafka does. RENEW
+        extends the lock and needs `renew_enabled`."""
+        self.last_ack_error = ErrorCode.none
+        kept = []
         for first, last, types in batches:
-            if first < self.start_offset or last >= self.next_offset:
-                return False, None
+            if last < self.start_offset:
+                continue  # already terminal and gone from the window (Kafka skips these)
+            if first < self.start_offset:  # the part below the start offset is already terminal
+                types = types if len(types) == 1 else types[self.start_offset - first:]
+                first = self.start_offset
+            if last >= self.next_offset:
+                return self._refuse(ErrorCode.invalid_request)  # offsets never acquired
             if ACK_RENEW in types and not renew_enabled:
-                return False, None
+                return self._refuse(ErrorCode.invalid_record_state)
             for run in self._overlapping(first, last):
                 if run.state != ACQUIRED or run.member_id != member_id or run.pending or run.deadline_ms <= now_ms:
-                    return False, None
+                    return self._refuse(ErrorCode.invalid_record_state)
+            kept.append((first, last, types))
         changes: list[tuple[Run, tuple]] = []
-        for first, last, types in batches:
+        for first, last, types in kept:
             for lo, hi, ack_type in _segments(first, last, types):
                 for run in self._isolate(lo, hi):
                     if ack_type == ACK_RENEW:
@@ -264,6 +277,10 @@ class SharePartition:
                     run.deadline_ms = 0
                     changes.append((run, snapshot))
         return True, self._start_write(changes)
+
+    def _refuse(self, error: ErrorCode) -> tuple[bool, None]:
+        self.last_ack_error = error
+        return False, None
 
     def release_member(self, member_id: str, *, delivery_limit: int, now_ms: int) -> PersistWrite | None:
         """Release every record `member_id` holds (its share session closed or was dropped):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Sequence
 from quafka.broker import config as cfg
 from quafka.broker.core.share_partition import AcquiredRange, PersistWrite, SharePartition, StateBatch
 from quafka.broker.storage import Log, LogEvent
+from quafka.protocol.errors import ErrorCode
 from quafka.protocol.record_batch import iter_headers
 
 from .clock import wall_clock_ms
@@ -222,7 +223,8 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ acknowledge and release
     async def acknowledge(self, ctx: ShareContext, member_id: str, batches: Sequence[tuple[int, int, Sequence[int]]],
-                          group_config: "cfg.ShareGroupConfig", now_ms: int) -> bool:
+                          group_config: "cfg.ShareGroupConfig", now_ms: int) -> ErrorCode:
+        """Apply a member's acknowledgements; the partition's error code (NONE when applied)."""
         self.expire(ctx, group_config, now_ms)
         ok, write = ctx.sp.acknowledge(
             member_id, batches, delivery_limit=group_config.delivery_count_limit,
@@ -230,12 +232,11 @@ class SharePartitionManager:
             renew_enabled=group_config.renew_acknowledge_enable, now_ms=now_ms,
         )
         if not ok:
-            return False
+            return ctx.sp.last_ack_error
         if write is not None:
             ok = await self._persist(ctx, write)
         self._arm_lock_timer(ctx)
-        self.wake((ctx.topic_id, ctx.index))
-        return ok
+        return ErrorCode.none if ok else ErrorCode.invalid_record_state
 
     def release_member(self, group_id: str, member_id: str) -> None:
         now_ms = wall_clock_ms()
@@ -267,6 +268,8 @@ class SharePartitionManager:
         group_config = self.server.state.group_config(ctx.group_id)
         ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
                                  now_ms=wall_clock_ms())
+        # the records the write touched were pending until now: parked fetches may acquire them
+        self.wake((ctx.topic_id, ctx.index))
         return ok
 
     def _spawn_persist(self, ctx: ShareContext, write: PersistWrite | None) -> None:

@@ -81,10 +81,9 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
                 error = ErrorCode.unknown_topic_id if server.state.topics_by_id.get(key[0]) is None \
                     else ErrorCode.unknown_topic_or_partition
             else:
-                ok = await manager.acknowledge(
+                error = await manager.acknowledge(
                     ctx, member_id, [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches],
                     group_config, now_ms)
-                error = ErrorCode.none if ok else ErrorCode.invalid_record_state
         results[key] = error
     return results
 

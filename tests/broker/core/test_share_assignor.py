@@ -3,6 +3,7 @@ stickiness, heterogeneous subscriptions, determinism."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections import Counter
 
@@ -114,6 +115,20 @@ def test_the_result_does_not_depend_on_input_order():
     assert a == b
 
 
+def test_a_leave_with_shared_partitions_keeps_the_most_pairs_balance_allows():
+    # M 7 -> 6 over P = 6 (member-6 left), one member per partition after. A greedy keep gave
+    # 3 -> {1} and 5 -> {5} (5 pairs kept) where 3 -> {5} and 5 -> {1} keep one pair each (6 kept).
+    parts = [("t", p) for p in range(6)]
+    before = {0: {0, 4}, 1: {3, 5}, 2: {0}, 3: {1, 5}, 4: {2, 4}, 5: {1, 3}}
+    held = {f"member-{i}": {("t", p) for p in ps} for i, ps in before.items()}
+    members = sorted(held)
+    result = balance(members, parts, held)
+    assert sorted(Counter(p for ps in result.values() for p in ps).values()) == [1] * 6
+    assert sum(len(result[m] & held[m]) for m in members) == 6
+    assert {m: {p for _t, p in ps} for m, ps in result.items()} == {
+        "member-0": {4}, "member-1": {3}, "member-2": {0}, "member-3": {5}, "member-4": {2}, "member-5": {1}}
+
+
 def test_balance_shares_a_partition_held_twice_when_members_shrink():
     # After a period with more members than partitions, p0 is held by both remaining members.
     held = {"a": {("t", 0)}, "b": {("t", 0), ("t", 1)}}
@@ -205,3 +220,130 @@ def test_property_any_current_assignment_still_gives_coverage_and_balance(member
             current[m].setdefault(tid, []).append(p)
     result = assign({m: list(topics) for m in members}, topics, current)
     _check_homogeneous(result, topics)
+
+
+# --------------------------------------------------------------------------- stickiness: the optimum
+
+def _slots(m, p):
+    sharing = -(-m // p)
+    base, extra = divmod(sharing * p, m)
+    return sharing, base, extra
+
+
+def _best_kept_brute_force(members, parts, held):
+    """The most pairs of `held` any balanced assignment keeps, by trying every balanced assignment."""
+    sharing, base, extra = _slots(len(members), len(parts))
+    sizes = [base, base + 1] if extra else [base]
+    options = [frozenset(c) for k in sizes for c in itertools.combinations(parts, k)]
+    best = -1
+    for choice in itertools.product(options, repeat=len(members)):
+        if sum(len(c) > base for c in choice) != extra:
+            continue
+        per_partition = Counter(q for c in choice for q in c)
+        if any(per_partition[q] != sharing for q in parts):
+            continue
+        best = max(best, sum(len(c & held.get(m, set())) for m, c in zip(members, choice)))
+    assert best >= 0
+    return best
+
+
+def _best_kept_min_cost_flow(members, parts, held):
+    """The same as a min-cost flow (successive shortest paths, Bellman-Ford): source -> member
+    (capacity base at cost -BIG, forcing every member's base quota; plus 1 at cost 0 when there are
+    extra slots) -> partition (1, cost -1 where held) -> sink (sharing), of value sharing * P."""
+    m, p = len(members), len(parts)
+    sharing, base, extra = _slots(m, p)
+    big = 10 * (m * p + 1)
+    n, src, sink = m + p + 2, 0, m + p + 1
+    graph = [[] for _ in range(n)]  # [to, capacity, cost, reverse index]
+
+    def add(u, v, cap, cost):
+        graph[u].append([v, cap, cost, len(graph[v])])
+        graph[v].append([u, 0, -cost, len(graph[u]) - 1])
+
+    for i, member in enumerate(members, 1):
+        add(src, i, base, -big)
+        if extra:
+            add(src, i, 1, 0)
+        for j, q in enumerate(parts):
+            add(i, m + 1 + j, 1, -1 if q in held.get(member, ()) else 0)
+    for j in range(p):
+        add(m + 1 + j, sink, sharing, 0)
+    cost = 0
+    for _ in range(sharing * p):
+        dist, via = [None] * n, [None] * n
+        dist[src] = 0
+        for _round in range(n):
+            changed = False
+            for u in range(n):
+                if dist[u] is None:
+                    continue
+                for idx, (v, cap, c, _rev) in enumerate(graph[u]):
+                    if cap > 0 and (dist[v] is None or dist[u] + c < dist[v]):
+                        dist[v], via[v], changed = dist[u] + c, (u, idx), True
+            if not changed:
+                break
+        v = sink
+        while v != src:
+            u, idx = via[v]
+            graph[u][idx][1] -= 1
+            graph[v][graph[u][idx][3]][1] += 1
+            v = u
+        cost += dist[sink]
+    return -(cost + big * base * m)
+
+
+def _check_balanced_and_optimal(members, parts, held, best_kept):
+    result = balance(members, parts, held)
+    sharing, base, extra = _slots(len(members), len(parts))
+    per_partition = Counter(q for ps in result.values() for q in ps)
+    assert set(per_partition) == set(parts) and set(per_partition.values()) == {sharing}
+    assert sorted(len(result[m]) for m in members) == sorted([base] * (len(members) - extra) + [base + 1] * extra)
+    kept = sum(len(result[m] & set(held.get(m, ()))) for m in members)
+    assert kept == best_kept(members, parts, held)
+    assert balance(members, parts, held) == result  # deterministic
+    return result
+
+
+def _held(data, members, parts, max_size):
+    every = parts + [("t", 99)]  # and one partition that no longer exists
+    return {m: set(data.draw(st.lists(st.sampled_from(every), max_size=max_size, unique=True))) for m in members}
+
+
+small_members = st.lists(st.sampled_from("abcdef"), min_size=1, max_size=4, unique=True).map(sorted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(small_members, st.integers(1, 4), st.data())
+def test_property_kept_pairs_are_the_brute_force_optimum_for_any_current_assignment(members, p, data):
+    parts = [("t", q) for q in range(p)]
+    _check_balanced_and_optimal(members, parts, _held(data, members, parts, 3), _best_kept_brute_force)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text("abcdefgh", min_size=1, max_size=2), min_size=1, max_size=10, unique=True).map(sorted),
+       st.integers(1, 7), st.data())
+def test_property_kept_pairs_are_the_min_cost_flow_optimum_for_any_current_assignment(members, p, data):
+    parts = [("t", q) for q in range(p)]
+    _check_balanced_and_optimal(members, parts, _held(data, members, parts, 4), _best_kept_min_cost_flow)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 7), st.lists(st.tuples(st.booleans(), st.integers(0, 11)), min_size=1, max_size=14))
+def test_property_joins_and_leaves_keep_the_optimum_with_more_or_fewer_members_than_partitions(p, steps):
+    # Joins and leaves one at a time from the assignor's own previous output: M <= P and M > P.
+    parts = [("t", q) for q in range(p)]
+    pool = [f"m{i:02d}" for i in range(12)]
+    members, previous = [], {}
+    for join, pick in steps:
+        absent = [m for m in pool if m not in members]
+        if members and (not join or not absent):
+            members.remove(members[pick % len(members)])
+        else:
+            members.append(absent[pick % len(absent)])
+        if not members:
+            previous = {}
+            continue
+        members.sort()
+        held = {m: previous.get(m, set()) for m in members}
+        previous = _check_balanced_and_optimal(members, parts, held, _best_kept_min_cost_flow)

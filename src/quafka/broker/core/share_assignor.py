@@ -23,8 +23,11 @@ Topic ids are opaque here (uuid.UUID in the server): hashable and orderable, nev
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from typing import Any, Callable, Collection, Hashable, Iterable, Mapping
+
+from ._maxflow import MaxFlow
 
 __all__ = ["ASSIGNOR_NAME", "Assignment", "assign"]
 
@@ -95,7 +98,17 @@ def _by_topic_id(parts: Collection[_Partition], ids: Mapping[str, Any]) -> Assig
 def balance(members: list[str], partitions: list[_Partition],
             held: Mapping[str, Collection[_Partition]]) -> dict[str, set[_Partition]]:
     """Spread `partitions` over `members` (both sorted): each partition gets s = ceil(M / P) members,
-    each member base or base + 1 of the s * P slots, keeping what `held` already gives where it can."""
+    each member base or base + 1 of the S = s * P slots (exactly S mod M members get base + 1), no
+    member twice on a partition, keeping as many of the pairs `held` gives as such an assignment can.
+
+    Two maximum flows. Keep: source -> member (capacity base), source -> EXTRA (S mod M) -> member (1),
+    member -> partition (1, only for pairs held now), partition -> sink (s). A balanced assignment's
+    held pairs are always such a flow, so a maximum one keeps the most any balanced assignment can.
+    Complete: fill the members' and partitions' remaining room with pairs not kept, greedily (with
+    M <= P, s = 1: the partitions left have no member yet, a plain round-robin always works) or, if
+    the greedy fill gets stuck, with a second maximum flow, which always saturates. Whatever the
+    completion, it adds no held pair (the result's held pairs would be a larger keep flow), so the
+    number of pairs kept is the optimum."""
     result: dict[str, set[_Partition]] = {m: set() for m in members}
     if not members or not partitions:
         return result
@@ -103,45 +116,113 @@ def balance(members: list[str], partitions: list[_Partition],
     base, extra = divmod(sharing * len(partitions), len(members))
     valid = set(partitions)
     current = {m: sorted(set(held.get(m, ())) & valid) for m in members}
-    # The larger quotas go to the members holding the most, so that the most is kept.
-    by_holdings = sorted(members, key=lambda m: (-len(current[m]), m))
-    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_holdings)}
-    contention = Counter(p for m in members for p in current[m])
-    count: Counter[_Partition] = Counter()
-    # Keep: members with the fewest options first, each keeping its least contended partitions first.
-    for m in sorted(members, key=lambda m: (len(current[m]), m)):
-        for p in sorted(current[m], key=lambda p: (contention[p], p)):
-            if len(result[m]) >= quota[m]:
-                break
-            if count[p] < sharing:
-                result[m].add(p)
-                count[p] += 1
-    # Fill: every partition up to `sharing` members, from the members furthest below their quota.
-    for p in partitions:
-        while count[p] < sharing:
-            takers = [m for m in members if len(result[m]) < quota[m] and p not in result[m]]
-            if takers:
-                m = min(takers, key=lambda m: (len(result[m]) - quota[m], m))
-                result[m].add(p)
-            elif not _swap_in(p, members, result, quota):
-                break  # cannot happen for consistent quotas; kept as a guard against looping
-            count[p] += 1
+
+    # Keep: nodes 0 source, 1 sink, 2 EXTRA, then the members, then the partitions held by someone.
+    held_partitions = sorted({p for m in members for p in current[m]})
+    flow = MaxFlow(3 + len(members) + len(held_partitions))
+    member_node = {m: 3 + i for i, m in enumerate(members)}
+    partition_node = {p: 3 + len(members) + i for i, p in enumerate(held_partitions)}
+    for m in members:
+        flow.add_edge(0, member_node[m], base)
+    if extra:
+        flow.add_edge(0, 2, extra)
+        for m in members:
+            flow.add_edge(2, member_node[m], 1)
+    edges = {(m, p): flow.add_edge(member_node[m], partition_node[p], 1) for m in members for p in current[m]}
+    for p in held_partitions:
+        flow.add_edge(partition_node[p], 1, sharing)
+    flow.max_flow(0, 1)
+    for (m, p), edge in edges.items():
+        if flow.flow(edge):
+            result[m].add(p)
+
+    # The members still free to take base + 1: the extra slots the keep left unused.
+    spare = extra - sum(1 for m in members if len(result[m]) > base)
+    count = Counter(p for m in members for p in result[m])
+    if sharing == 1:
+        _fill_round_robin(members, [p for p in partitions if not count[p]], result, base, spare)
+    else:
+        _complete(members, partitions, result, count, sharing, base, spare)
     return result
 
 
-def _swap_in(p: _Partition, members: list[str], result: dict[str, set[_Partition]],
-             quota: Mapping[str, int]) -> bool:
-    """Every member with room already holds p: a full member y without p hands one of its partitions
-    q to a member u with room that lacks q, and takes p instead. Counts stay within quotas."""
-    for u in members:
-        if len(result[u]) >= quota[u]:
-            continue
-        for y in members:
-            if p in result[y] or y == u:
+def _quotas(members: list[str], result: Mapping[str, set[_Partition]], base: int, spare: int) -> dict[str, int]:
+    """Fixed quotas for a greedy fill: base + 1 for the members already above base, and for the
+    `spare` others keeping the most (then the lowest ids); base for the rest."""
+    quota = {m: base + (1 if len(result[m]) > base else 0) for m in members}
+    for m in sorted((m for m in members if len(result[m]) <= base), key=lambda m: (-len(result[m]), m))[:spare]:
+        quota[m] = base + 1
+    return quota
+
+
+def _fill_round_robin(members: list[str], free: list[_Partition], result: dict[str, set[_Partition]],
+                      base: int, spare: int) -> None:
+    """One member per partition: hand the `free` partitions out, each to the member furthest below
+    its quota (then the lowest id)."""
+    filled = _greedy(members, [(p, 1) for p in free], result, _quotas(members, result, base, spare))
+    assert filled, "the quotas add up to the partitions"
+
+
+def _greedy(members: list[str], needs: list[tuple[_Partition, int]], result: dict[str, set[_Partition]],
+            quota: Mapping[str, int]) -> bool:
+    """Give each partition its needed members, each time the member furthest below its quota (then
+    the lowest id) that does not hold it yet. Changes `result` only if it succeeds (returns True)."""
+    added: list[tuple[str, _Partition]] = []
+    heap = [(len(result[m]) - quota[m], m) for m in members if len(result[m]) < quota[m]]
+    heapq.heapify(heap)
+    for p, need in needs:
+        skipped = []
+        while need:
+            if not heap:
+                return False
+            deficit, m = heapq.heappop(heap)
+            if p in result[m]:  # (a member picked for p waits in `skipped` until p is done)
+                skipped.append((deficit, m))
                 continue
-            for q in sorted(result[y] - result[u]):
-                result[y].discard(q)
-                result[u].add(q)
-                result[y].add(p)
-                return True
-    return False
+            added.append((m, p))
+            need -= 1
+            if deficit + 1 < 0:
+                skipped.append((deficit + 1, m))
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+    for m, p in added:
+        result[m].add(p)
+    return True
+
+
+def _complete(members: list[str], partitions: list[_Partition], result: dict[str, set[_Partition]],
+              count: Mapping[_Partition, int], sharing: int, base: int, spare: int) -> None:
+    """Shared partitions (M > P): fill every partition up to `sharing` members and every member up
+    to its quota, with no member twice on a partition. Greedily if that works (it nearly always
+    does); otherwise with a maximum flow over the (member, partition) pairs not already in `result`,
+    where `spare` of the members at or below `base` may take one more (through the EXTRA node)."""
+    open_partitions = [p for p in partitions if count[p] < sharing]
+    if not open_partitions:
+        return
+    if _greedy(members, [(p, sharing - count[p]) for p in open_partitions], result,
+               _quotas(members, result, base, spare)):
+        return
+    flow = MaxFlow(3 + len(members) + len(open_partitions))
+    member_node = {m: 3 + i for i, m in enumerate(members)}
+    partition_node = {p: 3 + len(members) + i for i, p in enumerate(open_partitions)}
+    needed = 0
+    for m in members:
+        room = base - len(result[m])
+        if room > 0:
+            flow.add_edge(0, member_node[m], room)
+            needed += room
+    if spare:
+        flow.add_edge(0, 2, spare)
+        needed += spare
+        for m in members:
+            if len(result[m]) <= base:
+                flow.add_edge(2, member_node[m], 1)
+    edges = {(m, p): flow.add_edge(member_node[m], partition_node[p], 1)
+             for m in members if len(result[m]) <= base for p in open_partitions if p not in result[m]}
+    for p in open_partitions:
+        flow.add_edge(partition_node[p], 1, sharing - count[p])
+    if flow.max_flow(0, 1) != needed:  # cannot happen: see balance(); a guard against a wrong result
+        raise AssertionError("share assignor: no balanced completion of the kept assignment")
+    for (m, p), edge in edges.items():
+        if flow.flow(edge):
+            result[m].add(p)

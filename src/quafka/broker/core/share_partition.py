@@ -57,13 +57,15 @@ class Run:
     member_id: str | None = None
     deadline_ms: int = 0  # acquisition lock deadline while ACQUIRED
     pending: int = 0  # id of the write in flight for this run, 0 when none
+    span: int = 0  # records in the batch this run was cut from
 
     @property
     def size(self) -> int:
         return self.last - self.first + 1
 
     def copy_range(self, first: int, last: int) -> "Run":
-        return Run(first, last, self.state, self.delivery_count, self.member_id, self.deadline_ms, self.pending)
+        return Run(first, last, self.state, self.delivery_count, self.member_id, self.deadline_ms, self.pending,
+                   self.span or self.size)
 
 
 class AcquiredRange(NamedTuple):
@@ -100,6 +102,7 @@ class SharePartition:
         self._write_seq = 0
         self.last_acquire_throttled = False  # the last acquire() stopped early near the delivery limit
         self.last_ack_error = ErrorCode.none  # why the last acknowledge() was refused
+        self.deferred_writes: list[PersistWrite] = []
         for b in sorted(state_batches):
             first = max(b.first_offset, self.next_offset)
             if b.last_offset < first:
@@ -182,23 +185,40 @@ class SharePartition:
         throttle_from = max(2, -(-delivery_limit // 2))
         data_first, data_last = log_batches[0][0], log_batches[-1][1]
         acquired: list[AcquiredRange] = []
+        archived: list[tuple[Run, tuple]] = []  # AVAILABLE records that may never be delivered
         total = 0
         i = 0
         while i < len(self.runs) and total < limit:
             run = self.runs[i]
             i += 1
+            if run.state == AVAILABLE and not run.pending and run.first < data_first:
+                # compacted away: nothing at these offsets any more, never to be delivered
+                for part in self._isolate(run.first, min(run.last, data_first - 1)):
+                    archived.append((part, (part.state, part.delivery_count, part.member_id, part.deadline_ms)))
+                    part.state = ARCHIVED
+                i = self._index_of(min(run.last, data_first - 1)) + 1
+                continue
             if run.state != AVAILABLE or run.pending or run.last < data_first:
                 continue
             if run.first > data_last:
                 break
             lo, hi = max(run.first, data_first), min(run.last, data_last)
             before = run.delivery_count  # deliveries so far
+            if before >= delivery_limit:  # over a lowered limit: never delivered again
+                for part in self._isolate(lo, hi):
+                    archived.append((part, (part.state, part.delivery_count, part.member_id, part.deadline_ms)))
+                    part.state = ARCHIVED
+                i = self._index_of(hi) + 1
+                continue
+            if before + 1 >= delivery_limit and total > 0 and delivery_limit > 2:
+                total = limit
+                break
             throttled = before >= throttle_from or before + 1 >= delivery_limit
             n = hi - lo + 1
             if before + 1 >= delivery_limit:
                 n = 1  # the last permitted attempt delivers a record alone
             elif throttled:
-                n = max(1, n >> (before - throttle_from + 1))  # half the batch, then a quarter, ...
+                n = min(n, max(1, (run.span or run.size) >> (before - throttle_from + 1)))  # half the batch, then a quarter, ...
             if record_limit:
                 n = min(n, limit - total)
             for part in self._isolate(lo, lo + n - 1):
@@ -211,21 +231,34 @@ class SharePartition:
             total += n
             if throttled:
                 self.last_acquire_throttled = True
-                return _merge(acquired)
+                return self._acquired(acquired, archived)
         for base, last in log_batches:
             if total >= limit or self.in_flight_count >= max_in_flight:
                 break
             if last < self.next_offset:
                 continue
             lo = max(base, self.next_offset)
-            if lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
+            if lo > self.next_offset and not self.runs:
+                self.start_offset = lo
+            elif lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
                 self.runs.append(Run(self.next_offset, lo - 1, ARCHIVED, 0))
             hi = last if not record_limit else min(last, lo + (limit - total) - 1)
             self.runs.append(Run(lo, hi, ACQUIRED, 1, member_id, deadline))
             acquired.append(AcquiredRange(lo, hi, 1))
             self.next_offset = hi + 1
             total += hi - lo + 1
+        return self._acquired(acquired, archived)
+
+    def _acquired(self, acquired: list[AcquiredRange], archived: list[tuple[Run, tuple]]) -> list[AcquiredRange]:
+        write = self._start_write(archived)
+        if write is not None:
+            self.deferred_writes.append(write)
         return _merge(acquired)
+
+    def take_deferred_writes(self) -> list[PersistWrite]:
+        """Writes started by acquire() (records archived instead of delivered) for the shell."""
+        writes, self.deferred_writes = self.deferred_writes, []
+        return writes
 
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(
@@ -333,8 +366,15 @@ class SharePartition:
         for run, _ in changes:
             run.pending = write_id
         self._writes[write_id] = changes
-        start = self._terminal_prefix_end(include_pending=True)
-        complete = sum(r.size for r in self.runs if r.state.terminal and r.first >= start)
+        start = self.start_offset
+        for run in self.runs:
+            if not run.state.terminal or (run.pending and run.pending != write_id):
+                start = run.first
+                break
+        else:
+            start = self.next_offset
+        complete = sum(r.size for r in self.runs if r.state.terminal and r.first >= start
+                       and (not r.pending or r.pending == write_id))
         batches = tuple(StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count)
                         for r, _ in changes if r.last >= start)
         return PersistWrite(write_id, start, complete, batches)
@@ -375,6 +415,17 @@ class SharePartition:
             del self.runs[:k]
         self.start_offset = self.runs[0].first if self.runs else max(self.start_offset, self.next_offset)
 
+    def _split_copy(self, run, first, last):
+        part = run.copy_range(first, last)
+        if run.pending:
+            changes = self._writes.get(run.pending)
+            if changes is not None:
+                for r, snap in list(changes):
+                    if r is run:
+                        changes.append((part, snap))
+                        break
+        return part
+
     def _index_of(self, offset: int) -> int:
         return bisect_right(self.runs, offset, key=_FIRST) - 1
 
@@ -393,14 +444,14 @@ class SharePartition:
         i = self._index_of(first)
         run = runs[i]
         if run.first < first:
-            runs.insert(i + 1, run.copy_range(first, run.last))
+            runs.insert(i + 1, self._split_copy(run, first, run.last))
             run.last = first - 1
             i += 1
         out = []
         while i < len(runs) and runs[i].first <= last:
             run = runs[i]
             if run.last > last:
-                runs.insert(i + 1, run.copy_range(last + 1, run.last))
+                runs.insert(i + 1, self._split_copy(run, last + 1, run.last))
                 run.last = last
             out.append(run)
             i += 1

@@ -202,6 +202,8 @@ class SharePartitionManager:
                 delivery_limit=group_config.delivery_count_limit,
                 max_in_flight=group_config.partition_max_record_locks, now_ms=now_ms,
             )
+            for write in sp.take_deferred_writes():
+                self._spawn_persist(ctx, write)
             if not got:
                 break
             last_acquired = max(r.last_offset for r in got)

@@ -1,5 +1,7 @@
 import pytest
 
+from support import BrokerProcess
+
 from quafka import EmbeddedBroker
 
 
@@ -22,3 +24,18 @@ def make_broker():
     yield start
     for b in reversed(started):
         b.stop()
+
+
+@pytest.fixture
+def broker_process():
+    """Start `quafka broker` child processes; any still running are killed at teardown."""
+    started = []
+
+    def start(data_dir, **kwargs):
+        b = BrokerProcess(data_dir, **kwargs).start()
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.ensure_stopped()

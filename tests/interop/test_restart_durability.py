@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from support import BrokerProcess, RawClient, wait_until
+from support import RawClient, wait_until
 
 from quafka.protocol.record_batch import build_batch
 
@@ -48,8 +48,8 @@ def read_all(bootstrap: str, expected: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("how", ["sigkill", "sigterm"])
-def test_acknowledged_records_survive_restart_exactly_once(tmp_path, how):
-    broker = BrokerProcess(str(tmp_path / "data")).start()
+def test_acknowledged_records_survive_restart_exactly_once(tmp_path, how, broker_process):
+    broker = broker_process(str(tmp_path / "data"))
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(10)
     res = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
@@ -101,8 +101,8 @@ def test_acknowledged_records_survive_restart_exactly_once(tmp_path, how):
     broker.stop()
 
 
-def test_batch_retried_across_sigkill_is_recognised_as_duplicate(tmp_path):
-    broker = BrokerProcess(str(tmp_path / "data")).start()
+def test_batch_retried_across_sigkill_is_recognised_as_duplicate(tmp_path, broker_process):
+    broker = broker_process(str(tmp_path / "data"))
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic("retry", 1, 1)])["retry"].result(10)
     with RawClient(broker.bootstrap_servers) as raw:

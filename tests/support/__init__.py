@@ -76,6 +76,14 @@ class BrokerProcess:
         self.proc.wait(10)
         self._log.close()
 
+    def ensure_stopped(self) -> None:
+        """Kill the broker if it still runs (test teardown after a failure)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if getattr(self, "_log", None) is not None and not self._log.closed:
+            self._log.close()
+
     def stop(self, timeout_s: float = 20.0) -> int:
         assert self.proc is not None
         if self.proc.poll() is None:

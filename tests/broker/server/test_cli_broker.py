@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from support import BrokerProcess, free_port
+from support import free_port
 
 
 def run_broker(*args: str, timeout: float = 20.0) -> subprocess.CompletedProcess:
@@ -35,9 +35,9 @@ def test_config_file_is_read_and_bad_file_reported(tmp_path):
     assert missing.returncode == 1 and "nope.properties" in missing.stderr
 
 
-def test_ignored_keys_warn_and_sigterm_exits_cleanly(tmp_path):
-    broker = BrokerProcess(str(tmp_path / "data"), overrides={
-        "process.roles": "broker,controller", "num.network.threads": "3"}).start()
+def test_ignored_keys_warn_and_sigterm_exits_cleanly(tmp_path, broker_process):
+    broker = broker_process(str(tmp_path / "data"), overrides={
+        "process.roles": "broker,controller", "num.network.threads": "3"})
     assert broker.stop() == 0
     log = broker.read_log()
     assert "process.roles" in log and "num.network.threads" in log
@@ -50,8 +50,8 @@ def test_broker_help_lists_options():
     assert "--config" in result.stdout and "--override" in result.stdout
 
 
-def test_port_in_use_is_reported(tmp_path):
-    first = BrokerProcess(str(tmp_path / "a")).start()
+def test_port_in_use_is_reported(tmp_path, broker_process):
+    first = broker_process(str(tmp_path / "a"))
     try:
         result = run_broker("--override", f"log.dirs={tmp_path / 'b'}",
                             "--override", f"listeners=PLAINTEXT://127.0.0.1:{first.port}")

@@ -873,6 +873,11 @@ Reproduce from the repository root with:
 
 {analysis(rows, profile)}
 {profile_section}"""
+    # Keep the share-group section that benchmarks/share.py maintains in the same file.
+    old = path.read_text() if path.exists() else ""
+    kept = re.search(r"<!-- share:begin -->.*?<!-- share:end -->\n?", old, re.S)
+    if kept:
+        doc = doc.rstrip("\n") + "\n\n" + kept.group(0)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc)
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 from typing import Callable, Hashable
 
 from .clock import wall_clock_ms
+
+log = logging.getLogger("quafka.timers")
 
 
 class TimerService:
@@ -72,7 +75,10 @@ class TimerService:
             if entry is None or entry[1] != seq:
                 continue
             del self._deadlines[key]
-            entry[2](now_ms)
+            try:
+                entry[2](now_ms)
+            except Exception:  # one failing callback must not stop the others
+                log.exception("timer callback for %r failed", key)
         self._schedule()
 
     def close(self) -> None:

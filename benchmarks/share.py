@@ -868,13 +868,14 @@ def analysis(rows: list[Row], profile: tuple[ProfileSummary, list[Row]] | None, 
                    f"machine for other guests during the measurements: CPU this machine's processes did not get.")
     noisy = [r for r in res if r.other_cpu_pct > 20]
     if noisy:
-        out.append(f"**Other load.** The rest of the machine (other processes, and kernel work not charged to the "
-                   f"broker or the consumers, such as softirqs for loopback traffic on an otherwise idle core) used "
-                   f"{min(r.other_cpu_pct for r in noisy):.0f}–{max(r.other_cpu_pct for r in noisy):.0f}% of a core "
-                   f"during {len(noisy)} of the {len(res)} rows, although the script waited up to "
-                   f"{args.quiet_wait:g} s before each for a quiet machine. Where that was other processes, those "
-                   f"rows had less CPU for the consumers and the broker and read low; the CPU per record columns "
-                   f"are the steadier numbers.")
+        lo, hi = min(r.other_cpu_pct for r in noisy), max(r.other_cpu_pct for r in noisy)
+        span = f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
+        out.append(f"**Other load.** The rest of the machine used {span} of a core during {len(noisy)} of the "
+                   f"{len(res)} rows. The script waits (up to {args.quiet_wait:g} s) for a quiet machine before "
+                   f"each row, so unless other processes started meanwhile this is mostly kernel work for the "
+                   f"benchmark's own loopback traffic that was charged to no process (a softirq that ran on an "
+                   f"otherwise idle core). Where it was other processes, those rows had less CPU and read low; "
+                   f"the CPU per record columns are the steadier numbers.")
 
     if profile is not None:
         prof, prow = profile

@@ -96,10 +96,20 @@ def _check_identity(req) -> str | None:
     return None
 
 
+def _response(resp_cls, group_config, by_topic: dict | None = None, error: ErrorCode = ErrorCode.none,
+              message: str | None = None):
+    """A ShareFetch/ShareAcknowledge response: {topic id: [partition entries]} or a top-level error."""
+    topic_cls = item_class(resp_cls, "responses")
+    return make(
+        resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+        acquisition_lock_timeout=_lock_timeout(group_config) if group_config else datetime.timedelta(0),
+        responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts)) for tid, parts in (by_topic or {}).items()),
+        node_endpoints=(),
+    )
+
+
 def _top_level_error(resp_cls, error: ErrorCode, message: str | None, group_config):
-    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
-                acquisition_lock_timeout=_lock_timeout(group_config) if group_config else datetime.timedelta(0),
-                responses=(), node_endpoints=())
+    return _response(resp_cls, group_config, error=error, message=message)
 
 
 @handles(78, 1, 2)
@@ -224,12 +234,7 @@ def _fetch_response(resp_cls, state, order, partition_errors, ack_errors, fetche
             acquired_records=tuple(make(acquired_cls, first_offset=r.first_offset, last_offset=r.last_offset,
                                         delivery_count=r.delivery_count) for r in got.acquired) if got else (),
         ))
-    return make(
-        resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
-        acquisition_lock_timeout=_lock_timeout(group_config),
-        responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts)) for tid, parts in by_topic.items()),
-        node_endpoints=(),
-    )
+    return _response(resp_cls, group_config, by_topic)
 
 
 @handles(79, 1, 2)
@@ -267,9 +272,4 @@ async def handle_share_acknowledge(ctx, req):
         if key in ack_errors:
             by_topic.setdefault(key[0], []).append(make(part_cls, partition_index=key[1], error_code=ack_errors[key],
                                                         error_message=None, current_leader=leader))
-    return make(
-        resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
-        acquisition_lock_timeout=_lock_timeout(group_config),
-        responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts)) for tid, parts in by_topic.items()),
-        node_endpoints=(),
-    )
+    return _response(resp_cls, group_config, by_topic)

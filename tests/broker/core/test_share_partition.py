@@ -641,9 +641,11 @@ def test_write_start_offset_ignores_other_uncommitted_writes():
     acquire(sp, "m2", [(5, 9)])
     ok, first = ack(sp, "m1", [(0, 4, [ACCEPT])])
     ok, second = ack(sp, "m2", [(5, 9, [ACCEPT])])
-    # 0-4 are not durable yet: the second write must not claim them complete
+    # 0-4 are not durable yet: the second write must not move the start offset past them; its
+    # delivery-complete count includes them (writes reach the coordinator in the order they start,
+    # so the count never goes back there)
     assert second.start_offset == 0
-    assert second.delivery_complete_count == 5
+    assert first.delivery_complete_count == 0 and second.delivery_complete_count == 10
     complete(sp, second)
     complete(sp, first, ok=False)
     assert states(sp, 0, 4) == [(ACQUIRED, 1, "m1")] * 5
@@ -758,3 +760,12 @@ def test_acquire_is_o1_per_batch():
     complete(sp, write)
     ack_and_commit(sp, "m1", [(b, l, [ACCEPT]) for b, l in log_batches[: n // 2]])
     assert sp.runs == [] and sp.start_offset == n * 10
+
+
+def test_delivery_complete_count_never_goes_back_across_writes_in_flight():
+    sp = SharePartition(0)
+    acquire(sp, "m1", [(0, 9)])
+    ok, first = ack(sp, "m1", [(5, 7, [REJECT])])
+    ok, second = ack(sp, "m1", [(8, 8, [ACCEPT])])
+    assert first.start_offset == second.start_offset == 0
+    assert first.delivery_complete_count == 3 and second.delivery_complete_count == 4

@@ -1,5 +1,5 @@
 """ApiVersions is derived from the handler registry; classic and consumer group APIs are not
-advertised (ListGroups is: it lists the share groups)."""
+advertised (ListGroups and DeleteGroups are: they list and delete the share groups)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from support import RawClient
 
 from quafka.broker.server.registry import REGISTRY, advertised_ranges
 
-CLASSIC_AND_CONSUMER_GROUP_KEYS = {8, 9, 11, 12, 13, 14, 15, 42, 47, 68, 69}
+CLASSIC_AND_CONSUMER_GROUP_KEYS = {8, 9, 11, 12, 13, 14, 15, 47, 68, 69}
 
 
 def test_api_versions_lists_exactly_the_registered_handlers(broker):
@@ -28,7 +28,8 @@ def test_group_apis_are_not_advertised(broker):
         resp = raw.request(ApiVersionsRequestV0())
     keys = {k.api_key for k in resp.api_keys}
     assert not keys & CLASSIC_AND_CONSUMER_GROUP_KEYS
-    assert {16, 76, 77} <= keys  # ListGroups, ShareGroupHeartbeat, ShareGroupDescribe
+    # ListGroups, DeleteGroups, ShareGroupHeartbeat, ShareGroupDescribe and the share offset admin APIs
+    assert {16, 42, 76, 77, 90, 91, 92} <= keys
 
 
 def test_every_advertised_version_has_a_kio_schema():

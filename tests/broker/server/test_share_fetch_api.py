@@ -753,22 +753,23 @@ def test_parked_share_fetch_is_completed_when_held_records_are_released(make_bro
 
 
 class PersistGate:
-    """Holds every share-state write of the broker until `open()` (white-box: wraps the persister's
-    write on the broker's loop), so that a release stays pending while a ShareFetch looks at it."""
+    """Holds every share-state write of the broker until `open()` (white-box: wraps the share
+    coordinator's wait for durability on the broker's loop), so that a release stays pending while a
+    ShareFetch looks at it."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
 
         def install():
-            manager = broker.server.share_partitions
+            share_state = broker.server.share_state
             self.event = asyncio.Event()
-            write = manager.persister.write
+            durable = share_state._durable
 
             async def gated(*args, **kwargs):
                 await self.event.wait()
-                return await write(*args, **kwargs)
+                return await durable(*args, **kwargs)
 
-            manager.persister.write = gated
+            share_state._durable = gated
 
         broker.call(install)
 

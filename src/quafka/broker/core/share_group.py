@@ -338,6 +338,34 @@ class ShareGroupCoordinator:
                 self._bump_group_epoch(group)
         return []
 
+    def restore(self, group: ShareGroup, now_ms: int) -> list[Effect]:
+        """Put back a group replayed from its records (start-up): members keep their ids, epochs and
+        assignments, and each gets a fresh session timer, as Kafka does on loading a group."""
+        self._groups[group.group_id] = group
+        group.subscribed_metadata = self._subscription_metadata(group)
+        settings = self._settings(group.group_id)
+        effects: list[Effect] = []
+        for member_id in sorted(group.members):
+            member = group.members[member_id]
+            member.session_deadline_ms = now_ms + settings.session_timeout_ms
+            effects.append(ArmTimer(session_timer_key(group.group_id, member_id), member.session_deadline_ms))
+        return effects
+
+    def bump_group_epoch(self, group_id: str) -> None:
+        """AlterShareGroupOffsets on an empty group: the group epoch moves on (KIP-932)."""
+        group = self._groups.get(group_id)
+        if group is not None:
+            self._bump_group_epoch(group)
+            if not group.members:
+                group.assignment_epoch = group.group_epoch
+
+    def ensure_group(self, group_id: str) -> ShareGroup:
+        """The group, created empty when it does not exist (AlterShareGroupOffsets creates one)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = ShareGroup(group_id)
+        return group
+
     def delete_group(self, group_id: str) -> tuple[ErrorCode, str | None, list[Effect]]:
         """DeleteGroups: only an empty group can be deleted."""
         group = self._groups.get(group_id)

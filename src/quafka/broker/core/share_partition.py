@@ -373,8 +373,9 @@ class SharePartition:
                 break
         else:
             start = self.next_offset
-        complete = sum(r.size for r in self.runs if r.state.terminal and r.first >= start
-                       and (not r.pending or r.pending == write_id))
+        # terminal records past the start offset, counting those of writes still in flight: writes
+        # reach the share coordinator in the order they start, so the count never goes back
+        complete = sum(r.size for r in self.runs if r.state.terminal and r.first >= start)
         batches = tuple(StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count)
                         for r, _ in changes if r.last >= start)
         return PersistWrite(write_id, start, complete, batches)

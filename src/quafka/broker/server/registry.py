@@ -46,6 +46,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         produce,
         share_fetch,
         share_group,
+        share_offsets,
         topics,
     )
 

@@ -18,7 +18,9 @@ from quafka.broker.core.share_session import ShareSessionCache
 
 from .connection import serve_connection
 from .registry import HandlerSpec, advertised_ranges, load_handlers
+from .share_groups import ShareGroupService
 from .share_partitions import SharePartitionManager
+from .share_state import ShareStateService
 from .state import BrokerState
 from .timers import TimerService
 
@@ -68,7 +70,9 @@ class BrokerServer:
         self.timers = TimerService()
         self.share_sessions = ShareSessionCache(self._max_share_sessions())
         self.share_partitions = SharePartitionManager(self)
-        self.share_groups = None
+        self.share_state: ShareStateService | None = None
+        self.share_groups: ShareGroupService | None = None
+        self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[asyncio.Task] = set()
@@ -84,13 +88,11 @@ class BrokerServer:
             return 2000
 
     async def start(self) -> None:
+        """Replay the metadata and open the logs, open the listeners, then replay the coordinators'
+        internal topics (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS); returns when loaded."""
         self.state.load()
-        try:
-            from .share_groups import ShareGroupService
-        except ImportError:  # the coordinator arrives with its own module
-            ShareGroupService = None
-        if ShareGroupService is not None:
-            self.share_groups = ShareGroupService(self)
+        self.share_state = ShareStateService(self)
+        self.share_groups = ShareGroupService(self)
         self.state.topic_listeners.append(self._on_topic_event)
         for _name, host, port in self.config.listeners:
             server = await asyncio.start_server(self._on_connection, host or None, port, reuse_address=True,
@@ -101,6 +103,9 @@ class BrokerServer:
         self.state.advertised = self._advertised_endpoint()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
+        await self.share_state.load()
+        self.share_groups.load()
+        self._loaded.set()
         log.info(
             "quafka broker %d (cluster %s) listening on %s, data in %s",
             self.state.node_id, self.state.metadata.cluster_id,
@@ -121,6 +126,14 @@ class BrokerServer:
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         return host, bound_port
+
+    @property
+    def coordinators_loaded(self) -> bool:
+        """The share coordinator and the group coordinator have replayed their internal topics."""
+        return self._loaded.is_set()
+
+    async def wait_loaded(self) -> None:
+        await self._loaded.wait()
 
     # ------------------------------------------------------------------ share sessions
     def _on_topic_event(self, event: str, topic_name: str) -> None:
@@ -148,6 +161,8 @@ class BrokerServer:
     async def stop(self) -> None:
         self._stopping = True
         self.timers.close()
+        if self.share_state is not None:
+            await self.share_state.close()
         for server in self._servers:
             server.close()
         for task in self._tasks:

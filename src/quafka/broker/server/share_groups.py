@@ -22,8 +22,10 @@ Everything runs on the event loop thread.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
+from quafka.broker.core.group_records import GroupImages, Image, StatePartitionMetadata, diff, image_of, restore_group
 from quafka.broker.core.share_group import (
     ArmTimer,
     CancelTimer,
@@ -34,7 +36,18 @@ from quafka.broker.core.share_group import (
     MemberRemoved,
     ShareGroupCoordinator,
 )
+from quafka.broker.storage.base import MAX_LONG
+from quafka.protocol.coordinator_records import (
+    CONSUMER_OFFSETS_TOPIC,
+    CorruptRecord,
+    ShareStateKey,
+    UnknownRecordType,
+    decode_group_record,
+    encode_group_record,
+    group_partition,
+)
 from quafka.protocol.errors import ErrorCode
+from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
 
 from .timers import TimerService
 
@@ -52,6 +65,9 @@ class ShareGroupService:
         self.coordinator = ShareGroupCoordinator(settings=self._group_settings)
         self._own_timers: TimerService | None = None
         self._topics_loaded = False
+        self.state_metadata: dict[str, StatePartitionMetadata] = {}
+        self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group
+        self.loaded = False
         server.state.topic_listeners.append(self._on_topic_event)
 
     # ------------------------------------------------------------------ requests
@@ -64,6 +80,9 @@ class ShareGroupService:
             group_id, member_id, member_epoch, rack_id=rack_id, subscribed_topic_names=subscribed_topic_names,
             client_id=client_id, client_host=client_host, now_ms=self._now_ms())
         self._execute(effects)
+        if result.error == ErrorCode.none:
+            self._maybe_initialize(group_id)
+            self.persist(group_id)
         if result.error == ErrorCode.none and member_epoch in (0, -1):
             log.info("share group %s: member %s %s (member epoch %d)", group_id, member_id,
                      "joined" if member_epoch == 0 else "left", result.member_epoch)
@@ -85,20 +104,163 @@ class ShareGroupService:
         return self.coordinator.assignment(group_id, member_id)
 
     def delete_group(self, group_id: str) -> tuple[ErrorCode, str | None]:
+        """DeleteGroups for a share group: only an empty group; its share state is tombstoned
+        first (state metadata moves to DeletingTopics), then the group's records."""
+        group = self.coordinator.group(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, f"Group {group_id} not found."
+        if group.members:
+            return ErrorCode.non_empty_group, "The group is not empty."
+        meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
+        self._delete_state(group_id, list(meta.initialized) + list(meta.initializing))
         error, message, effects = self.coordinator.delete_group(group_id)
         self._execute(effects)
+        self.state_metadata.pop(group_id, None)
+        self.persist(group_id)
+        log.info("share group %s deleted", group_id)
         return error, message
+
+    # ------------------------------------------------------------------ share-partition state
+    def _maybe_initialize(self, group_id: str) -> None:
+        """Initialise the share-coordinator state of subscribed partitions the group has none for
+        (KIP-932: a new topic starts at -1, resolved by share.auto.offset.reset on first use;
+        partitions added to a topic the group knows start at 0), recording it in record 15."""
+        group = self.coordinator.group(group_id)
+        if group is None or not group.subscribed_metadata:
+            return
+        meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
+        todo: dict[uuid.UUID, tuple[str, list[int], bool]] = {}
+        for name, (topic_id, count) in group.subscribed_metadata.items():
+            known = topic_id in meta.initialized
+            have = meta.initialized_partitions(topic_id)
+            missing = [p for p in range(count) if p not in have]
+            if missing:
+                todo[topic_id] = (name, missing, known)
+        if not todo:
+            return
+        for topic_id, (name, missing, _known) in todo.items():
+            old = meta.initializing.get(topic_id, (name, frozenset()))[1]
+            meta.initializing[topic_id] = (name, old | frozenset(missing))
+        self.persist(group_id)
+        share_state = self.server.share_state
+        for topic_id, (name, missing, known) in todo.items():
+            for p in missing:
+                key = ShareStateKey(group_id, topic_id, p)
+                if share_state.machine.state(key) is None:
+                    share_state.initialize_now(key, state_epoch=group.group_epoch, start_offset=0 if known else -1)
+            meta.initializing.pop(topic_id, None)
+            meta.initialized[topic_id] = (name, meta.initialized_partitions(topic_id) | frozenset(missing))
+        self.persist(group_id)
+
+    def _delete_state(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
+        """Tombstone the share state of the group's partitions of these topics (record 15 lists
+        them as deleting until the tombstones are written)."""
+        meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
+        topic_ids = [t for t in dict.fromkeys(topic_ids)]
+        for topic_id in topic_ids:
+            name = (meta.initialized.get(topic_id) or meta.initializing.get(topic_id) or (meta.deleting.get(topic_id),))[0]
+            meta.deleting[topic_id] = name or ""
+            meta.initialized.pop(topic_id, None)
+            meta.initializing.pop(topic_id, None)
+        self.persist(group_id)
+        share_state = self.server.share_state
+        for key in share_state.machine.keys(group_id):
+            if key.topic_id in topic_ids:
+                share_state.delete_now(key)
+        self.server.share_partitions.drop_group(group_id, set(topic_ids))
+        for topic_id in topic_ids:
+            meta.deleting.pop(topic_id, None)
+        self.persist(group_id)
+
+    def delete_offsets(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
+        self._delete_state(group_id, topic_ids)
+
+    def reset_offsets(self, group_id: str, topic_id: uuid.UUID, topic_name: str,
+                      offsets: dict[int, int]) -> None:
+        """AlterShareGroupOffsets on an empty group: a new group epoch, and each share partition
+        re-initialised with a new state epoch at the given start offset."""
+        self.coordinator.ensure_group(group_id)
+        self.coordinator.bump_group_epoch(group_id)
+        group = self.coordinator.group(group_id)
+        assert group is not None
+        share_state = self.server.share_state
+        self.server.share_partitions.drop_group(group_id, {topic_id})
+        for p, start in offsets.items():
+            key = ShareStateKey(group_id, topic_id, p)
+            current = share_state.machine.state(key)
+            state_epoch = max(group.group_epoch, (current.state_epoch + 1) if current is not None else 0)
+            share_state.initialize_now(key, state_epoch=state_epoch, start_offset=start)
+        meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
+        meta.initialized[topic_id] = (topic_name, meta.initialized_partitions(topic_id) | frozenset(offsets))
+        self.persist(group_id)
+
+    # ------------------------------------------------------------------ records on __consumer_offsets
+    def _offsets_log(self, partition: int):
+        n = int(self.server.state.config.get("offsets.topic.num.partitions"))
+        topic = self.server.state.ensure_internal_topic(CONSUMER_OFFSETS_TOPIC, n, {"retention.ms": "-1"})
+        return topic.partitions[partition % len(topic.partitions)].log
+
+    def _partition_of(self, group_id: str) -> int:
+        topic = self.server.state.topics.get(CONSUMER_OFFSETS_TOPIC)
+        n = len(topic.partitions) if topic is not None else int(self.server.state.config.get(
+            "offsets.topic.num.partitions"))
+        return group_partition(group_id, n)
+
+    def persist(self, group_id: str) -> None:
+        """Append the records that bring `__consumer_offsets` in line with the group as it is now
+        (written to the segment file before this returns; fsynced too when flush is enabled)."""
+        image = image_of(self.coordinator.group(group_id), self.state_metadata.get(group_id))
+        old = self._images.get(group_id, {})
+        records = diff(old, image)
+        if not records:
+            return
+        plog = self._offsets_log(self._partition_of(group_id))
+        now_ms = self._now_ms()
+        buf = bytearray(build_batch([encode_group_record(r) for r in records], base_timestamp=now_ms))
+        plog.append(buf, [(0, read_header(buf))], now_ms, defer_flush=True)
+        if plog.config.flush_messages < MAX_LONG:
+            plog.flush()
+        if image:
+            self._images[group_id] = image
+        else:
+            self._images.pop(group_id, None)
+
+    def load(self) -> None:
+        """Replay the share-group records of `__consumer_offsets`: groups, members, epochs,
+        assignments and state metadata come back; members get fresh session timers."""
+        topic = self.server.state.topics.get(CONSUMER_OFFSETS_TOPIC)
+        self._refresh()
+        if topic is not None:
+            images = GroupImages()
+            for part in topic.partitions:
+                _replay_log(part.log, images, part.index)
+            now_ms = self._now_ms()
+            for group_id, image in sorted(images.groups().items()):
+                group, meta = restore_group(group_id, image)
+                self._execute(self.coordinator.restore(group, now_ms))
+                self.state_metadata[group_id] = meta
+                self._images[group_id] = image_of(group, meta)
+            if images.groups():
+                log.info("loaded %d share group(s) from %s", len(images.groups()), CONSUMER_OFFSETS_TOPIC)
+        self.loaded = True
 
     # ------------------------------------------------------------------ events
     def _on_topic_event(self, event: str, topic_name: str) -> None:
         self._topics_loaded = False
         self._refresh()
+        if event == "deleted":
+            live = {t.topic_id for t in self.server.state.topics.values()}
+            for group_id, meta in list(self.state_metadata.items()):
+                gone = [t for t in list(meta.initialized) + list(meta.initializing) if t not in live]
+                if gone:
+                    self._delete_state(group_id, gone)
 
     def _on_timer(self, group_id: str, member_id: str, now_ms: int) -> None:
         effects = self.coordinator.on_session_timeout(group_id, member_id, now_ms)
         if any(isinstance(e, MemberRemoved) for e in effects):
             log.info("share group %s: member %s fenced, its session timed out", group_id, member_id)
         self._execute(effects)
+        self.persist(group_id)
 
     # ------------------------------------------------------------------ internals
     def _group_settings(self, group_id: str) -> Any:
@@ -149,3 +311,34 @@ class ShareGroupService:
     def close(self) -> None:
         if self._own_timers is not None:
             self._own_timers.close()
+
+
+def _replay_log(plog, images: GroupImages, partition: int) -> None:
+    """Replay one `__consumer_offsets` partition (records of other group types are skipped; a
+    batch failing its CRC is logged and dropped)."""
+    offset, end = plog.log_start_offset, plog.log_end_offset
+    while offset < end:
+        data = plog.read(offset, 1 << 20, min_one_batch=True)
+        if not data:
+            return
+        next_offset = offset
+        for pos, header in iter_headers(data):
+            next_offset = header.last_offset + 1
+            if not batch_crc_ok(data, pos, header):
+                log.error("%s-%d: batch at offsets %d-%d fails its CRC; dropped", CONSUMER_OFFSETS_TOPIC, partition,
+                          header.base_offset, header.last_offset)
+                continue
+            try:
+                for record in iter_records(data[pos:pos + header.batch_length + 12]):
+                    if record.key is None:
+                        continue
+                    try:
+                        images.replay(decode_group_record(record.key, record.value))
+                    except UnknownRecordType:
+                        continue
+            except (CorruptRecord, ValueError) as exc:
+                log.error("%s-%d: batch at offsets %d-%d does not decode (%s); dropped", CONSUMER_OFFSETS_TOPIC,
+                          partition, header.base_offset, header.last_offset, exc)
+        if next_offset <= offset:
+            return
+        offset = next_offset

@@ -4,8 +4,14 @@ lock-expiry timers, following the log start offset, and waking parked ShareFetch
 Each share partition (group × topic partition) is a pure `SharePartition` machine; this module
 carries out its effects:
 
-- `PersistWrite` effects go to the persister (an in-memory one for now; the share-state topic
-  replaces it) and are committed or rolled back when the write completes;
+- `PersistWrite` effects go to the share coordinator (`server.share_state`, WriteShareGroupState
+  on `__share_group_state`) and are committed or rolled back when the write is durable; a write
+  fenced by a newer state epoch (the group's offsets were altered) drops the share partition, which
+  is read again on next use;
+- a share partition is created from the share coordinator's state (ReadShareGroupState); state
+  with start offset -1 is resolved by `share.auto.offset.reset` and written back; a share
+  partition with no state at all (fetched without the group coordinator having initialised it)
+  is initialised here;
 - the earliest acquisition-lock deadline of each partition is armed on the broker's
   `TimerService`; when it passes, expired locks are released and parked fetches woken;
 - the partition log's "log_start_offset" events move the share partition's start offset
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Sequence
 from quafka.broker import config as cfg
 from quafka.broker.core.share_partition import AcquiredRange, PersistWrite, SharePartition, StateBatch
 from quafka.broker.storage import Log, LogEvent
+from quafka.protocol import coordinator_records as records
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.record_batch import iter_headers
 
@@ -38,48 +45,6 @@ READ_CHUNK_BYTES = 256 * 1024
 MAX_READS_PER_FETCH = 8
 
 
-class InMemoryPersister:
-    """Share state kept in memory: (group, topic id, partition) -> (start offset, state batches).
-
-    The write path is the one the share-state topic will use: a write carries the new start
-    offset and the changed batches, which are laid over what is stored (newer wins).
-    """
-
-    def __init__(self) -> None:
-        self.states: dict[tuple[str, uuid.UUID, int], tuple[int, list[StateBatch]]] = {}
-
-    def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[int, list[StateBatch]] | None:
-        return self.states.get((group_id, topic_id, partition))
-
-    async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, write: PersistWrite) -> bool:
-        key = (group_id, topic_id, partition)
-        start, batches = self.states.get(key, (write.start_offset, []))
-        start = max(start, write.start_offset)
-        merged = _overlay(batches, list(write.state_batches))
-        self.states[key] = (start, [b for b in merged if b.last_offset >= start])
-        return True
-
-    def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
-        self.states.pop((group_id, topic_id, partition), None)
-
-
-def _overlay(old: list[StateBatch], new: list[StateBatch]) -> list[StateBatch]:
-    out = list(old)
-    for b in new:
-        kept = []
-        for o in out:
-            if o.last_offset < b.first_offset or o.first_offset > b.last_offset:
-                kept.append(o)
-                continue
-            if o.first_offset < b.first_offset:
-                kept.append(o._replace(last_offset=b.first_offset - 1))
-            if o.last_offset > b.last_offset:
-                kept.append(o._replace(first_offset=b.last_offset + 1))
-        kept.append(b)
-        out = sorted(kept)
-    return out
-
-
 @dataclass(eq=False)
 class ShareContext:
     """One share partition and what the shell needs around it."""
@@ -90,6 +55,11 @@ class ShareContext:
     log: Log
     sp: SharePartition
     key: tuple = field(default=())
+    state_epoch: int = 0
+
+    @property
+    def state_key(self) -> records.ShareStateKey:
+        return records.ShareStateKey(self.group_id, self.topic.topic_id, self.index)
 
     @property
     def topic_id(self) -> uuid.UUID:
@@ -107,7 +77,6 @@ class FetchedPartition:
 class SharePartitionManager:
     def __init__(self, server: "BrokerServer") -> None:
         self.server = server
-        self.persister = InMemoryPersister()
         self.contexts: dict[tuple[str, uuid.UUID, int], ShareContext] = {}
         self.by_group: dict[str, set[ShareContext]] = {}
         self.by_log: dict[tuple[uuid.UUID, int], set[ShareContext]] = {}
@@ -129,20 +98,32 @@ class SharePartitionManager:
             return None
         return self._create(group_id, topic, index)
 
-    def _create(self, group_id: str, topic: "TopicState", index: int) -> ShareContext:
+    def _create(self, group_id: str, topic: "TopicState", index: int) -> ShareContext | None:
         plog = topic.partitions[index].log
-        persisted = self.persister.read(group_id, topic.topic_id, index)
+        share_state = self.server.share_state
+        key = records.ShareStateKey(group_id, topic.topic_id, index)
+        read = share_state.read(key)
         group_config = self.server.state.group_config(group_id)
         known_key = (group_id, topic.topic_id)
         known = self.known_partitions.setdefault(known_key, len(topic.partitions))
-        if persisted is not None:
-            start, batches = persisted
-            sp = SharePartition(max(start, plog.log_start_offset), batches)
-        elif index >= known:
-            sp = SharePartition(plog.log_start_offset)  # added to a topic the group knew: from 0
+        state_epoch = read.state_epoch
+        if read.error == ErrorCode.unknown_topic_or_partition:  # no state: initialise it here
+            start = plog.log_start_offset if index >= known else self._initial_offset(plog, group_config)
+            state_epoch = 0
+            if share_state.initialize_now(key, state_epoch=0, start_offset=start) != ErrorCode.none:
+                return None
+            sp = SharePartition(start)
+        elif read.error != ErrorCode.none:
+            log.warning("share state of %s %s-%d unavailable: %s", group_id, topic.name, index, read.error.name)
+            return None
+        elif read.start_offset < 0:  # initialised, start offset to be set by share.auto.offset.reset
+            start = self._initial_offset(plog, group_config)
+            share_state.write_now(key, state_epoch=state_epoch, start_offset=start, delivery_complete_count=0)
+            sp = SharePartition(start)
         else:
-            sp = SharePartition(self._initial_offset(plog, group_config))
-        ctx = ShareContext(group_id, topic, index, plog, sp, (group_id, topic.topic_id, index))
+            sp = SharePartition(max(read.start_offset, plog.log_start_offset),
+                                [StateBatch(*b) for b in read.state_batches])
+        ctx = ShareContext(group_id, topic, index, plog, sp, (group_id, topic.topic_id, index), state_epoch)
         self.contexts[ctx.key] = ctx
         self.by_group.setdefault(group_id, set()).add(ctx)
         log_key = (topic.topic_id, index)
@@ -171,9 +152,22 @@ class SharePartitionManager:
         self.server.timers.cancel(("lock",) + ctx.key)
 
     def drop_topic(self, topic_id: uuid.UUID) -> None:
+        """The topic was deleted: its share partitions go, and so does their durable state."""
         for ctx in [c for c in self.contexts.values() if c.topic_id == topic_id]:
             self._drop(ctx)
-            self.persister.delete(ctx.group_id, ctx.topic_id, ctx.index)
+        share_state = self.server.share_state
+        for key in share_state.machine.keys():
+            if key.topic_id == topic_id:
+                share_state.delete_now(key)
+
+    def drop_group(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
+        """Forget the group's share partitions (of these topics) so they are read again from the
+        share coordinator on next use (offsets altered or deleted; the group is empty)."""
+        for ctx in list(self.by_group.get(group_id, ())):
+            if topic_ids is None or ctx.topic_id in topic_ids:
+                self._drop(ctx)
+        for key in [k for k in self.known_partitions if k[0] == group_id and (topic_ids is None or k[1] in topic_ids)]:
+            del self.known_partitions[key]
 
     # ------------------------------------------------------------------ fetch
     def fetch(self, ctx: ShareContext, member_id: str, *, max_records: int, batch_size: int, record_limit: bool,
@@ -261,15 +255,29 @@ class SharePartitionManager:
         self._arm_lock_timer(ctx)
 
     # ------------------------------------------------------------------ effects
-    async def _persist(self, ctx: ShareContext, write: PersistWrite) -> bool:
+    def _submit_write(self, ctx: ShareContext, write: PersistWrite) -> asyncio.Future:
+        """Queue the write at once, so writes reach the share coordinator in the order the share
+        partition started them (each carries the delivery-complete count as of its start)."""
+        return self.server.share_state.write(
+            ctx.state_key, state_epoch=ctx.state_epoch, start_offset=write.start_offset,
+            delivery_complete_count=write.delivery_complete_count,
+            state_batches=[records.StateBatch(*b) for b in write.state_batches])
+
+    async def _persist(self, ctx: ShareContext, write: PersistWrite, fut: asyncio.Future | None = None) -> bool:
         try:
-            ok = await self.persister.write(ctx.group_id, ctx.topic_id, ctx.index, write)
+            error = await (fut if fut is not None else self._submit_write(ctx, write))
         except Exception:
             log.exception("share state write failed for %s %s-%d", ctx.group_id, ctx.topic.name, ctx.index)
-            ok = False
+            error = ErrorCode.unknown_server_error
+        ok = error == ErrorCode.none
+        if not ok:
+            log.warning("share state write for %s %s-%d refused: %s", ctx.group_id, ctx.topic.name, ctx.index,
+                        getattr(error, "name", error))
         group_config = self.server.state.group_config(ctx.group_id)
         ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
                                  now_ms=wall_clock_ms())
+        if error == ErrorCode.fenced_state_epoch and self.contexts.get(ctx.key) is ctx:
+            self._drop(ctx)  # re-initialised meanwhile (AlterShareGroupOffsets): read it again
         # the records the write touched were pending until now: parked fetches may acquire them
         self.wake((ctx.topic_id, ctx.index))
         return ok
@@ -277,7 +285,8 @@ class SharePartitionManager:
     def _spawn_persist(self, ctx: ShareContext, write: PersistWrite | None) -> None:
         if write is None:
             return
-        task = asyncio.get_running_loop().create_task(self._persist(ctx, write))
+        fut = self._submit_write(ctx, write)
+        task = asyncio.get_running_loop().create_task(self._persist(ctx, write, fut))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

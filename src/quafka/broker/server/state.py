@@ -189,6 +189,18 @@ class BrokerState:
         self._notify_topic("created", name)
         return topic
 
+    def ensure_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicState:
+        """The internal topic `name` (`__share_group_state`, `__consumer_offsets`), created on first
+        use with `num_partitions` partitions and `configs`; an existing one is kept as it is (its
+        partition count never changes, as Kafka's)."""
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        topic = self.create_topic(name, num_partitions, -1, configs)
+        assert topic is not None
+        log.info("created internal topic %s with %d partitions", name, num_partitions)
+        return topic
+
     def maybe_auto_create(self, name: str) -> TopicState | None:
         if not self.config.get("auto.create.topics.enable"):
             return None

@@ -83,14 +83,16 @@ class Log(abc.ABC):
 
     # -- writes
     @abc.abstractmethod
-    def append(self, buf: bytearray, batches: Sequence[tuple[int, BatchHeader]], now_ms: int) -> AppendInfo:
+    def append(self, buf: bytearray, batches: Sequence[tuple[int, BatchHeader]], now_ms: int, *,
+               defer_flush: bool = False) -> AppendInfo:
         """Append validated batches that lie back to back in `buf`.
 
         `batches` lists (position in buf, header) for each batch, in order and covering all of
         buf. The log stamps consecutive base offsets into `buf` (bytes 0-7 of each batch, outside
         the CRC) starting at `log_end_offset`, rolls a segment first when size or time requires,
         and writes the bytes. On return the bytes are in the segment file (they survive SIGKILL of
-        the process); an fsync has happened too if `flush_messages` was reached. Listeners get an
+        the process); an fsync has happened too if `flush_messages` was reached (unless `defer_flush`: the
+        caller fsyncs itself, as the share coordinator's group commit does). Listeners get an
         "append" event before this returns.
         """
 

@@ -99,6 +99,7 @@ class FileLog(Log):
         self._dir_dirty = False  # segment files created since the directory was last fsynced
         self._read_hint: tuple[int, _Segment, int] | None = None  # (next offset, segment, position)
         self.closed = False
+        self.flush_count = 0  # fsyncs done (introspection: tests count group commits)
         self._open(now_ms)
 
     # -- opening and recovery
@@ -186,7 +187,8 @@ class FileLog(Log):
         return list(self._bases)
 
     # -- writes
-    def append(self, buf: bytearray, batches: Sequence[tuple[int, BatchHeader]], now_ms: int) -> AppendInfo:
+    def append(self, buf: bytearray, batches: Sequence[tuple[int, BatchHeader]], now_ms: int, *,
+               defer_flush: bool = False) -> AppendInfo:
         seg = self._segments[-1]
         first_offset = seg.next_offset
         if not batches:
@@ -231,7 +233,7 @@ class FileLog(Log):
         if not self._unflushed_records:
             self._first_unflushed_ms = now_ms
         self._unflushed_records += offset - first_offset
-        if self._unflushed_records >= config.flush_messages:
+        if self._unflushed_records >= config.flush_messages and not defer_flush:
             self.flush()
         self._notify("append")
         return AppendInfo(first_offset, offset - 1, self._log_start_offset)
@@ -313,6 +315,7 @@ class FileLog(Log):
     def flush(self) -> None:
         if self.closed:
             return
+        self.flush_count += 1
         for seg in self._dirty_segments:
             if not seg.deleted and seg.fd is not None:
                 _sync_data(seg.fd)

@@ -91,7 +91,8 @@ class MemoryLog(Log):
         return list(self._bases)
 
     # -- writes
-    def append(self, buf: bytearray, batches: Sequence[tuple[int, BatchHeader]], now_ms: int) -> AppendInfo:
+    def append(self, buf: bytearray, batches: Sequence[tuple[int, BatchHeader]], now_ms: int, *,
+               defer_flush: bool = False) -> AppendInfo:
         seg = self._segments[-1]
         first_offset = seg.next_offset
         if not batches:
@@ -123,7 +124,7 @@ class MemoryLog(Log):
         if not self._unflushed_records:
             self._first_unflushed_ms = now_ms
         self._unflushed_records += offset - first_offset
-        if self._unflushed_records >= config.flush_messages:
+        if self._unflushed_records >= config.flush_messages and not defer_flush:
             self.flush()
         self._notify("append")
         return AppendInfo(first_offset, offset - 1, self._log_start_offset)

@@ -122,6 +122,8 @@ async def handle_share_fetch(ctx, req):
     if problem:
         return _top_level_error(resp_cls, ErrorCode.invalid_request, problem, None)
     group_id, member_id = req.group_id, req.member_id
+    if not server.coordinators_loaded:  # share state is being replayed: served once it is back
+        await server.wait_loaded()
     group_config = state.group_config(group_id)
     is_renew = bool(getattr(req, "is_renew_ack", False))
     epoch = req.share_session_epoch
@@ -247,6 +249,8 @@ async def handle_share_acknowledge(ctx, req):
     if problem:
         return _top_level_error(resp_cls, ErrorCode.invalid_request, problem, None)
     group_id, member_id = req.group_id, req.member_id
+    if not server.coordinators_loaded:
+        await server.wait_loaded()
     group_config = state.group_config(group_id)
     epoch = req.share_session_epoch
     if epoch == INITIAL_EPOCH:

@@ -1,10 +1,18 @@
-"""ShareGroupHeartbeat (key 76, v1), ShareGroupDescribe (key 77, v1) and ListGroups (key 16, v0-v5).
+"""ShareGroupHeartbeat (key 76, v1), ShareGroupDescribe (key 77, v1), ListGroups (key 16, v0-v5)
+and DeleteGroups (key 42, v0-v2).
 
 The coordinator is `server.share_groups` (a `ShareGroupService`). On one node this broker is the
 coordinator of every group, so the COORDINATOR errors never occur; there are no ACLs, so neither
 do the authorization errors. Every group here is a share group: ListGroups reports each with
 protocol type and group type "share" (Kafka's spelling), and a v5 TypesFilter without "share"
 matches nothing.
+
+Until the coordinators have replayed their internal topics after a start, every one of these
+answers COORDINATOR_LOAD_IN_PROGRESS (retriable; clients retry).
+
+DeleteGroups deletes empty share groups: their share state is tombstoned on `__share_group_state`
+and their records on `__consumer_offsets`, and the group is gone (GROUP_ID_NOT_FOUND afterwards).
+A group with members gets NON_EMPTY_GROUP.
 
 The client host is the peer address as Kafka prints an InetAddress ("/127.0.0.1").
 """
@@ -22,6 +30,7 @@ from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make,
 # all allowed without an authorizer.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 SHARE = "share"
+LOADING = "The coordinator is loading its state; retry."
 
 
 def client_host(peer: str) -> str:
@@ -36,6 +45,10 @@ def _ms(value: int) -> datetime.timedelta:
 @handles(76, 1, 1)
 async def handle_share_group_heartbeat(ctx, req):
     resp_cls = response_class(76, ctx.api_version)
+    if not ctx.server.coordinators_loaded:
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress,
+                    error_message=LOADING, member_id=None, member_epoch=0, heartbeat_interval=_ms(0),
+                    assignment=None)
     result = ctx.server.share_groups.heartbeat(
         req.group_id, req.member_id, req.member_epoch, rack_id=req.rack_id,
         subscribed_topic_names=req.subscribed_topic_names, client_id=ctx.client_id or "",
@@ -60,6 +73,11 @@ async def handle_share_group_describe(ctx, req):
     assignment_cls = item_class(member_cls, "assignment")
     tp_cls = item_class(assignment_cls, "topic_partitions")
     groups = []
+    if not ctx.server.coordinators_loaded:
+        groups = [make(group_cls, error_code=ErrorCode.coordinator_load_in_progress, error_message=LOADING,
+                       group_id=g, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
+                       members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for g in req.group_ids]
+        return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     for g in ctx.server.share_groups.describe(req.group_ids):
         members = tuple(
             make(member_cls, member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
@@ -81,8 +99,26 @@ async def handle_share_group_describe(ctx, req):
 async def handle_list_groups(ctx, req):
     resp_cls = response_class(16, ctx.api_version)
     group_cls = item_class(resp_cls, "groups")
+    if not ctx.server.coordinators_loaded:
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress, groups=())
     listed = ctx.server.share_groups.list_groups(getattr(req, "states_filter", ()) or (),
                                                  getattr(req, "types_filter", ()) or ())
     groups = tuple(make(group_cls, group_id=group_id, protocol_type=SHARE, group_state=state, group_type=SHARE)
                    for group_id, state in listed)
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
+
+
+@handles(42, 0, 2)
+async def handle_delete_groups(ctx, req):
+    resp_cls = response_class(42, ctx.api_version)
+    result_cls = item_class(resp_cls, "results")
+    results = []
+    for group_id in req.groups_names:
+        if not ctx.server.coordinators_loaded:
+            error = ErrorCode.coordinator_load_in_progress
+        elif not group_id:
+            error = ErrorCode.invalid_group_id
+        else:
+            error, _message = ctx.server.share_groups.delete_group(group_id)
+        results.append(make(result_cls, group_id=group_id, error_code=error))
+    return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,343 @@
+"""The asyncio shell of the share coordinator: `__share_group_state` on this node.
+
+The pure `ShareCoordinator` (broker/core/share_coordinator.py) answers the persister's operations
+— Initialize, Read, Write, Delete, ReadSummary — with the ShareSnapshot/ShareUpdate records to
+append; this module appends them and replays them into the machine ("records are the truth").
+
+Writes to one state partition are batched: while a round of writes is in flight (its records
+appended, its fsync not yet done), new operations queue; the next round takes all of them, runs
+them through the machine one after the other (each sees the records of the one before), appends
+their records as one record batch and fsyncs once (group commit). A caller is answered only when
+its records are durable:
+
+- always: the batch is written to the segment file before the answer (it survives SIGKILL of the
+  broker process);
+- with flush enabled for the state topic (`flush.messages` / `log.flush.interval.messages` set to
+  anything but its default, the maximum long): also fsynced, once per round of waiters.
+
+On start-up every state partition is replayed from its log start offset: each batch's CRC is
+checked and a batch that fails it (or does not decode) is dropped and logged, never applied. A torn
+tail — the realistic case, a write cut short by a crash — has already been cut by the file log's
+recovery, so the state is the last state whose records were written whole. Until a partition is
+replayed, the machine answers COORDINATOR_LOAD_IN_PROGRESS.
+
+Upkeep timers: every `share.coordinator.state.topic.prune.interval.ms` the log start offset of each
+state partition moves up to the first record still needed (the latest snapshots); every
+`share.coordinator.cold.partition.snapshot.interval.ms` share partitions with updates but no recent
+write get a fresh snapshot so their older records can be pruned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from quafka.broker.core.share_coordinator import ReadResult, ReadSummaryResult, ShareCoordinator
+from quafka.broker.storage import Log
+from quafka.broker.storage.base import MAX_LONG
+from quafka.protocol.coordinator_records import (
+    SHARE_GROUP_STATE_TOPIC,
+    CorruptRecord,
+    ShareStateKey,
+    ShareStateRecord,
+    StateBatch,
+    decode_share_state_record,
+    encode_share_state_record,
+)
+from quafka.protocol.errors import ErrorCode
+from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
+
+from .clock import wall_clock_ms
+
+if TYPE_CHECKING:
+    from .server import BrokerServer
+
+log = logging.getLogger("quafka.share_state")
+
+LEADER_EPOCH = 0  # one node: every partition keeps leader epoch 0
+LOAD_CHUNK_BYTES = 1 << 20
+
+Op = Callable[[], tuple[object, list[ShareStateRecord]]]
+
+__all__ = ["LEADER_EPOCH", "ShareStateService"]
+
+
+class ShareStateService:
+    def __init__(self, server: "BrokerServer") -> None:
+        self.server = server
+        config = server.state.config
+        self.num_partitions = int(config.get("share.coordinator.state.topic.num.partitions"))
+        self.machine = ShareCoordinator(
+            self.num_partitions, int(config.get("share.coordinator.snapshot.update.records.per.snapshot")))
+        self.loaded = False
+        self._queues: dict[int, list[tuple[Op, asyncio.Future]]] = {}
+        self._draining: set[int] = set()
+        self._flushed: dict[int, int] = {}  # state partition -> offset below which all is fsynced
+        self._flushing: dict[int, asyncio.Future] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.rounds = 0  # write rounds (batches of waiters), for tests and metrics
+        self.write_time_ms_total = 0.0
+
+    # ------------------------------------------------------------------ topic
+    def _logs(self) -> list[Log] | None:
+        topic = self.server.state.topics.get(SHARE_GROUP_STATE_TOPIC)
+        return None if topic is None else [p.log for p in topic.partitions]
+
+    def _log(self, partition: int) -> Log:
+        config = self.server.state.config
+        topic = self.server.state.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC, self.num_partitions, {
+            "segment.bytes": str(config.get("share.coordinator.state.topic.segment.bytes")),
+            "retention.ms": "-1",
+        })
+        if len(topic.partitions) != self.num_partitions:  # the topic predates a changed setting: keep it
+            self.num_partitions = self.machine.num_partitions = len(topic.partitions)
+        return topic.partitions[partition].log
+
+    # ------------------------------------------------------------------ start-up
+    async def load(self) -> None:
+        """Replay every state partition (yielding between partitions so requests meanwhile get
+        COORDINATOR_LOAD_IN_PROGRESS), then start the upkeep timers."""
+        logs = self._logs()
+        if logs is not None and len(logs) != self.num_partitions:
+            log.warning("%s has %d partitions (share.coordinator.state.topic.num.partitions is %d): using %d",
+                        SHARE_GROUP_STATE_TOPIC, len(logs), self.num_partitions, len(logs))
+            self.num_partitions = self.machine.num_partitions = len(logs)
+        for p in range(self.num_partitions):
+            self.machine.begin_loading(p)
+            if logs is not None:
+                self._replay_partition(p, logs[p])
+            self.machine.finish_loading(p)
+            self._flushed[p] = logs[p].log_end_offset if logs is not None else 0
+            if p % 8 == 7:
+                await asyncio.sleep(0)
+        self.loaded = True
+        self._tasks.append(asyncio.create_task(self._prune_loop(), name="share-state-prune"))
+        self._tasks.append(asyncio.create_task(self._cold_snapshot_loop(), name="share-state-snapshots"))
+
+    def _replay_partition(self, partition: int, plog: Log) -> int:
+        """Replay one state partition; returns the number of batches dropped as unverifiable."""
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        dropped = 0
+        while offset < end:
+            data = plog.read(offset, LOAD_CHUNK_BYTES, min_one_batch=True)
+            if not data:
+                break
+            next_offset = offset
+            for pos, header in iter_headers(data):
+                next_offset = header.last_offset + 1
+                if header.last_offset < offset:
+                    continue
+                if not batch_crc_ok(data, pos, header):
+                    dropped += 1
+                    log.error("%s-%d: batch at offsets %d-%d fails its CRC; dropped (%d bytes)",
+                              SHARE_GROUP_STATE_TOPIC, partition, header.base_offset, header.last_offset,
+                              header.batch_length + 12)
+                    continue
+                batch = data[pos:pos + header.batch_length + 12]
+                try:
+                    for record in iter_records(batch):
+                        if record.offset < offset or record.key is None:
+                            continue
+                        self.machine.replay(partition, record.offset, decode_share_state_record(record.key,
+                                                                                                record.value))
+                except (CorruptRecord, ValueError) as exc:
+                    dropped += 1
+                    log.error("%s-%d: batch at offsets %d-%d does not decode (%s); the rest of it is dropped",
+                              SHARE_GROUP_STATE_TOPIC, partition, header.base_offset, header.last_offset, exc)
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        return dropped
+
+    # ------------------------------------------------------------------ the persister's operations
+    def read(self, key: ShareStateKey) -> ReadResult:
+        """ReadShareGroupState (the share-partition leader's first use of a share partition)."""
+        result, records = self.machine.read(key, leader_epoch=LEADER_EPOCH, now_ms=wall_clock_ms())
+        if records:  # a newer leader epoch is made durable in the background
+            self._submit(self.machine.partition_for(key), lambda: (None, records))
+        return result
+
+    def read_summary(self, key: ShareStateKey) -> ReadSummaryResult:
+        return self.machine.read_summary(key, leader_epoch=LEADER_EPOCH)
+
+    def initialize_now(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> ErrorCode:
+        """InitializeShareGroupState, appended at once (in the segment file before this returns;
+        an fsync follows in the background when flush is enabled)."""
+        p = self.machine.partition_for(key)
+        self._log(p)
+        (error,) = self._apply(p, [lambda: self.machine.initialize(
+            key, state_epoch=state_epoch, start_offset=start_offset, now_ms=wall_clock_ms())])
+        self._spawn(self._durable(p, self._log(p).log_end_offset))
+        return error  # type: ignore[return-value]
+
+    def write_now(self, key: ShareStateKey, *, state_epoch: int, start_offset: int, delivery_complete_count: int,
+                  state_batches: Sequence[StateBatch] = ()) -> ErrorCode:
+        p = self.machine.partition_for(key)
+        (error,) = self._apply(p, [lambda: self.machine.write(
+            key, state_epoch=state_epoch, leader_epoch=LEADER_EPOCH, start_offset=start_offset,
+            delivery_complete_count=delivery_complete_count, state_batches=state_batches, now_ms=wall_clock_ms())])
+        self._spawn(self._durable(p, self._log(p).log_end_offset))
+        return error  # type: ignore[return-value]
+
+    def delete_now(self, key: ShareStateKey) -> ErrorCode:
+        """DeleteShareGroupState at once: a tombstone for the share partition."""
+        p = self.machine.partition_for(key)
+        (error,) = self._apply(p, [lambda: self.machine.delete(key, now_ms=wall_clock_ms())])
+        self._spawn(self._durable(p, self._log(p).log_end_offset))
+        return error  # type: ignore[return-value]
+
+    def initialize(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> asyncio.Future:
+        return self._submit(self.machine.partition_for(key), lambda: self.machine.initialize(
+            key, state_epoch=state_epoch, start_offset=start_offset, now_ms=wall_clock_ms()))
+
+    def write(self, key: ShareStateKey, *, state_epoch: int, start_offset: int, delivery_complete_count: int,
+              state_batches: Sequence[StateBatch]) -> asyncio.Future:
+        """WriteShareGroupState: queued now (writes of one state partition are applied in the
+        order they are submitted); the future resolves with the error code once durable."""
+        return self._submit(self.machine.partition_for(key), lambda: self.machine.write(
+            key, state_epoch=state_epoch, leader_epoch=LEADER_EPOCH, start_offset=start_offset,
+            delivery_complete_count=delivery_complete_count, state_batches=state_batches, now_ms=wall_clock_ms()))
+
+    def delete(self, key: ShareStateKey) -> asyncio.Future:
+        """DeleteShareGroupState: a tombstone for the share partition."""
+        return self._submit(self.machine.partition_for(key), lambda: self.machine.delete(key, now_ms=wall_clock_ms()))
+
+    # ------------------------------------------------------------------ write rounds
+    def _submit(self, partition: int, op: Op) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(partition, []).append((op, fut))
+        if partition not in self._draining:
+            self._draining.add(partition)
+            self._spawn(self._drain(partition))
+        return fut
+
+    async def _drain(self, partition: int) -> None:
+        try:
+            while self._queues.get(partition):
+                waiting = self._queues.pop(partition)
+                started = asyncio.get_running_loop().time()
+                try:
+                    results = self._apply(partition, [op for op, _ in waiting])
+                    await self._durable(partition, self._log(partition).log_end_offset)
+                except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
+                    log.exception("%s-%d: write failed", SHARE_GROUP_STATE_TOPIC, partition)
+                    for _op, fut in waiting:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                self.rounds += 1
+                self.write_time_ms_total += (asyncio.get_running_loop().time() - started) * 1000.0
+                for (_op, fut), result in zip(waiting, results):
+                    if not fut.done():
+                        fut.set_result(result)
+        finally:
+            self._draining.discard(partition)
+
+    def _apply(self, partition: int, ops: list[Op]) -> list[object]:
+        """Run the operations through the machine, each followed by the replay of its records at
+        the offsets they will get, then append all their records as one batch. If the append
+        fails, the partition is reloaded from its log (the truth) and the error propagates."""
+        plog = self._log(partition)
+        next_offset = plog.log_end_offset
+        results: list[object] = []
+        encoded: list[tuple[bytes, bytes | None]] = []
+        for op in ops:
+            result, records = op()
+            results.append(result)
+            for record in records:
+                self.machine.replay(partition, next_offset, record)
+                encoded.append(encode_share_state_record(record))
+                next_offset += 1
+        if not encoded:
+            return results
+        now_ms = wall_clock_ms()
+        buf = bytearray(build_batch(encoded, base_timestamp=now_ms))
+        try:
+            plog.append(buf, [(0, read_header(buf))], now_ms, defer_flush=True)
+        except Exception:
+            self.machine.begin_loading(partition)
+            self._replay_partition(partition, plog)
+            self.machine.finish_loading(partition)
+            raise
+        return results
+
+    def flush_enabled(self, plog: Log) -> bool:
+        return plog.config.flush_messages < MAX_LONG
+
+    async def _durable(self, partition: int, end_offset: int) -> None:
+        """Return once everything below `end_offset` is fsynced (at once when flush is off)."""
+        plog = self._log(partition)
+        if not self.flush_enabled(plog):
+            return
+        while self._flushed.get(partition, 0) < end_offset:
+            pending = self._flushing.get(partition)
+            if pending is not None:
+                await asyncio.shield(pending)
+                continue
+            target = plog.log_end_offset
+            fut = asyncio.get_running_loop().run_in_executor(None, plog.flush)
+            self._flushing[partition] = fut
+            try:
+                await asyncio.shield(fut)
+                self._flushed[partition] = max(self._flushed.get(partition, 0), target)
+            finally:
+                self._flushing.pop(partition, None)
+
+    # ------------------------------------------------------------------ upkeep
+    def prune(self) -> dict[int, int]:
+        """Move each state partition's log start offset up to the first record still needed."""
+        logs = self._logs()
+        moved: dict[int, int] = {}
+        if logs is None:
+            return moved
+        for p, plog in enumerate(logs):
+            offset = self.machine.prune_offset(p)
+            if offset is not None and offset > plog.log_start_offset:
+                moved[p] = plog.delete_records_before(offset)
+        if moved:
+            log.debug("pruned %s partitions %s", SHARE_GROUP_STATE_TOPIC, sorted(moved))
+        return moved
+
+    async def snapshot_cold_partitions(self) -> int:
+        """Snapshot share partitions with updates but no write for the cold interval."""
+        interval_ms = int(self.server.state.config.get("share.coordinator.cold.partition.snapshot.interval.ms"))
+        now_ms = wall_clock_ms()
+        waits = []
+        count = 0
+        for p in range(self.num_partitions):
+            records = self.machine.cold_snapshots(p, now_ms=now_ms, interval_ms=interval_ms)
+            if records:
+                count += len(records)
+                waits.append(self._submit(p, lambda records=records: (None, records)))
+        if waits:
+            await asyncio.gather(*waits)
+        return count
+
+    async def _prune_loop(self) -> None:
+        while True:
+            await asyncio.sleep(int(self.server.state.config.get(
+                "share.coordinator.state.topic.prune.interval.ms")) / 1000.0)
+            try:
+                self.prune()
+            except Exception:
+                log.exception("pruning %s failed", SHARE_GROUP_STATE_TOPIC)
+
+    async def _cold_snapshot_loop(self) -> None:
+        while True:
+            await asyncio.sleep(int(self.server.state.config.get(
+                "share.coordinator.cold.partition.snapshot.interval.ms")) / 1000.0)
+            try:
+                await self.snapshot_cold_partitions()
+            except Exception:
+                log.exception("snapshotting cold share partitions failed")
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

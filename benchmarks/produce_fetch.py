@@ -873,10 +873,9 @@ Reproduce from the repository root with:
 
 {analysis(rows, profile)}
 {profile_section}"""
-    # Keep the share-group section that benchmarks/share.py maintains in the same file.
+    # Keep the sections that benchmarks/share.py and benchmarks/share_state.py maintain in the same file.
     old = path.read_text() if path.exists() else ""
-    kept = re.search(r"<!-- share:begin -->.*?<!-- share:end -->\n?", old, re.S)
-    if kept:
+    for kept in re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->\n?", old, re.S):
         doc = doc.rstrip("\n") + "\n\n" + kept.group(0)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc)

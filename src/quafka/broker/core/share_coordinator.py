@@ -195,12 +195,28 @@ class ShareCoordinator:
     def __init__(self, num_partitions: int = 50, snapshot_update_records_per_snapshot: int = 500) -> None:
         if num_partitions < 1:
             raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-        self.num_partitions = num_partitions
+        self._num_partitions = num_partitions
         self.snapshot_update_records_per_snapshot = snapshot_update_records_per_snapshot  # dynamic
         self._partitions: dict[int, _Partition] = {}
+        self._placement: dict[ShareStateKey, int] = {}  # partition_for cache (Java string hashing is slow)
+
+    @property
+    def num_partitions(self) -> int:
+        return self._num_partitions
+
+    @num_partitions.setter
+    def num_partitions(self, value: int) -> None:  # the state topic predates a changed setting
+        self._num_partitions = value
+        self._placement.clear()
 
     def partition_for(self, key: ShareStateKey) -> int:
-        return share_state_partition(key.group_id, key.topic_id, key.partition, self.num_partitions)
+        found = self._placement.get(key)
+        if found is None or len(self._placement) > 1_000_000:
+            if len(self._placement) > 1_000_000:
+                self._placement.clear()
+            found = self._placement[key] = share_state_partition(key.group_id, key.topic_id, key.partition,
+                                                                 self._num_partitions)
+        return found
 
     # ------------------------------------------------------------------------- loading and replay
 
@@ -224,10 +240,10 @@ class ShareCoordinator:
     def replay(self, partition: int, offset: int, record: ShareStateRecord) -> None:
         """Apply one record of the partition's log (the only place state changes)."""
         key, value = record.key, record.value
-        if self.partition_for(key) != partition:
+        p = self._partitions.setdefault(partition, _Partition())
+        if key not in p.states and self.partition_for(key) != partition:
             raise ValueError(f"record for {key} replayed into state partition {partition}, "
                              f"but the key lives in {self.partition_for(key)}")
-        p = self._partitions.setdefault(partition, _Partition())
         p.next_offset = offset + 1
         if value is None:  # tombstone
             p.states.pop(key, None)

@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("quafka.share_state")
 
 LEADER_EPOCH = 0  # one node: every partition keeps leader epoch 0
-LOAD_CHUNK_BYTES = 1 << 20
 
 Op = Callable[[], tuple[object, list[ShareStateRecord]]]
 
@@ -76,6 +75,8 @@ class ShareStateService:
         self._flushed: dict[int, int] = {}  # state partition -> offset below which all is fsynced
         self._flushing: dict[int, asyncio.Future] = {}
         self._tasks: list[asyncio.Task] = []
+        self.load_time_ms = 0.0
+        self.load_buffer_bytes = int(config.get("share.coordinator.load.buffer.size"))
         self.rounds = 0  # write rounds (batches of waiters), for tests and metrics
         self.write_time_ms_total = 0.0
 
@@ -98,6 +99,7 @@ class ShareStateService:
     async def load(self) -> None:
         """Replay every state partition (yielding between partitions so requests meanwhile get
         COORDINATOR_LOAD_IN_PROGRESS), then start the upkeep timers."""
+        started = asyncio.get_running_loop().time()
         logs = self._logs()
         if logs is not None and len(logs) != self.num_partitions:
             log.warning("%s has %d partitions (share.coordinator.state.topic.num.partitions is %d): using %d",
@@ -112,6 +114,10 @@ class ShareStateService:
             if p % 8 == 7:
                 await asyncio.sleep(0)
         self.loaded = True
+        self.load_time_ms = (asyncio.get_running_loop().time() - started) * 1000.0
+        if logs is not None:
+            log.info("replayed %s in %.0f ms: %d share partition(s)", SHARE_GROUP_STATE_TOPIC, self.load_time_ms,
+                     len(self.machine.keys()))
         self._tasks.append(asyncio.create_task(self._prune_loop(), name="share-state-prune"))
         self._tasks.append(asyncio.create_task(self._cold_snapshot_loop(), name="share-state-snapshots"))
 
@@ -120,7 +126,7 @@ class ShareStateService:
         offset, end = plog.log_start_offset, plog.log_end_offset
         dropped = 0
         while offset < end:
-            data = plog.read(offset, LOAD_CHUNK_BYTES, min_one_batch=True)
+            data = plog.read(offset, self.load_buffer_bytes, min_one_batch=True)
             if not data:
                 break
             next_offset = offset

@@ -26,6 +26,7 @@ LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 100000  # a sanity bound for one node
 LEADER_EPOCH = 0
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__share_group_state", "__transaction_state"})
 
 
 class OperationError(Exception):
@@ -54,7 +55,8 @@ class TopicState:
 
     @property
     def internal(self) -> bool:
-        return self.name.startswith("__")
+        """Kafka's internal topics (written only by the coordinators; Metadata flags them)."""
+        return self.name in INTERNAL_TOPICS
 
 
 def validate_topic_name(name: str | None) -> None:

@@ -34,6 +34,9 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
                          version: int) -> ProducePartitionResult:
     index = part.index
     plog = part.log
+    if topic.internal:  # only the coordinators write __share_group_state and __consumer_offsets
+        return _failed(index, ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}",
+                       plog.log_start_offset)
     if records is None:
         return _failed(index, ErrorCode.invalid_record, "produce request has null records", plog.log_start_offset)
     try:

@@ -296,15 +296,28 @@ def test_the_first_write_after_initialize_is_an_update_of_the_initial_snapshot()
                                                 delivery_complete_count=2)
 
 
-def test_the_start_offset_only_moves_forward_and_an_older_one_brings_no_count():
+def test_the_start_offset_only_moves_forward_and_an_older_one_is_counted_from_the_stored_start():
     s = Shard()
     s.init(K1, start_offset=10)
     _, records = s.write(K1, [B(10, 14, ACK, 1)], start_offset=12, dcc=3)
     assert records[0].value.start_offset == 12 and records[0].value.state_batches == (B(12, 14, ACK, 1),)
+    # a write that started before the previous one moved the start on counts from its older start
+    # (8): its count is taken again from the stored start and batches: 12-15 are acknowledged
     _, records = s.write(K1, [B(8, 15, ACK, 1)], start_offset=8, dcc=1)
-    assert records[0].value.start_offset == -1 and records[0].value.delivery_complete_count == -1
+    assert records[0].value.start_offset == -1 and records[0].value.delivery_complete_count == 4
     st = s.c.state(K1)
-    assert (st.start_offset, st.delivery_complete_count, st.state_batches) == (12, 3, (B(12, 15, ACK, 1),))
+    assert (st.start_offset, st.delivery_complete_count, st.state_batches) == (12, 4, (B(12, 15, ACK, 1),))
+
+
+def test_overlapping_writes_of_one_share_partition_keep_the_count_of_what_is_stored():
+    """Two acknowledgements in flight together: the first (offset 0) carries start 1; the second
+    (offset 1), started while 0 was still pending, carries start 0 and counts both."""
+    s = Shard()
+    s.init(K1, start_offset=0)
+    s.write(K1, [B(0, 0, ACK, 1)], start_offset=1, dcc=0)
+    s.write(K1, [B(1, 1, ACK, 1)], start_offset=0, dcc=2)
+    st = s.c.state(K1)
+    assert (st.start_offset, st.delivery_complete_count, st.state_batches) == (1, 1, (B(1, 1, ACK, 1),))
 
 
 def test_a_delivery_complete_count_regression_at_the_same_start_offset_is_refused():
@@ -620,8 +633,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if dcc >= 0 and (start == -1 or start >= m.start):
                 m.dcc = dcc
             m.leader_epoch = max(m.leader_epoch, leader)
+            older_start = 0 <= start < m.start
             m.start = max(m.start, start)
             m.offsets = overlay_model(m.offsets, batches, m.start)
+            if older_start:  # counted again from the stored start: the terminal offsets past it
+                m.dcc = sum(1 for state, _count in m.offsets.values() if state in (ACK, ARCH))
 
     @rule(key=st.sampled_from(KEYS), start=st.integers(-1, 30), batches=BATCHES)
     def write_as_the_current_leader(self, key, start, batches):

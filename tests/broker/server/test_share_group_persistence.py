@@ -18,7 +18,10 @@ Consumer and decoded with `quafka.protocol.coordinator_records`.
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1.request import (
@@ -115,6 +118,14 @@ def list_share_groups(bootstrap: str) -> list[tuple[str, str, str]]:
         resp = raw.request(ListGroupsRequest(states_filter=(), types_filter=()))
     assert resp.error_code == ErrorCode.none, resp
     return [(g.group_id, g.group_state, g.group_type) for g in resp.groups]
+
+
+def add_partitions(bootstrap: str, topic: str, count: int) -> None:
+    with RawClient(bootstrap) as raw:
+        resp = raw.request(CreatePartitionsRequest(
+            topics=(CreatePartitionsTopic(name=topic, count=count, assignments=None),),
+            timeout=datetime.timedelta(seconds=10), validate_only=False))
+    assert [r.error_code for r in resp.results] == [ErrorCode.none], resp
 
 
 def join_two_members(bootstrap: str) -> tuple[ShareClient, ShareClient]:
@@ -296,3 +307,36 @@ def test_the_group_is_written_to_consumer_offsets_as_records_10_to_15(make_broke
         deleting_topics=())
     assert {r.record_type for r in records} == {10, 11, 12, 13, 14, 15}
     assert all(r.value is not None for r in records)  # nothing of a live group is tombstoned
+
+
+def test_partitions_added_to_a_subscribed_topic_are_still_assigned_when_a_restart_comes_first(
+        tmp_path, make_broker):
+    """New partitions of a subscribed topic move the group epoch on, so the next heartbeat assigns
+    them. If the broker restarts before that heartbeat, the change must not be forgotten: Kafka keeps
+    the subscribed topics' metadata hash in record 11 and bumps the group epoch on the first
+    heartbeat after loading when it no longer matches."""
+    data_dir = str(tmp_path / "data")
+    broker = make_broker(data_dir=data_dir)
+    bootstrap = broker.bootstrap_servers
+    topic_id = create_topic(bootstrap, TOPIC, 1)
+    alter_group_configs(bootstrap, GROUP, {"share.assignment.interval.ms": "0"})
+    member = ShareClient(bootstrap, GROUP)
+    member.join([TOPIC])
+    assert member.assignment == {topic_id: [0]}
+    add_partitions(bootstrap, TOPIC, 2)
+
+    broker.stop()
+    broker = make_broker(data_dir=data_dir)
+    member.bootstrap = broker.bootstrap_servers
+    member.disconnect()
+    describe_loaded(member)
+
+    def both_assigned():
+        assert member.heartbeat(None).error_code == ErrorCode.none
+        return sorted(member.assignment.get(topic_id, ())) == [0, 1]
+    wait_until(both_assigned, 3, 0.05, message=(
+        f"partition 1, added before the restart, to be assigned (group epoch stays "
+        f"{describe_loaded(member).group_epoch}, assignment {member.assignment})"))
+    with OffsetAdmin(broker.bootstrap_servers) as admin:
+        assert sorted(admin.offsets(GROUP)) == [(TOPIC, 0), (TOPIC, 1)]
+    member.close()

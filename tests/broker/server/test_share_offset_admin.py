@@ -399,7 +399,7 @@ def test_delete_groups_refuses_a_live_group_and_deletes_an_empty_one_for_good(tm
     member.join([TOPIC])
     consume_all(member, topic_id, 10, partition=1)
     with OffsetAdmin(bootstrap) as admin:
-        assert admin.delete_groups([GROUP]) == {GROUP: NON_EMPTY_GROUP}
+        assert admin.delete_groups([GROUP, ""]) == {GROUP: NON_EMPTY_GROUP, "": ErrorCode.invalid_group_id}
         assert describe_group(bootstrap).group_state == "Stable"
         assert admin.offsets(GROUP, {TOPIC: [1]})[(TOPIC, 1)].start_offset == 10
 

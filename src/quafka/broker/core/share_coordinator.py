@@ -51,6 +51,8 @@ from dataclasses import dataclass, field, replace
 from quafka.protocol.coordinator_records import (
     SHARE_SNAPSHOT,
     SHARE_UPDATE,
+    STATE_ACKNOWLEDGED,
+    STATE_ARCHIVED,
     ShareSnapshotValue,
     ShareStateKey,
     ShareStateRecord,
@@ -119,6 +121,9 @@ def _valid_batch(batch: StateBatch) -> bool:
 
 
 # ----------------------------------------------------------------------------- results and state
+
+
+_TERMINAL = (STATE_ACKNOWLEDGED, STATE_ARCHIVED)
 
 
 @dataclass(frozen=True)
@@ -383,7 +388,7 @@ class ShareCoordinator:
         uninitialised key with UNKNOWN_TOPIC_OR_PARTITION; an older leader epoch with
         FENCED_LEADER_EPOCH; another state epoch with FENCED_STATE_EPOCH. The start offset becomes
         max(stored, incoming); with an incoming start offset below the stored one the DCC (counted
-        from that older start) is not taken.
+        from that older start) is counted again from the stored start and the merged batches.
         """
         states = self._states(key)
         if states is None:
@@ -402,7 +407,12 @@ class ShareCoordinator:
             if 0 <= dcc < st.delivery_complete_count:
                 return ErrorCode.invalid_request, []  # a DeliveryCompleteCount regression
         elif start_offset < st.start_offset:
-            dcc = UNSET  # a start-offset regression: its count does not fit the stored start
+            # A write that started before an earlier one moved the start offset on (both were in
+            # flight together) counted from its older start: count again from the stored start.
+            # Every terminal record past the start offset is in the stored batches (a record
+            # becomes terminal only through a write of its range), so the batches give the count.
+            merged = combine_batches(st.state_batches, state_batches, st.start_offset)
+            dcc = sum(b.last_offset - b.first_offset + 1 for b in merged if b.delivery_state in _TERMINAL)
         record = self._next_record(key, st, now_ms, leader_epoch=max(leader_epoch, st.leader_epoch),
                                    start_offset=max(start_offset, st.start_offset), dcc=dcc,
                                    batches=state_batches)

@@ -276,6 +276,9 @@ class ShareGroupService:
         topics = {name: (t.topic_id, len(t.partitions)) for name, t in self.server.state.topics.items()}
         self._execute(self.coordinator.on_topics_changed(topics, self._now_ms()))
         self._topics_loaded = True
+        if self.loaded:  # a subscribed topic changed: the bumped group epochs are made durable now
+            for group_id in self.coordinator.group_ids():
+                self.persist(group_id)
 
     @property
     def timers(self) -> TimerService:

@@ -39,16 +39,14 @@ from quafka.broker.core.share_group import (
 from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.coordinator_records import (
     CONSUMER_OFFSETS_TOPIC,
-    CorruptRecord,
     ShareStateKey,
-    UnknownRecordType,
     decode_group_record,
     encode_group_record,
     group_partition,
 )
 from quafka.protocol.errors import ErrorCode
-from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
 
+from .internal_log import append_records, verified_records
 from .timers import TimerService
 
 if TYPE_CHECKING:
@@ -215,9 +213,7 @@ class ShareGroupService:
         if not records:
             return
         plog = self._offsets_log(self._partition_of(group_id))
-        now_ms = self._now_ms()
-        buf = bytearray(build_batch([encode_group_record(r) for r in records], base_timestamp=now_ms))
-        plog.append(buf, [(0, read_header(buf))], now_ms, defer_flush=True)
+        append_records(plog, [encode_group_record(r) for r in records], self._now_ms())
         if plog.config.flush_messages < MAX_LONG:
             plog.flush()
         if image:
@@ -233,7 +229,8 @@ class ShareGroupService:
         if topic is not None:
             images = GroupImages()
             for part in topic.partitions:
-                _replay_log(part.log, images, part.index)
+                for _offset, record in verified_records(part.log, decode_group_record):
+                    images.replay(record)
             now_ms = self._now_ms()
             for group_id, image in sorted(images.groups().items()):
                 group, meta = restore_group(group_id, image)
@@ -315,33 +312,3 @@ class ShareGroupService:
         if self._own_timers is not None:
             self._own_timers.close()
 
-
-def _replay_log(plog, images: GroupImages, partition: int) -> None:
-    """Replay one `__consumer_offsets` partition (records of other group types are skipped; a
-    batch failing its CRC is logged and dropped)."""
-    offset, end = plog.log_start_offset, plog.log_end_offset
-    while offset < end:
-        data = plog.read(offset, 1 << 20, min_one_batch=True)
-        if not data:
-            return
-        next_offset = offset
-        for pos, header in iter_headers(data):
-            next_offset = header.last_offset + 1
-            if not batch_crc_ok(data, pos, header):
-                log.error("%s-%d: batch at offsets %d-%d fails its CRC; dropped", CONSUMER_OFFSETS_TOPIC, partition,
-                          header.base_offset, header.last_offset)
-                continue
-            try:
-                for record in iter_records(data[pos:pos + header.batch_length + 12]):
-                    if record.key is None:
-                        continue
-                    try:
-                        images.replay(decode_group_record(record.key, record.value))
-                    except UnknownRecordType:
-                        continue
-            except (CorruptRecord, ValueError) as exc:
-                log.error("%s-%d: batch at offsets %d-%d does not decode (%s); dropped", CONSUMER_OFFSETS_TOPIC,
-                          partition, header.base_offset, header.last_offset, exc)
-        if next_offset <= offset:
-            return
-        offset = next_offset

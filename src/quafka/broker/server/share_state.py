@@ -38,7 +38,6 @@ from quafka.broker.storage import Log
 from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.coordinator_records import (
     SHARE_GROUP_STATE_TOPIC,
-    CorruptRecord,
     ShareStateKey,
     ShareStateRecord,
     StateBatch,
@@ -46,9 +45,9 @@ from quafka.protocol.coordinator_records import (
     encode_share_state_record,
 )
 from quafka.protocol.errors import ErrorCode
-from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
 
 from .clock import wall_clock_ms
+from .internal_log import append_records, verified_records
 
 if TYPE_CHECKING:
     from .server import BrokerServer
@@ -121,40 +120,10 @@ class ShareStateService:
         self._tasks.append(asyncio.create_task(self._prune_loop(), name="share-state-prune"))
         self._tasks.append(asyncio.create_task(self._cold_snapshot_loop(), name="share-state-snapshots"))
 
-    def _replay_partition(self, partition: int, plog: Log) -> int:
-        """Replay one state partition; returns the number of batches dropped as unverifiable."""
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        dropped = 0
-        while offset < end:
-            data = plog.read(offset, self.load_buffer_bytes, min_one_batch=True)
-            if not data:
-                break
-            next_offset = offset
-            for pos, header in iter_headers(data):
-                next_offset = header.last_offset + 1
-                if header.last_offset < offset:
-                    continue
-                if not batch_crc_ok(data, pos, header):
-                    dropped += 1
-                    log.error("%s-%d: batch at offsets %d-%d fails its CRC; dropped (%d bytes)",
-                              SHARE_GROUP_STATE_TOPIC, partition, header.base_offset, header.last_offset,
-                              header.batch_length + 12)
-                    continue
-                batch = data[pos:pos + header.batch_length + 12]
-                try:
-                    for record in iter_records(batch):
-                        if record.offset < offset or record.key is None:
-                            continue
-                        self.machine.replay(partition, record.offset, decode_share_state_record(record.key,
-                                                                                                record.value))
-                except (CorruptRecord, ValueError) as exc:
-                    dropped += 1
-                    log.error("%s-%d: batch at offsets %d-%d does not decode (%s); the rest of it is dropped",
-                              SHARE_GROUP_STATE_TOPIC, partition, header.base_offset, header.last_offset, exc)
-            if next_offset <= offset:
-                break
-            offset = next_offset
-        return dropped
+    def _replay_partition(self, partition: int, plog: Log) -> None:
+        """Replay one state partition (batches that fail their CRC or do not decode are dropped)."""
+        for offset, record in verified_records(plog, decode_share_state_record, chunk_bytes=self.load_buffer_bytes):
+            self.machine.replay(partition, offset, record)
 
     # ------------------------------------------------------------------ the persister's operations
     def read(self, key: ShareStateKey) -> ReadResult:
@@ -257,10 +226,8 @@ class ShareStateService:
                 next_offset += 1
         if not encoded:
             return results
-        now_ms = wall_clock_ms()
-        buf = bytearray(build_batch(encoded, base_timestamp=now_ms))
         try:
-            plog.append(buf, [(0, read_header(buf))], now_ms, defer_flush=True)
+            append_records(plog, encoded, wall_clock_ms())
         except Exception:
             self.machine.begin_loading(partition)
             self._replay_partition(partition, plog)

@@ -1,0 +1,70 @@
+"""Reading and writing the coordinators' internal topics (`__share_group_state`,
+`__consumer_offsets`): records appended as one batch per write, and replay that verifies every
+batch before any of its records is applied.
+
+A batch whose CRC fails, or one whose records do not decode, is dropped as a whole and logged
+(topic, partition, offsets, size): replay never applies what it could not verify, and never stops
+the broker from starting over it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterator, Sequence, TypeVar
+
+from quafka.broker.storage import Log
+from quafka.protocol.coordinator_records import CorruptRecord, UnknownRecordType
+from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
+
+log = logging.getLogger("quafka.internal_log")
+
+T = TypeVar("T")
+
+__all__ = ["append_records", "verified_records"]
+
+
+def append_records(plog: Log, encoded: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> int:
+    """Append (key, value) records as one uncompressed batch, without the log's own fsync (the
+    caller decides when to fsync); returns the log end offset after it."""
+    buf = bytearray(build_batch(list(encoded), base_timestamp=now_ms))
+    plog.append(buf, [(0, read_header(buf))], now_ms, defer_flush=True)
+    return plog.log_end_offset
+
+
+def verified_records(plog: Log, decode: Callable[[bytes, bytes | None], T], *,
+                     chunk_bytes: int = 1 << 20) -> Iterator[tuple[int, T]]:
+    """(offset, decoded record) of every record from the log start offset to the log end, batch
+    by batch; records of unknown types (other coordinators' records) are skipped."""
+    offset, end = plog.log_start_offset, plog.log_end_offset
+    where = f"{plog.topic}-{plog.partition}"
+    while offset < end:
+        data = plog.read(offset, chunk_bytes, min_one_batch=True)
+        if not data:
+            return
+        next_offset = offset
+        for pos, header in iter_headers(data):
+            next_offset = header.last_offset + 1
+            if header.last_offset < offset:
+                continue
+            size = header.batch_length + 12
+            if not batch_crc_ok(data, pos, header):
+                log.error("%s: batch at offsets %d-%d fails its CRC; dropped (%d bytes)", where,
+                          header.base_offset, header.last_offset, size)
+                continue
+            decoded: list[tuple[int, T]] = []
+            try:
+                for record in iter_records(data[pos:pos + size]):
+                    if record.offset < offset or record.key is None:
+                        continue
+                    try:
+                        decoded.append((record.offset, decode(record.key, record.value)))
+                    except UnknownRecordType:
+                        continue
+            except (CorruptRecord, ValueError) as exc:
+                log.error("%s: batch at offsets %d-%d does not decode (%s); dropped (%d bytes)", where,
+                          header.base_offset, header.last_offset, exc, size)
+                continue
+            yield from decoded
+        if next_offset <= offset:
+            return
+        offset = next_offset

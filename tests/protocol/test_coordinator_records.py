@@ -474,3 +474,16 @@ def test_tombstones_encode_to_a_null_value() -> None:
     assert encode_share_state_value(None) is None
     assert encode_share_state_record(ShareStateRecord(SHARE_UPDATE, KEY, None))[1] is None
     assert encode_group_record(GroupRecord(SHARE_GROUP_METADATA, GroupKey("g"), None))[1] is None
+
+
+@given(st.sampled_from([SHARE_SNAPSHOT, SHARE_UPDATE]), snapshots, updates)
+def test_the_fast_value_decoder_agrees_with_the_general_reader(record_type, snapshot, update) -> None:
+    from quafka.protocol import coordinator_records as cr
+
+    value = snapshot if record_type == SHARE_SNAPSHOT else update
+    encoded = cr.encode_share_state_value(value)
+    fast = cr._fast_share_state_value(record_type, encoded)
+    value_cls, read_fields = cr._SHARE_STATE_VALUES[record_type]
+    fields, dcc = cr._decode_value(encoded, "test", read_fields, cr._TAG_DCC)
+    general = value_cls(*fields, -1 if dcc is None else struct.unpack(">i", dcc)[0])
+    assert fast == general == value

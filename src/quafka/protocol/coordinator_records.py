@@ -519,15 +519,76 @@ _SHARE_STATE_VALUES = {SHARE_SNAPSHOT: (ShareSnapshotValue, _r_share_snapshot),
                        SHARE_UPDATE: (ShareUpdateValue, _r_share_update)}
 
 
-def decode_share_state_record(key: bytes, value: bytes | None) -> ShareStateRecord:
+_KEY_CACHE: dict[bytes, tuple[int, ShareStateKey]] = {}  # replay decodes the same keys again and again
+_KEY_CACHE_MAX = 200_000
+_VALUE_HEADS = {SHARE_SNAPSHOT: struct.Struct(">h" + _SNAPSHOT_HEAD.format[1:]),
+                SHARE_UPDATE: struct.Struct(">h" + _UPDATE_HEAD.format[1:])}
+_BATCH_WITH_TAGS = struct.Struct(">qqbhB")  # a StateBatch and its (empty) tag section
+_DCC_TAGS = struct.Struct(">BBBi")  # one tagged field: count 1, tag 0, size 4, the int32
+
+
+def _decode_share_state_key(key: bytes) -> tuple[int, ShareStateKey]:
+    if type(key) is not bytes:
+        key = bytes(key)
+    found = _KEY_CACHE.get(key)
+    if found is not None:
+        return found
     r = _Reader(key, f"{SHARE_GROUP_STATE_TOPIC} key")
     record_type = _r_record_type(r)
     if record_type not in _SHARE_STATE_VALUES:
         raise UnknownRecordType(record_type, SHARE_GROUP_STATE_TOPIC)
-    decoded_key = ShareStateKey(r.string(), r.uuid(), r.int32())
+    decoded = (record_type, ShareStateKey(r.string(), r.uuid(), r.int32()))
     r.end()
+    if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+        _KEY_CACHE.clear()
+    _KEY_CACHE[key] = decoded
+    return decoded
+
+
+def _fast_share_state_value(record_type: int, value) -> ShareSnapshotValue | ShareUpdateValue | None:
+    """The common layout (fewer than 127 batches, no tags but DeliveryCompleteCount) in a few
+    struct calls; None for anything else, which the general reader then decodes (or refuses)."""
+    head = _VALUE_HEADS[record_type]
+    n = len(value)
+    if n < head.size + 2:
+        return None
+    fields = head.unpack_from(value, 0)
+    if fields[0] != _VALUE_VERSION:
+        return None
+    pos = head.size
+    count = value[pos] - 1
+    if count < 0 or count >= 0x7F:
+        return None
+    pos += 1
+    size = _BATCH_WITH_TAGS.size
+    if pos + count * size > n:
+        return None
+    batches = []
+    for _ in range(count):
+        first, last, state, delivery_count, tags = _BATCH_WITH_TAGS.unpack_from(value, pos)
+        if tags:
+            return None
+        batches.append(StateBatch(first, last, state, delivery_count))
+        pos += size
+    if pos + 1 == n and value[pos] == 0:
+        dcc = _NO_DCC
+    elif pos + _DCC_TAGS.size == n:
+        tag_count, tag, tag_size, dcc = _DCC_TAGS.unpack_from(value, pos)
+        if (tag_count, tag, tag_size) != (1, _TAG_DCC, 4):
+            return None
+    else:
+        return None
+    value_cls = ShareSnapshotValue if record_type == SHARE_SNAPSHOT else ShareUpdateValue
+    return value_cls(*fields[1:], tuple(batches), dcc)
+
+
+def decode_share_state_record(key: bytes, value: bytes | None) -> ShareStateRecord:
+    record_type, decoded_key = _decode_share_state_key(key)
     if value is None:
         return ShareStateRecord(record_type, decoded_key, None)
+    fast = _fast_share_state_value(record_type, value)
+    if fast is not None:
+        return ShareStateRecord(record_type, decoded_key, fast)
     value_cls, read_fields = _SHARE_STATE_VALUES[record_type]
     fields, dcc = _decode_value(value, f"{SHARE_GROUP_STATE_TOPIC} value of type {record_type}", read_fields,
                                 _TAG_DCC)

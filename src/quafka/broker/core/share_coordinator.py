@@ -267,16 +267,17 @@ class ShareCoordinator:
                 return  # an update of a deleted key, or of an older snapshot: superseded
             start = max(st.start_offset, value.start_offset)  # -1 (unchanged) never wins
             batches = [b for b in value.state_batches if _valid_batch(b)]
-            p.states[key] = replace(
-                st,
-                leader_epoch=st.leader_epoch if value.leader_epoch == UNSET else value.leader_epoch,
-                start_offset=start,
-                delivery_complete_count=(st.delivery_complete_count if value.delivery_complete_count < 0
-                                         else value.delivery_complete_count),
-                state_batches=combine_batches(st.state_batches, batches, start),
-                updates_since_snapshot=st.updates_since_snapshot + 1,
-                last_offset=offset,
-                cold_snapshot_ms=st.write_timestamp_ms)
+            # in place: state() hands out copies, so nobody else holds this object
+            if value.leader_epoch != UNSET:
+                st.leader_epoch = value.leader_epoch
+            if value.delivery_complete_count >= 0:
+                st.delivery_complete_count = value.delivery_complete_count
+            if batches or start != st.start_offset:
+                st.state_batches = combine_batches(st.state_batches, batches, start)
+            st.start_offset = start
+            st.updates_since_snapshot += 1
+            st.last_offset = offset
+            st.cold_snapshot_ms = st.write_timestamp_ms
 
     # ------------------------------------------------------------------------- introspection
 

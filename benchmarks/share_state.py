@@ -203,8 +203,12 @@ writes carrying state batches; {size / 1e6:.1f} MB on disk, nothing pruned) on s
 
 Why so few bytes in order: acquisitions are never written, and a write that accepts whole batches
 in order carries only the new start offset (a ShareUpdate of ~40 B in a batch of ~100 B); the
-records of concurrent writes share one record batch (one write round). Released records add a
-state batch per release and per acceptance of the redelivered record.
+records of concurrent writes share one record batch (one write round). With every tenth record
+released, a write cannot move the start offset past the released records, so it carries the
+accepted ranges as state batches: the released record splits them, two 19-byte batches per ten
+records, about 4 bytes per record accepted. Replay runs at roughly 80 µs per stored record
+(decoding and merging in Python), most of it in the few large ShareUpdates of the released
+workload.
 {END_MARK}
 """
     print(text)

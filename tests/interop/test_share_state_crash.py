@@ -8,6 +8,9 @@ ShareConsumer in explicit mode (issue acceptance points 1 and 2).
 2. `test_crash_loop_keeps_share_state_invariants[seed]`: 20 SIGKILLs of the broker at seeded random
    points while an idempotent acks=all producer writes and a consumer consumes; then everything is
    drained.
+3. `test_graceful_stop_is_not_held_up_by_a_share_fetch_woken_while_stopping`: a broker bug found
+   by a variant of the crash loop that also restarts with SIGTERM (a graceful stop can wait for a
+   consumer parked in ShareFetch to go away), made deterministic on an embedded broker.
 
 The consumer runs in a child process (`_share_crash_child.py`) that is SIGKILLed right after the
 broker, so that the durable state can be read right after each restart before any consumer
@@ -28,16 +31,19 @@ durable delivery count is its AVAILABLE batch's count, 0 outside every batch):
     are never delivered after restart k, every other one is (eventually);
 (c) REJECTed records and records archived at the delivery limit never come back (part of (a)), and
     no delivery count exceeds the limit;
-(d) delivery counts after a restart: an acquisition is not persisted (ACQUIRED is never stored, as
-    in Kafka), only the release, lock expiry or acknowledgement that ends it is. So the first
-    delivery of a record after restart k has delivery count exactly D_k count + 1. Since a record
-    can only be acquired once the write that made it AVAILABLE again is durable, D_k count >= (the
-    last count delivered before the restart) - 1, so the first count after the restart is >= the
-    last count seen before it. It may equal it (the delivery that was in flight at the crash is
-    repeated with the same count, "1 lower than pre-crash count + 1"); it is at most one more
-    (a durable release of the last delivery), as nothing here expires a lock (30 s default lock;
-    every cycle is shorter) and a killed consumer's deliveries were all seen by the application
-    before it acknowledged any of them;
+(d) delivery counts after a restart. An acquisition is not persisted (ACQUIRED is never stored, as
+    in Kafka); only what ends it is (a release, an acknowledgement, a lock expiry). So the first
+    delivery of a record after restart k has delivery count exactly (its D_k count) + 1; later
+    ones only go up. Relative to what the consumer saw before the crash (`last`, the highest count
+    it was given, 0 if none): a record is acquired again only once the write that made it
+    AVAILABLE is durable, so D_k count >= last - 1; and here every durable AVAILABLE count comes
+    from a RELEASE the consumer sent for a delivery it saw (no lock expires: 30 s locks, every
+    cycle is shorter; a consumer is killed only after the broker, so its connection never drops
+    on a live broker; no live member loses its session), so D_k count <= last. Hence the first
+    count after the restart is `last` (the delivery in flight at the crash is repeated with the
+    same count: one lower than "pre-crash count + 1") or `last` + 1 (its RELEASE was durable);
+    both bounds are checked. A consumer that had been given a record without the application
+    seeing it (prefetch) does not change this: that acquisition was not persisted either;
 plus durable state only moves forward across restarts (the start offset never decreases, terminal
 stays terminal, counts never decrease), at the end every record is terminal (the start offset is
 at the log end offset), every delivered value matches the log, and (2) nothing the idempotent
@@ -59,14 +65,14 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from support import wait_until
-from support.share_client import create_topic
+from support.share_client import ShareClient, create_topic
 
 from quafka.broker.core.share_coordinator import ShareCoordinator
 from quafka.protocol.coordinator_records import ShareStateKey, decode_share_state_record
@@ -110,8 +116,10 @@ class Ledger:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.seq = 0
-        self.deliveries: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}  # (p, o) -> [(seq, cycle, dc, value)]
-        self.acks: dict[tuple[int, int], list[tuple[int, int, int, int, bool]]] = {}  # -> [(seq, cycle, dc, type, ok)]
+        # (partition, offset) -> [(seq, cycle, delivery count, value)]
+        self.deliveries: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        # (partition, offset) -> [(seq, cycle, delivery count, ack type, ok)]
+        self.acks: dict[tuple[int, int], list[tuple[int, int, int, int, bool]]] = {}
         self.unmatched: list[tuple[int, list, bool]] = []  # ack results for offsets the child had not acknowledged
         self.errors: list[tuple[int, str]] = []  # (cycle, message)
         self.failed_acks: list[tuple[int, str | None, list]] = []  # (cycle, error, results)
@@ -141,6 +149,13 @@ class Ledger:
                 self.errors.append((cycle, obj["e"]))
             elif obj.get("closed"):
                 self.closed.add(cycle)
+
+    def summary(self) -> str:
+        with self.lock:
+            cycles = sorted(set(self.delivered_in_cycle) | {c for c, _e in self.errors})
+            return (f"records delivered per consumer cycle {[(c, self.delivered_in_cycle.get(c, 0)) for c in cycles]}; "
+                    f"failed ack results {len(self.failed_acks)} (first: {self.failed_acks[:2]}); "
+                    f"consumer errors {len(self.errors)} (first: {self.errors[:3]})")
 
 
 def is_terminal_ack(ack_type: int, delivery_count: int) -> bool:
@@ -204,11 +219,14 @@ class Durable:
     start_offset: int
     batches: tuple  # StateBatch(first_offset, last_offset, delivery_state, delivery_count), sorted
 
+    def __post_init__(self) -> None:
+        self._lasts = [b.last_offset for b in self.batches]
+
     def at(self, offset: int) -> tuple[bool, int]:
         """(terminal, durable delivery count) of one offset."""
         if offset < self.start_offset:
             return True, 0
-        i = bisect.bisect_left([b.last_offset for b in self.batches], offset)
+        i = bisect.bisect_left(self._lasts, offset)
         if i < len(self.batches) and self.batches[i].first_offset <= offset:
             b = self.batches[i]
             return b.delivery_state in TERMINAL_STATES, b.delivery_count
@@ -222,14 +240,18 @@ class Durable:
         return out
 
 
-def read_topic(bootstrap: str, topic: str, partitions: list[int],
+def read_topic(bootstrap: str, topic: str, partitions: list[int], *, missing_ok: bool = False,
                timeout_s: float = 30.0) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
-    """Every record (offset, key, value) of the partitions, up to their high watermarks now."""
+    """Every record (offset, key, value) of the partitions, up to their high watermarks now. With
+    `missing_ok`, a topic that does not exist reads as empty."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
                          "enable.auto.commit": False, "check.crcs": True, "log_level": 3})
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
         out: dict[int, list] = {p: [] for p in partitions}
+        described = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if missing_ok and (described is None or described.error is not None):
+            return out
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
         todo = [p for p in partitions if ends[p] > 0]
         if todo:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
@@ -253,7 +275,9 @@ def read_durable_state(bootstrap: str, group: str, topic_id: uuid.UUID) -> dict[
     coordinator = ShareCoordinator(STATE_PARTITIONS)
     keys = {p: ShareStateKey(group, topic_id, p) for p in range(PARTITIONS)}
     state_partitions = sorted({coordinator.partition_for(k) for k in keys.values()})
-    records = read_topic(bootstrap, STATE_TOPIC, state_partitions)
+    # the share coordinator creates the topic when it first initialises a share partition: a crash
+    # before the first ShareFetch leaves none
+    records = read_topic(bootstrap, STATE_TOPIC, state_partitions, missing_ok=True)
     for sp in state_partitions:
         coordinator.begin_loading(sp)
         for offset, key, value in records[sp]:
@@ -301,24 +325,23 @@ def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def all_terminal(ledger: Ledger, restart: Restart, ends: dict[int, int]) -> bool:
-    """Whether every record is terminal: durably so at the last restart, or by a successful ack since."""
-    with ledger.lock:
-        done = ledger.terminal_ok
-        for p, end in ends.items():
-            view = restart.state[p]
-            for o in range(end):
-                if (p, o) not in done and not view.at(o)[0]:
-                    return False
-    return True
+def not_terminal(restart: Restart, ends: dict[int, int]) -> set[tuple[int, int]]:
+    """The records (partition, offset) that are not terminal in the durable state of a restart."""
+    return {(p, o) for p, end in ends.items() for o, (terminal, _count) in enumerate(restart.state[p].view(end))
+            if not terminal}
 
 
 def drain(ledger: Ledger, restart: Restart, ends: dict[int, int], child: ConsumerChild, timeout_s: float) -> str | None:
-    """Wait until every record is terminal; None when it is, else why not (the checks then say which
-    records are missing)."""
+    """Wait until every record is terminal (durably so at the last restart, or by a successful ack
+    since); None when it is, else why not (the checks then say which records are missing)."""
+    missing = not_terminal(restart, ends)
+
+    def done() -> bool:
+        with ledger.lock:
+            return missing <= ledger.terminal_ok
+
     try:
-        wait_until(lambda: all_terminal(ledger, restart, ends) or child.proc.poll() is not None, timeout_s, 0.05,
-                   message="every record terminal")
+        wait_until(lambda: done() or child.proc.poll() is not None, timeout_s, 0.05, message="every record terminal")
     except AssertionError as exc:
         return str(exc)
     if child.proc.poll() is not None:
@@ -329,8 +352,9 @@ def drain(ledger: Ledger, restart: Restart, ends: dict[int, int], child: Consume
 # ----------------------------------------------------------------------------- the checks
 
 def check_invariants(ledger: Ledger, restarts: list[Restart], final: dict[int, Durable], log_values: dict,
-                     label: str) -> None:
-    """Collect every violation of (a)-(d) and the rest (see the module doc); fail listing them."""
+                     label: str, broker_log: str) -> None:
+    """Collect every violation of (a)-(d) and the rest (see the module doc); fail listing them, with
+    what the consumers and the broker log say about the run."""
     problems: list[str] = []
     ends = {p: len(values) for p, values in log_values.items()}
     deliveries, acks = ledger.deliveries, ledger.acks
@@ -366,7 +390,8 @@ def check_invariants(ledger: Ledger, restarts: list[Restart], final: dict[int, D
 
     # durability of each restart's state, and its monotonicity
     previous: dict[int, list] | None = None
-    for r in restarts:
+    for i, r in enumerate(restarts):
+        next_seq = restarts[i + 1].seq if i + 1 < len(restarts) else ledger.seq
         views = {p: r.state[p].view(ends[p]) for p in range(PARTITIONS)}
         for (p, o), results in acks.items():
             if o >= ends[p]:
@@ -403,9 +428,9 @@ def check_invariants(ledger: Ledger, restarts: list[Restart], final: dict[int, D
                 if not terminal and not after:
                     problem(f"p{p}@{o}: not terminal after restart {r.cycle} (durable count {count}) but never "
                             f"delivered afterwards")
-                # (d) the first delivery in the cycle after the restart: durable count + 1, and at least
-                # the last count seen before the restart, at most one more
-                in_cycle = [d for d in after if d[1] == r.cycle]
+                # (d) the first delivery after the restart (and before the next one): durable count + 1,
+                # at least the highest count seen before the restart, at most one more
+                in_cycle = [d for d in after if d[0] <= next_seq]
                 if in_cycle and not terminal:
                     first = in_cycle[0][2]
                     before = [d[2] for d in ds if d[0] <= r.seq]
@@ -414,8 +439,8 @@ def check_invariants(ledger: Ledger, restarts: list[Restart], final: dict[int, D
                         problem(f"p{p}@{o}: first delivery after restart {r.cycle} has count {first}, durable "
                                 f"count {count} (+1 expected); counts before: {before}")
                     if not last_before <= first <= last_before + 1:
-                        problem(f"p{p}@{o}: first delivery after restart {r.cycle} has count {first}, the last "
-                                f"before it had {last_before}")
+                        problem(f"p{p}@{o}: first delivery after restart {r.cycle} has count {first}, the "
+                                f"highest count delivered before the restart was {last_before}")
 
     # the end: everything terminal
     for p in range(PARTITIONS):
@@ -432,7 +457,9 @@ def check_invariants(ledger: Ledger, restarts: list[Restart], final: dict[int, D
         problem(f"ack results for offsets the consumer had not acknowledged: {ledger.unmatched[:10]}")
     if problems:
         shown = "\n  ".join(problems[:40])
-        raise AssertionError(f"{label}: {len(problems)} violations:\n  {shown}")
+        fenced = broker_log.count("its session timed out")
+        raise AssertionError(f"{label}: {len(problems)} violations:\n  {shown}\n{ledger.summary()}; "
+                             f"{len(restarts)} restarts; member sessions timed out (broker log): {fenced}")
 
 
 # ----------------------------------------------------------------------------- 1. one restart
@@ -466,7 +493,12 @@ def test_restart_mid_share_consuming_workload_keeps_acknowledged_state(tmp_path,
         if how == "sigkill":
             broker.kill()
         else:
-            assert broker.stop() == 0, broker.read_log()[-3000:]
+            try:
+                code = broker.stop()
+            except subprocess.TimeoutExpired:
+                pytest.fail("the broker did not stop within 20 s of SIGTERM while the consumer was connected "
+                            "(see test_graceful_stop_is_not_held_up_by_a_share_fetch_woken_while_stopping)")
+            assert code == 0, broker.read_log()[-3000:]
         child.kill()
         terminal_before = len(ledger.terminal_ok)
         broker.start()
@@ -483,10 +515,171 @@ def test_restart_mid_share_consuming_workload_keeps_acknowledged_state(tmp_path,
     log = read_topic(bootstrap, topic, list(range(PARTITIONS)))
     log_values = {p: [int(v) for _o, _k, v in log[p]] for p in range(PARTITIONS)}
     assert [len(v) for v in log_values.values()] == [RECORDS // PARTITIONS] * PARTITIONS
-    check_invariants(ledger, restarts, final, log_values, f"{how} restart")
+    check_invariants(ledger, restarts, final, log_values, f"{how} restart", broker.read_log())
     assert drained is None, drained
     # the restart really happened mid-way, and the second consumer had work left to do
     assert RECORDS * 2 // 5 <= terminal_before < RECORDS, terminal_before
     assert ledger.delivered_in_cycle.get(1, 0) > 0
     assert [f for f in ledger.failed_acks if f[0] == 1] == [], "acks failed after the restart"
     broker.stop()
+
+
+# ----------------------------------------------------------------------------- 2. crash loop
+
+# Seeds of the crash-loop test: add a failing seed here to keep it as a regression case.
+CRASH_LOOP_SEEDS = [932]
+KILLS = 20
+PRODUCE_PER_TICK = 5  # records every 10 ms: about 500 records/s
+
+
+class PacedProducer:
+    """An idempotent acks=all producer writing value i to partition i % PARTITIONS at a steady rate
+    on its own thread, across broker kills, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.fatal: list = []
+        self.failed: list = []
+        self.confirmed: set[int] = set()
+        self.produced = 0
+        self._producer = Producer(producer_config(bootstrap, lambda err: err.fatal() and self.fatal.append(err)))
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="paced-producer", daemon=True)
+        self._thread.start()
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self.failed.append(err)
+        else:
+            self.confirmed.add(int(msg.value()))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for _ in range(PRODUCE_PER_TICK):
+                i = self.produced
+                self._producer.produce(self._topic, value=b"%d" % i, partition=i % PARTITIONS,
+                                       on_delivery=self._on_delivery)
+                self.produced += 1
+            self._producer.poll(0)
+            self._stop.wait(0.01)  # the pace, not a condition
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """Stop producing and wait for every delivery report; the number still undelivered."""
+        self._stop.set()
+        self._thread.join(10)
+        return self._producer.flush(timeout_s)
+
+
+@pytest.mark.parametrize("seed", CRASH_LOOP_SEEDS)
+def test_crash_loop_keeps_share_state_invariants(tmp_path, seed, broker_process):
+    rng = random.Random(seed)
+    label = f"crash loop, seed {seed} (add it to CRASH_LOOP_SEEDS to keep it)"
+    print(label)  # shown with any failure, whatever fails
+    # frequent snapshots, pruning and cold snapshots, so that crashes land around them too
+    broker = broker_process(str(tmp_path / "data"), overrides={
+        **BROKER_OVERRIDES,
+        "share.coordinator.snapshot.update.records.per.snapshot": "20",
+        "share.coordinator.state.topic.prune.interval.ms": "700",
+        "share.coordinator.cold.partition.snapshot.interval.ms": "1000",
+    })
+    bootstrap, topic, group = broker.bootstrap_servers, "crash-loop", "sg-crash-loop"
+    topic_id = create_topic(bootstrap, topic, PARTITIONS)
+    set_group_configs(bootstrap, group, GROUP_CONFIGS)
+
+    ledger = Ledger()
+    restarts: list[Restart] = []
+    delays = [round(rng.uniform(0.2, 2.5), 3) for _ in range(KILLS)]
+    producer = PacedProducer(bootstrap, topic)
+    child = None
+    try:
+        for k, delay in enumerate(delays):
+            child = ConsumerChild(bootstrap, group, topic, k, ledger, tmp_path)
+            time.sleep(delay)  # the seeded kill point
+            broker.kill()
+            child.kill()
+            broker.start()
+            restarts.append(Restart(ledger.seq, k + 1, read_durable_state(bootstrap, group, topic_id)))
+        child = ConsumerChild(bootstrap, group, topic, KILLS, ledger, tmp_path)
+        undelivered = producer.stop()
+        ends = high_watermarks(bootstrap, topic)
+        drained = drain(ledger, restarts[-1], ends, child, 90)
+        child.close()
+    finally:
+        if child is not None:
+            child.kill()
+        producer.stop(1)
+
+    final = read_durable_state(bootstrap, group, topic_id)
+    log = read_topic(bootstrap, topic, list(range(PARTITIONS)))
+    log_values = {p: [int(v) for _o, _k, v in log[p]] for p in range(PARTITIONS)}
+    summary = (f"{label}: delays {delays}; produced {producer.produced}, log ends {ends}; deliveries per cycle "
+               f"{[ledger.delivered_in_cycle.get(c, 0) for c in range(KILLS + 1)]}")
+    print(summary)
+
+    # nothing the producer had confirmed is lost, nothing is written twice
+    assert undelivered == 0 and not producer.failed and not producer.fatal, \
+        (label, undelivered, producer.failed[:5], producer.fatal)
+    in_log = [v for values in log_values.values() for v in values]
+    assert len(in_log) == len(set(in_log)), f"{label}: a record was written twice"
+    lost = producer.confirmed - set(in_log)
+    assert not lost, f"{label}: {len(lost)} confirmed records lost: {sorted(lost)[:20]}"
+    assert len(producer.confirmed) == producer.produced, label
+    for p, values in log_values.items():
+        assert values == sorted(values) and all(v % PARTITIONS == p for v in values), f"{label}: p{p} out of order"
+
+    check_invariants(ledger, restarts, final, log_values, label, broker.read_log())
+    assert drained is None, f"{label}: {drained}"
+    assert [f for f in ledger.failed_acks if f[0] == KILLS] == [], f"{label}: acks failed in the final drain"
+    broker.stop()
+
+
+# ----------------------------------------------------------------------------- graceful stop
+
+def test_graceful_stop_is_not_held_up_by_a_share_fetch_woken_while_stopping(make_broker):
+    """A graceful stop (SIGTERM) cancels every connection task; a connection parked in a ShareFetch
+    must end then, whatever else happens in the same event-loop turn.
+
+    Found by a variant of the crash loop that also restarts with SIGTERM: a broker took 20 s to
+    stop and only finished when the test killed its consumers. `SharePartitionManager.wait()` parks in
+    `asyncio.wait_for(fut, ...)`; on Python 3.11 `wait_for` swallows a cancellation that arrives
+    after `fut` got its result but before the task resumed (it returns the result instead). When a
+    wake-up (an append to the partition, a completed share-state write, a release) lands right
+    before `BrokerServer.stop()` cancels the connection tasks, the ShareFetch handler carries on,
+    parks again, answers, and the connection keeps being served: `stop()` waits in its
+    `gather(*connections)` until the client goes away. The wake is placed in that window here
+    (right after `share_state.close()`, the step of `stop()` before the connections are
+    cancelled) so that the race is hit every time; under load it is hit by chance."""
+    broker = make_broker()
+    bootstrap, topic, group = broker.bootstrap_servers, "parked", "sg-parked"
+    topic_id = create_topic(bootstrap, topic, 1)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    server = broker.server
+    client = ShareClient(bootstrap, group)
+    stopper = threading.Thread(target=broker.stop, name="broker-stop")
+    try:
+        client.join([topic])
+        client.wait_for_assignment()
+        client.fetch(max_wait_ms=0)  # opens the share session; nothing to fetch
+        # the next ShareFetch parks: no records, 6 s MaxWaitMs; its response is never read
+        client.raw.send_frame(client.raw_frame(client.fetch_request(max_wait_ms=6000)))
+        wait_until(lambda: broker.call(lambda: bool(server.share_partitions.waiters.get((topic_id, 0)))), 10,
+                   message="the ShareFetch parked")
+
+        original_close = server.share_state.close
+
+        async def close_then_wake() -> None:
+            await original_close()
+            server.share_partitions.wake((topic_id, 0))  # what an append to the partition does
+
+        broker.call(setattr, server.share_state, "close", close_then_wake)
+        started = time.monotonic()
+        stopper.start()
+        stopper.join(3)
+        hung = stopper.is_alive()
+        waited = time.monotonic() - started
+    finally:
+        client.close()  # lets a held-up stop finish (once the parked fetch has answered)
+        if stopper.ident is not None:
+            stopper.join(30)
+    assert not hung, (f"the broker had not stopped {waited:.1f} s after stop(): the connection parked in "
+                      "ShareFetch swallowed its cancellation and was still being served")

@@ -66,15 +66,17 @@ async def _serve(config) -> int:
     from quafka.broker.server.server import BrokerServer
 
     server = BrokerServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # before start(): the port opens before the internal topics are replayed, and a SIGTERM that
+    # arrives meanwhile must still stop the broker cleanly
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
         await server.start()
     except (MetadataStoreError, OSError) as exc:
         print(f"quafka broker: cannot start: {exc}", file=sys.stderr)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     logging.getLogger("quafka.server").info("shutting down")
     await server.stop()

@@ -705,3 +705,32 @@ CoordinatorMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_replaying_the_returned_records_into_a_fresh_coordinator_gives_the_same_state = CoordinatorMachine.TestCase
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 6), st.sampled_from([AV, ACK, ARCH]),
+                          st.integers(1, 3)), max_size=12),
+       st.lists(st.tuples(st.integers(0, 60), st.integers(0, 6), st.sampled_from([AV, ACK, ARCH]),
+                          st.integers(1, 3)), max_size=12),
+       st.integers(-1, 30))
+def test_the_one_pass_combiner_gives_what_laying_batches_one_by_one_gives(old, new, start):
+    from quafka.broker.core.share_coordinator import _overlay
+
+    older = combine_batches((), [B(f, f + n, s_, c) for f, n, s_, c in old], -1)
+    newer = [B(f, f + n, s_, c) for f, n, s_, c in new]
+    slow = list(older)
+    for b in newer:
+        slow = _overlay(slow, b)
+    got = combine_batches(older, newer, start)
+    # reference: lay one by one, then trim and merge as combine_batches does
+    ref = []
+    for b in slow:
+        if start >= 0:
+            if b.last_offset < start:
+                continue
+            if b.first_offset < start:
+                b = b._replace(first_offset=start)
+        if ref and ref[-1].last_offset + 1 == b.first_offset and ref[-1][2:] == b[2:]:
+            ref[-1] = ref[-1]._replace(last_offset=b.last_offset)
+        else:
+            ref.append(b)
+    assert got == tuple(ref), (older, newer, start)

@@ -88,6 +88,29 @@ def _overlay(batches: list[StateBatch], new: StateBatch) -> list[StateBatch]:
     return batches[:i] + pieces + batches[j:]
 
 
+def _first_offset(batch: StateBatch) -> int:
+    return batch.first_offset
+
+
+def _lay_over(older: list[StateBatch], newer: list[StateBatch]) -> list[StateBatch]:
+    """`_overlay` of sorted, disjoint `newer` batches onto sorted, disjoint `older` in one sweep."""
+    out: list[StateBatch] = []
+    i, n = 0, len(older)
+    for new in newer:
+        while i < n and older[i].last_offset < new.first_offset:
+            out.append(older[i])
+            i += 1
+        if i < n and older[i].first_offset < new.first_offset:  # the older batch's left piece
+            out.append(older[i]._replace(last_offset=new.first_offset - 1))
+        out.append(new)
+        while i < n and older[i].last_offset <= new.last_offset:
+            i += 1
+        if i < n and older[i].first_offset <= new.last_offset:  # its right piece stays for the next
+            older[i] = older[i]._replace(first_offset=new.last_offset + 1)
+    out.extend(older[i:])
+    return out
+
+
 def combine_batches(older: Iterable[StateBatch], newer: Iterable[StateBatch],
                     start_offset: int) -> tuple[StateBatch, ...]:
     """Combine persisted state batches (kafka-reference §3.2).
@@ -99,9 +122,13 @@ def combine_batches(older: Iterable[StateBatch], newer: Iterable[StateBatch],
     touching batches in the same (state, count) are merged. The result is sorted and disjoint, and
     no two neighbours touch with equal (state, count).
     """
-    merged = list(older)
-    for batch in newer:
-        merged = _overlay(merged, StateBatch(*batch))
+    fresh = sorted((StateBatch(*b) for b in newer), key=_first_offset)
+    if all(a.last_offset < b.first_offset for a, b in zip(fresh, fresh[1:])):
+        merged = _lay_over(list(older), fresh)  # the usual case, in one pass: O(old + new)
+    else:  # newer batches overlap each other: lay them one by one, in their order
+        merged = list(older)
+        for batch in newer:
+            merged = _overlay(merged, StateBatch(*batch))
     out: list[StateBatch] = []
     for batch in merged:
         if start_offset >= 0:

@@ -51,9 +51,7 @@ class FetchPurgatory:
             plog.add_listener(on_event)
         self.parked += 1
         try:
-            await asyncio.wait_for(fut, timeout_ms / 1000.0)
-        except asyncio.TimeoutError:
-            pass
+            await asyncio.wait((fut,), timeout=timeout_ms / 1000.0)  # not wait_for: see SharePartitionManager.wait
         finally:
             self.parked -= 1
             for plog in logs:

@@ -327,9 +327,10 @@ class SharePartitionManager:
         for key in keys:
             self.waiters.setdefault(key, set()).add(fut)
         try:
-            await asyncio.wait_for(fut, timeout_ms / 1000.0)
-        except asyncio.TimeoutError:
-            pass
+            # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # arrives just after the future completed, and a broker stopping would then keep
+            # serving this connection
+            await asyncio.wait((fut,), timeout=timeout_ms / 1000.0)
         finally:
             for key in keys:
                 waiting = self.waiters.get(key)

@@ -111,6 +111,9 @@ class ShareGroupService:
             return ErrorCode.non_empty_group, "The group is not empty."
         meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
         self._delete_state(group_id, list(meta.initialized) + list(meta.initializing))
+        for key in self.server.share_state.machine.keys(group_id):  # state made by fetches alone, too
+            self.server.share_state.delete_now(key)
+        self.server.share_partitions.drop_group(group_id)
         error, message, effects = self.coordinator.delete_group(group_id)
         self._execute(effects)
         self.state_metadata.pop(group_id, None)

@@ -130,7 +130,8 @@ class ShareStateService:
         """ReadShareGroupState (the share-partition leader's first use of a share partition)."""
         result, records = self.machine.read(key, leader_epoch=LEADER_EPOCH, now_ms=wall_clock_ms())
         if records:  # a newer leader epoch is made durable in the background
-            self._submit(self.machine.partition_for(key), lambda: (None, records))
+            fut = self._submit(self.machine.partition_for(key), lambda: (None, records))
+            fut.add_done_callback(_log_failure)
         return result
 
     def read_summary(self, key: ShareStateKey) -> ReadSummaryResult:
@@ -314,3 +315,9 @@ class ShareStateService:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _log_failure(fut: asyncio.Future) -> None:
+    """Done callback of a write nobody waits for: its failure is logged (the round logged why)."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("a background write to %s failed: %s", SHARE_GROUP_STATE_TOPIC, fut.exception())

@@ -22,9 +22,8 @@ import threading
 import time
 
 from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Producer, ShareConsumer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from support import wait_until
+from support import set_group_configs, wait_until
 from support.share_client import ShareClient, create_topic, produce
 
 from quafka.broker.core.record_state import RecordState
@@ -33,14 +32,6 @@ CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_share_consume
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    for future in admin.incremental_alter_configs([resource]).values():
-        assert future.result(10) is None
-
 
 def share_consumer(bootstrap: str, group: str, mode: str) -> ShareConsumer:
     return ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,

@@ -69,9 +69,8 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from support import wait_until
+from support import set_group_configs, wait_until
 from support.share_client import ShareClient, create_topic
 
 from quafka.broker.core.share_coordinator import ShareCoordinator
@@ -302,14 +301,6 @@ class Restart:
 
 
 # ----------------------------------------------------------------------------- setup helpers
-
-def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    for future in admin.incremental_alter_configs([resource]).values():
-        assert future.result(10) is None
-
 
 def producer_config(bootstrap: str, on_error) -> dict:
     return {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2,

@@ -156,3 +156,38 @@ class RawClient:
         assert header.correlation_id == self.correlation_id
         body, _ = entity_reader(resp_cls)(frame, used)
         return body
+
+
+# ----------------------------------------------------------------------------- small share-group helpers
+
+def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    """Group configs through confluent's AdminClient (IncrementalAlterConfigs, GROUP resource, SET)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    for future in admin.incremental_alter_configs([resource]).values():
+        assert future.result(timeout=10) is None
+    del admin  # librdkafka handles are closed when collected
+
+
+def produce_batch(bootstrap: str, topic: str, count: int, *, partition: int = 0, timestamp_ms: int | None = None,
+                  tag: str = "v") -> int:
+    """Produce `count` records as ONE producer batch (a raw Produce v9, acks=-1); returns its base offset."""
+    import datetime
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    from quafka.broker.server.clock import wall_clock_ms
+    from quafka.protocol.record_batch import build_batch
+
+    records = build_batch([(None, f"{tag}{i}".encode()) for i in range(count)],
+                          base_timestamp=wall_clock_ms() if timestamp_ms is None else timestamp_ms)
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)),))
+    with RawClient(bootstrap) as raw:
+        resp = raw.request(request)
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == 0, resp
+    return part.base_offset

@@ -33,7 +33,6 @@ fetch to be parked) is polling with a deadline.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import threading
 import time
 import uuid
@@ -41,12 +40,10 @@ from dataclasses import dataclass
 
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from quafka.broker.core.record_state import RecordState
 from quafka.broker.server.clock import wall_clock_ms
-from quafka.protocol.record_batch import build_batch
-from support import RawClient, wait_until
+from support import produce_batch, set_group_configs, wait_until
 from support.share_client import (
     ACCEPT,
     RELEASE,
@@ -80,32 +77,6 @@ GROUP_ID_NOT_FOUND = ErrorCode.group_id_not_found  # 69
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def produce_batch(bootstrap: str, topic: str, count: int, *, partition: int = 0, timestamp_ms: int | None = None,
-                  tag: str = "v") -> int:
-    """Produce `count` records as ONE producer batch (a raw Produce v9, acks=-1); returns its base offset."""
-    records = build_batch([(None, f"{tag}{i}".encode()) for i in range(count)],
-                          base_timestamp=wall_clock_ms() if timestamp_ms is None else timestamp_ms)
-    request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)),))
-    with RawClient(bootstrap) as raw:
-        resp = raw.request(request)
-    part = resp.responses[0].partition_responses[0]
-    assert part.error_code == NONE, resp
-    return part.base_offset
-
-
-def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    """Group configs through confluent's AdminClient (IncrementalAlterConfigs, GROUP resource, SET)."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=10)
-    del admin  # librdkafka handles are closed when collected
-
 
 def share_state(broker, group: str, topic_id: uuid.UUID, partition: int = 0):
     """(SPSO, SPEO + 1, {offset: (state, delivery count, holder, lock deadline)}) of a share partition,

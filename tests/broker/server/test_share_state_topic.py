@@ -19,7 +19,6 @@ deadline.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import os
 import threading
@@ -28,7 +27,6 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from quafka.broker.core.record_state import RecordState
 from quafka.broker.core.share_coordinator import ShareCoordinator
@@ -44,8 +42,7 @@ from quafka.protocol.coordinator_records import (
     decode_share_state_record,
     share_state_partition,
 )
-from quafka.protocol.record_batch import build_batch
-from support import RawClient, wait_until
+from support import RawClient, produce_batch, set_group_configs, wait_until
 from support.share_client import (
     ACCEPT,
     REJECT,
@@ -66,30 +63,6 @@ LOCK_1S_BROKER = {"group.share.min.record.lock.duration.ms": 1000}
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def produce_batch(bootstrap: str, topic: str, count: int, *, tag: str = "v") -> int:
-    """Produce `count` records as ONE producer batch (raw Produce v9, acks=-1); returns its base offset."""
-    records = build_batch([(None, f"{tag}{i}".encode()) for i in range(count)], base_timestamp=wall_clock_ms())
-    request = ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=records),)),))
-    with RawClient(bootstrap) as raw:
-        resp = raw.request(request)
-    part = resp.responses[0].partition_responses[0]
-    assert part.error_code == NONE, resp
-    return part.base_offset
-
-
-def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    """Group configs through confluent's AdminClient (IncrementalAlterConfigs, GROUP resource, SET)."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=10)
-    del admin
-
 
 def open_session(client: ShareClient, tp) -> None:
     """An epoch-0 ShareFetch for `tp` that acquires nothing (the share partition starts at the log end)."""

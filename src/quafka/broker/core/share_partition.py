@@ -374,7 +374,9 @@ class SharePartition:
         else:
             start = self.next_offset
         # terminal records past the start offset, counting those of writes still in flight: writes
-        # reach the share coordinator in the order they start, so the count never goes back
+        # reach the share coordinator in the order they start, so the count never goes back. If an
+        # earlier write then fails (a disk error), this count includes its records: the stored
+        # count is too high (lag shown too low) until the next write; no record state is wrong.
         complete = sum(r.size for r in self.runs if r.state.terminal and r.first >= start)
         batches = tuple(StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count)
                         for r, _ in changes if r.last >= start)

@@ -157,10 +157,10 @@ class ShareGroupService:
         """Tombstone the share state of the group's partitions of these topics (record 15 lists
         them as deleting until the tombstones are written)."""
         meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
-        topic_ids = [t for t in dict.fromkeys(topic_ids)]
+        topic_ids = list(dict.fromkeys(topic_ids))
         for topic_id in topic_ids:
-            name = (meta.initialized.get(topic_id) or meta.initializing.get(topic_id) or (meta.deleting.get(topic_id),))[0]
-            meta.deleting[topic_id] = name or ""
+            entry = meta.initialized.get(topic_id) or meta.initializing.get(topic_id)
+            meta.deleting[topic_id] = entry[0] if entry else meta.deleting.get(topic_id, "")
             meta.initialized.pop(topic_id, None)
             meta.initializing.pop(topic_id, None)
         self.persist(group_id)
@@ -210,12 +210,13 @@ class ShareGroupService:
     def persist(self, group_id: str) -> None:
         """Append the records that bring `__consumer_offsets` in line with the group as it is now
         (written to the segment file before this returns; fsynced too when flush is enabled)."""
+        # the log first: creating __consumer_offsets notifies topic listeners, which persist too
+        plog = self._offsets_log(self._partition_of(group_id))
         image = image_of(self.coordinator.group(group_id), self.state_metadata.get(group_id))
         old = self._images.get(group_id, {})
         records = diff(old, image)
         if not records:
             return
-        plog = self._offsets_log(self._partition_of(group_id))
         append_records(plog, [encode_group_record(r) for r in records], self._now_ms())
         if plog.config.flush_messages < MAX_LONG:
             plog.flush()

@@ -1,0 +1,222 @@
+"""The asyncio transport: one TCP connection to one broker, on top of the sans-I/O WireConnection.
+
+``BrokerConnection.connect()`` opens the socket and negotiates versions with ApiVersions (v3,
+falling back to v0 when the broker answers UNSUPPORTED_VERSION). ``request(entity)`` pipelines:
+any number of requests may be in flight; a reader task feeds received bytes to the wire core and
+resolves each request's future by correlation id. When the connection drops (EOF, socket error,
+undecodable bytes) every pending request fails with a retriable KafkaConnectionError naming the
+broker; a request that outlives ``request_timeout`` fails with KafkaTimeoutError and the
+connection is closed (its answer could otherwise never be told apart), as Kafka's clients do.
+
+To send a request at the best version: ``version = conn.version_for(api_key, min_version,
+max_version)`` (the highest both the broker and kio support, within the caller's range), then
+``await conn.request(build_entity(request_class(api_key, version), values))``; or in one step
+``await conn.call(api_key, values, min_version=..., max_version=...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from quafka.protocol.errors import ErrorCode
+
+from ._wire import API_VERSIONS_KEY, WireConnection, WireError, api_name, build_entity, kio_version_range, request_class
+from .errors import KafkaConnectionError, KafkaException, KafkaTimeoutError, error_for_code
+
+__all__ = ["BrokerConnection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
+
+CLIENT_SOFTWARE_NAME = "quafka-python"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+_READ_CHUNK_BYTES = 1 << 16
+
+
+class BrokerConnection:
+    """One connection to ``host:port``; ``node_id`` is informational (-1 for a bootstrap address)."""
+
+    def __init__(self, host: str, port: int, client_id: str | None = "quafka", *, node_id: int = -1,
+                 request_timeout: float = 30.0, connect_timeout: float | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.node_id = node_id
+        self.request_timeout = request_timeout
+        self.connect_timeout = request_timeout if connect_timeout is None else connect_timeout
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._wire = WireConnection(client_id)
+        self._pending: dict[int, asyncio.Future] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task | None = None
+        self._closed_error: KafkaException | None = None
+        self._connected = False
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.address}, node_id={self.node_id})"
+
+    @property
+    def connected(self) -> bool:
+        return self._connected and self._closed_error is None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def connect(self) -> "BrokerConnection":
+        """Open the connection and negotiate API versions. Raises KafkaConnectionError."""
+        if self._connected:
+            return self
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout)
+        except asyncio.TimeoutError:
+            raise KafkaConnectionError(
+                f"could not connect to broker {self.address}: no answer within {self.connect_timeout}s") from None
+        except OSError as exc:
+            raise KafkaConnectionError(f"could not connect to broker {self.address}: {exc}") from exc
+        self._connected = True
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"quafka-read-{self.address}")
+        try:
+            await self._negotiate_versions()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _negotiate_versions(self) -> None:
+        response = await self.request(ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
+                                                         client_software_version=CLIENT_SOFTWARE_VERSION))
+        if response.error_code == ErrorCode.unsupported_version:
+            response = await self.request(ApiVersionsRequestV0())
+        if response.error_code != ErrorCode.none:
+            raise error_for_code(response.error_code, f"ApiVersions to broker {self.address}")
+        self.api_versions = {a.api_key: (a.min_version, a.max_version) for a in response.api_keys}
+
+    async def close(self) -> None:
+        """Close the connection; pending requests fail with KafkaConnectionError."""
+        self._fail(KafkaConnectionError(f"connection to broker {self.address} was closed by the client"))
+        if self._read_task is not None and self._read_task is not asyncio.current_task():
+            self._read_task.cancel()
+            try:
+                await self._read_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._read_task = None
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except (OSError, asyncio.CancelledError):
+                pass
+            self._writer = None
+
+    def _fail(self, error: KafkaException) -> None:
+        if self._closed_error is None:
+            self._closed_error = error
+        self._wire.fail_all()
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        if self._writer is not None:
+            self._writer.close()
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        try:
+            while True:
+                data = await self._reader.read(_READ_CHUNK_BYTES)
+                if not data:
+                    raise KafkaConnectionError(f"connection to broker {self.address} was closed by the broker")
+                for correlation_id, response in self._wire.receive_bytes(data):
+                    future = self._pending.pop(correlation_id, None)
+                    if future is not None and not future.done():
+                        future.set_result(response)
+        except asyncio.CancelledError:
+            raise
+        except WireError as exc:
+            self._fail(KafkaConnectionError(f"broker {self.address} sent bytes that cannot be decoded, "
+                                            f"connection closed: {exc}"))
+        except KafkaConnectionError as exc:
+            self._fail(exc)
+        except OSError as exc:
+            self._fail(KafkaConnectionError(f"connection to broker {self.address} failed: {exc}"))
+        except Exception as exc:  # never leave pending requests waiting on a dead reader
+            self._fail(KafkaConnectionError(f"connection to broker {self.address} failed: "
+                                            f"{type(exc).__name__}: {exc}"))
+
+    # ------------------------------------------------------------------ versions
+
+    def version_for(self, api_key: int, min_version: int | None = None, max_version: int | None = None) -> int:
+        """The highest version of ``api_key`` that the broker and kio support within the range.
+
+        Raises KafkaException (UNSUPPORTED_VERSION) naming the three ranges when they do not meet.
+        """
+        kio_low, kio_high = kio_version_range(api_key)
+        broker = self.api_versions.get(api_key)
+        low = max(kio_low, min_version if min_version is not None else kio_low)
+        high = min(kio_high, max_version if max_version is not None else kio_high)
+        if broker is not None:
+            low, high = max(low, broker[0]), min(high, broker[1])
+        if broker is None or low > high:
+            served = f"v{broker[0]}-v{broker[1]}" if broker else "no version"
+            wanted = f"v{min_version if min_version is not None else '*'}-v{max_version if max_version is not None else '*'}"
+            raise KafkaException(
+                f"broker {self.address} serves {served} of {api_name(api_key)}, kio knows v{kio_low}-v{kio_high}, "
+                f"the client needs {wanted}: no version in common", ErrorCode.unsupported_version)
+        return high
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(self, entity: Any, timeout: float | None = None) -> Any:
+        """Send one kio request entity and return its response entity.
+
+        Raises KafkaConnectionError when the connection is (or becomes) unusable and
+        KafkaTimeoutError after ``timeout`` (default ``request_timeout``) seconds.
+        """
+        if not self._connected:
+            raise KafkaConnectionError(f"connection to broker {self.address} is not open: call connect() first")
+        if self._closed_error is not None:
+            raise type(self._closed_error)(self._closed_error.message, self._closed_error.code)
+        assert self._writer is not None
+        api_key, version = type(entity).__api_key__, type(entity).__version__
+        served = self.api_versions.get(api_key)
+        if api_key != API_VERSIONS_KEY and not (served and served[0] <= version <= served[1]):
+            # Kafka closes a connection that sends an unadvertised version; refuse it here instead
+            raise KafkaException(f"broker {self.address} does not serve {api_name(api_key)} v{version} "
+                                 f"(it serves {f'v{served[0]}-v{served[1]}' if served else 'no version'})",
+                                 ErrorCode.unsupported_version)
+        correlation_id, frame = self._wire.send(entity)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = future
+        try:
+            self._writer.write(frame)
+            await self._writer.drain()
+        except (OSError, RuntimeError) as exc:
+            self._fail(KafkaConnectionError(f"could not send to broker {self.address}: {exc}"))
+        timeout = self.request_timeout if timeout is None else timeout
+        label = f"{api_name(api_key)} v{version}"
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.CancelledError:
+            self._pending.pop(correlation_id, None)  # its response will be read and dropped
+            future.cancel()
+            raise
+        except asyncio.TimeoutError:
+            self._pending.pop(correlation_id, None)
+            future.cancel()
+            self._fail(KafkaConnectionError(f"connection to broker {self.address} closed after a request timed out"))
+            raise KafkaTimeoutError(f"{label} to broker {self.address} got no response within {timeout}s "
+                                    f"(request.timeout.ms); the connection was closed") from None
+
+    async def call(self, api_key: int, values: Mapping[str, Any], *, min_version: int | None = None,
+                   max_version: int | None = None, timeout: float | None = None) -> Any:
+        """Build the request at the negotiated version from ``values`` and send it."""
+        version = self.version_for(api_key, min_version, max_version)
+        return await self.request(build_entity(request_class(api_key, version), values), timeout)

@@ -1,0 +1,181 @@
+"""PartitionReader: plain Fetch by offset from one partition, with no group.
+
+``read(topic, partition, start_offset, end_offset=None, max_bytes=None)`` yields the records of
+``[start_offset, end_offset)``; with ``end_offset=None`` it stops at the high watermark that the
+first Fetch response reports (records produced afterwards are not waited for). When
+``end_offset`` lies beyond the high watermark the reader long-polls until the records arrive.
+``max_bytes`` overrides ``max.partition.fetch.bytes`` for one read: the bytes asked for per Fetch.
+An offset below the log start offset (or beyond the log end) raises KafkaException with
+OFFSET_OUT_OF_RANGE. Retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, ...) refresh
+the metadata and retry up to 5 times with a growing backoff; a dropped connection surfaces as a
+retriable KafkaConnectionError. Control batches are skipped; ``check.crcs`` (default true) verifies each
+batch. Reads use isolation level read_uncommitted, as Kafka's consumer does by default.
+
+``AsyncPartitionReader`` is the asyncio reader (``async for record in reader.read(...)``);
+``PartitionReader`` is the same object driven from a private event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from quafka.protocol.errors import ErrorCode
+
+from ._cluster import Cluster
+from ._config import Key, parse_config
+from ._sync import LoopThread
+from .errors import IllegalStateException, KafkaException, error_for_code
+from .records import Record, decode_batches
+
+__all__ = ["AsyncPartitionReader", "PartitionReader", "READER_CONFIG"]
+
+FETCH_KEY = 1
+FETCH_MIN_VERSION = 4
+READ_UNCOMMITTED = 0
+LONG_POLL_MS = 500
+MAX_RETRIES = 5
+RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms default
+
+READER_CONFIG: dict[str, Key] = {
+    "bootstrap.servers": Key.required(str),
+    "client.id": Key(str, "quafka-reader"),
+    "request.timeout.ms": Key(int, 30000, 1),
+    "fetch.max.bytes": Key(int, 52428800, 1),
+    "max.partition.fetch.bytes": Key(int, 1048576, 1),
+    "check.crcs": Key(bool, True),
+}
+
+
+def fetch_values(topic: str, topic_id: Any, partition: int, offset: int, *, max_wait_ms: int, max_bytes: int,
+                 partition_max_bytes: int) -> dict[str, Any]:
+    """The fields of a sessionless one-partition Fetch request, for every version (see build_entity)."""
+    return {
+        "cluster_id": None,
+        "replica_id": -1,
+        "replica_state": {"replica_id": -1, "replica_epoch": -1},
+        "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": READ_UNCOMMITTED,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": topic, "topic_id": topic_id, "partitions": [{
+            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+            "log_start_offset": -1, "partition_max_bytes": partition_max_bytes}]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+class AsyncPartitionReader:
+    """Reads partitions by offset with Fetch; see the module docstring. Use ``async with``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = parse_config(config, READER_CONFIG, "PartitionReader")
+        self._cluster: Cluster | None = None
+        self._closed = False
+
+    async def _get_cluster(self) -> Cluster:
+        if self._closed:
+            raise IllegalStateException("the PartitionReader is closed")
+        if self._cluster is None:
+            cluster = Cluster(self.config["bootstrap.servers"], self.config["client.id"],
+                              self.config["request.timeout.ms"] / 1000)
+            await cluster.bootstrap()
+            self._cluster = cluster
+        return self._cluster
+
+    async def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+                   max_bytes: int | None = None) -> AsyncIterator[Record]:
+        """Yield the records of ``topic``-``partition`` from ``start_offset`` to ``end_offset``
+        (exclusive; None: the high watermark)."""
+        if start_offset < 0:
+            raise KafkaException(f"start_offset must be >= 0, got {start_offset}", ErrorCode.offset_out_of_range)
+        if end_offset is not None and end_offset <= start_offset:
+            return
+        cluster = await self._get_cluster()
+        partition_max_bytes = self.config["max.partition.fetch.bytes"] if max_bytes is None else max_bytes
+        offset, stop, retries, high_watermark = start_offset, end_offset, 0, None
+        while stop is None or offset < stop:
+            # long-poll only while waiting for records beyond the high watermark
+            waiting = end_offset is not None and (high_watermark is None or offset >= high_watermark)
+            info = await cluster.topic(topic)
+            conn = await cluster.leader_connection(topic, partition)
+            response = await conn.call(FETCH_KEY, fetch_values(
+                topic, info.topic_id, partition, offset, max_wait_ms=LONG_POLL_MS if waiting else 0,
+                max_bytes=self.config["fetch.max.bytes"], partition_max_bytes=partition_max_bytes),
+                min_version=FETCH_MIN_VERSION)
+            where = f"Fetch of {topic}-{partition} at offset {offset}"
+            top_error = getattr(response, "error_code", ErrorCode.none)
+            part = response.responses[0].partitions[0] if response.responses else None
+            error = top_error if top_error != ErrorCode.none else (part.error_code if part else ErrorCode.unknown_server_error)
+            if error != ErrorCode.none:
+                error = ErrorCode(error)
+                if (error.retriable or error == ErrorCode.unknown_topic_id) and retries < MAX_RETRIES:
+                    retries += 1
+                    await asyncio.sleep(RETRY_BACKOFF_S * retries)
+                    await cluster.refresh_metadata([topic])
+                    continue
+                if error == ErrorCode.offset_out_of_range:
+                    raise KafkaException(f"{where}: OFFSET_OUT_OF_RANGE (error code 1): the offset is outside "
+                                         f"the partition's log", error)
+                raise error_for_code(error, where)
+            retries = 0
+            high_watermark = part.high_watermark
+            if stop is None:
+                stop = part.high_watermark
+                if offset >= stop:
+                    return
+            records, next_offset = decode_batches(topic, partition, part.records,
+                                                  check_crcs=self.config["check.crcs"], min_offset=offset)
+            for record in records:
+                if record.offset >= stop:
+                    return
+                yield record
+            if next_offset is not None:
+                offset = max(offset, next_offset)
+            elif part.records and offset < part.high_watermark:
+                raise KafkaException(f"{where}: the next record batch is larger than the {partition_max_bytes} bytes "
+                                     f"asked for; raise max.partition.fetch.bytes or max_bytes",
+                                     ErrorCode.record_list_too_large)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._cluster is not None:
+            await self._cluster.close()
+            self._cluster = None
+
+    async def __aenter__(self) -> "AsyncPartitionReader":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class PartitionReader:
+    """The blocking PartitionReader: ``for record in reader.read(...)``. Use ``with``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._async = AsyncPartitionReader(config)  # validates the config before a thread starts
+        self.config = self._async.config
+        self._loop = LoopThread("quafka-partition-reader")
+
+    def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+             max_bytes: int | None = None) -> Iterator[Record]:
+        if self._loop.closed:
+            raise IllegalStateException("the PartitionReader is closed")
+        return self._loop.iterate(self._async.read(topic, partition, start_offset, end_offset, max_bytes))
+
+    def close(self) -> None:
+        if not self._loop.closed:
+            self._loop.run(self._async.close())
+            self._loop.close()
+
+    def __enter__(self) -> "PartitionReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

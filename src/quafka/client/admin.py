@@ -1,0 +1,553 @@
+"""Admin / AsyncAdmin: topic and offset administration over the Kafka protocol.
+
+``AsyncAdmin(config)`` does the work on asyncio; ``Admin(config)`` drives it from a private event
+loop thread (each method is ``self._loop.run(self._async.method(...))``). Config keys:
+``bootstrap.servers``, ``client.id``, ``request.timeout.ms``; unknown keys raise ConfigException.
+Timeouts are float seconds. Broker error codes raise KafkaException naming the resource.
+
+Operations: create_topics, delete_topics, list_topics, describe_topics, create_partitions,
+list_offsets, delete_records, describe_configs, alter_configs (IncrementalAlterConfigs; resource
+types "topic", "broker", "group"), list_groups, describe_share_groups, list_share_group_offsets,
+alter_share_group_offsets, delete_share_group_offsets, delete_groups. Group requests go to the
+group's coordinator (FindCoordinator key type 0). Topic-level requests go to the controller that the metadata names;
+offset requests go to each partition's leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+from uuid import UUID
+
+from quafka.protocol.errors import ErrorCode
+
+from ._cluster import Cluster
+from ._config import Key, parse_config
+from ._sync import LoopThread
+from ._transport import BrokerConnection
+from .errors import IllegalStateException, KafkaException, error_for_code
+
+__all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "ListedGroup", "NewTopic", "PartitionDescription",
+           "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
+
+LIST_OFFSETS_KEY = 2
+CREATE_TOPICS_KEY = 19
+DELETE_TOPICS_KEY = 20
+DELETE_RECORDS_KEY = 21
+CREATE_PARTITIONS_KEY = 37
+DESCRIBE_CONFIGS_KEY = 32
+INCREMENTAL_ALTER_CONFIGS_KEY = 44
+LIST_GROUPS_KEY = 16
+DELETE_GROUPS_KEY = 42
+SHARE_GROUP_DESCRIBE_KEY = 77
+DESCRIBE_SHARE_GROUP_OFFSETS_KEY = 90
+ALTER_SHARE_GROUP_OFFSETS_KEY = 91
+DELETE_SHARE_GROUP_OFFSETS_KEY = 92
+COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress,
+                                ErrorCode.coordinator_not_available})
+MAX_RETRIES = 5
+RETRY_BACKOFF_S = 0.1
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
+CONFIG_SET, CONFIG_DELETE = 0, 1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+READ_UNCOMMITTED = 0
+
+ADMIN_CONFIG: dict[str, Key] = {
+    "bootstrap.servers": Key.required(str),
+    "client.id": Key(str, "quafka-admin"),
+    "request.timeout.ms": Key(int, 30000, 1),
+}
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create: name, partition count, replication factor and topic configs."""
+
+    name: str
+    num_partitions: int = 1
+    replication_factor: int = 1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: UUID | None
+    is_internal: bool
+    partitions: dict[int, PartitionDescription]
+
+
+class ListedGroup(NamedTuple):
+    group_id: str
+    type: str
+    state: str
+
+
+@dataclass(frozen=True)
+class ShareMemberDescription:
+    member_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    subscribed_topics: tuple[str, ...]
+    assignment: dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class ShareGroupDescription:
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ShareMemberDescription, ...]
+
+
+def _timeout(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=int(seconds * 1000))
+
+
+def _check(code: int, context: str, message: str | None = None) -> None:
+    if code != ErrorCode.none:
+        error = error_for_code(code, context)
+        if message:
+            error = KafkaException(f"{error.message}: {message}", error.code)
+        raise error
+
+
+def _offset_spec(spec: Any, where: str) -> int:
+    if spec == "earliest":
+        return EARLIEST_TIMESTAMP
+    if spec == "latest":
+        return LATEST_TIMESTAMP
+    if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+        return spec
+    raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
+
+
+class AsyncAdmin:
+    """The asyncio admin client; see the module docstring. Use ``async with``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = parse_config(config, ADMIN_CONFIG, "Admin")
+        self._cluster: Cluster | None = None
+        self._closed = False
+
+    async def _get_cluster(self) -> Cluster:
+        if self._closed:
+            raise IllegalStateException("the Admin is closed")
+        if self._cluster is None:
+            cluster = Cluster(self.config["bootstrap.servers"], self.config["client.id"],
+                              self.config["request.timeout.ms"] / 1000)
+            await cluster.bootstrap()
+            self._cluster = cluster
+        return self._cluster
+
+    async def _controller(self) -> BrokerConnection:
+        cluster = await self._get_cluster()
+        if cluster.controller_id < 0 or cluster.controller_id not in cluster.brokers:
+            await cluster.refresh_metadata([])
+        if cluster.controller_id >= 0:
+            return await cluster.connection(cluster.controller_id)
+        return await cluster.any_connection()
+
+    @property
+    def _request_timeout(self) -> float:
+        return self.config["request.timeout.ms"] / 1000
+
+    # ------------------------------------------------------------------ topics
+
+    async def create_topics(self, topics: Mapping[str, tuple[int, int]] | Iterable[NewTopic],
+                            timeout: float | None = None) -> dict[str, UUID | None]:
+        """Create topics ({name: (partitions, replication_factor)} or NewTopics); returns {name: topic id}."""
+        if isinstance(topics, Mapping):
+            new = [NewTopic(name, p, r) for name, (p, r) in topics.items()]
+        else:
+            new = list(topics)
+        timeout = self._request_timeout if timeout is None else timeout
+        conn = await self._controller()
+        response = await conn.call(CREATE_TOPICS_KEY, {
+            "topics": [{"name": t.name, "num_partitions": t.num_partitions, "replication_factor": t.replication_factor,
+                        "assignments": [], "configs": [{"name": k, "value": v} for k, v in t.configs.items()]}
+                       for t in new],
+            "timeout": _timeout(timeout), "validate_only": False}, min_version=2)
+        out = {}
+        for result in response.topics:
+            _check(result.error_code, f"CreateTopics of topic {result.name!r}", result.error_message)
+            out[result.name] = getattr(result, "topic_id", None)
+        if self._cluster is not None:
+            await self._cluster.refresh_metadata(list(out))
+        return out
+
+    async def delete_topics(self, names: Iterable[str], timeout: float | None = None) -> None:
+        """Delete the topics by name."""
+        names = list(names)
+        timeout = self._request_timeout if timeout is None else timeout
+        conn = await self._controller()
+        response = await conn.call(DELETE_TOPICS_KEY, {
+            "topics": [{"name": n, "topic_id": UUID(int=0)} for n in names], "topic_names": names,
+            "timeout": _timeout(timeout)}, min_version=1)
+        for result in response.responses:
+            _check(result.error_code, f"DeleteTopics of topic {result.name!r}", getattr(result, "error_message", None))
+        cluster = await self._get_cluster()
+        for n in names:
+            cluster.topics.pop(n, None)
+
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
+        """Topic id, partitions and leaders of each topic; UNKNOWN_TOPIC_OR_PARTITION names a missing one."""
+        names = list(names)
+        cluster = await self._get_cluster()
+        await cluster.refresh_metadata(names)
+        out = {}
+        for name in names:
+            info = cluster.topics.get(name)
+            if info is None:
+                raise KafkaException(f"topic {name!r} does not exist (UNKNOWN_TOPIC_OR_PARTITION)",
+                                     ErrorCode.unknown_topic_or_partition)
+            out[name] = self._describe(info)
+        return out
+
+    @staticmethod
+    def _describe(info: Any) -> TopicDescription:
+        return TopicDescription(info.name, info.topic_id, info.is_internal, {
+            p.partition: PartitionDescription(p.partition, p.leader_id, p.leader_epoch)
+            for p in sorted(info.partitions.values())})
+
+    async def list_topics(self, include_internal: bool = False) -> dict[str, TopicDescription]:
+        """Every topic by name (internal topics only with ``include_internal``)."""
+        cluster = await self._get_cluster()
+        await cluster.refresh_metadata(None)
+        return {name: self._describe(info) for name, info in sorted(cluster.topics.items())
+                if include_internal or not info.is_internal}
+
+    async def create_partitions(self, new_totals: Mapping[str, int], timeout: float | None = None) -> None:
+        """Grow each topic to ``new_total`` partitions."""
+        timeout = self._request_timeout if timeout is None else timeout
+        conn = await self._controller()
+        response = await conn.call(CREATE_PARTITIONS_KEY, {
+            "topics": [{"name": n, "count": c, "assignments": None} for n, c in new_totals.items()],
+            "timeout": _timeout(timeout), "validate_only": False})
+        for result in response.results:
+            _check(result.error_code, f"CreatePartitions of topic {result.name!r}", result.error_message)
+        await (await self._get_cluster()).refresh_metadata(list(new_totals))
+
+    # ------------------------------------------------------------------ offsets
+
+    async def _by_leader(self, partitions: Iterable[tuple[str, int]]) -> dict[int, list[tuple[str, int]]]:
+        cluster = await self._get_cluster()
+        groups: dict[int, list[tuple[str, int]]] = {}
+        for topic, partition in partitions:
+            groups.setdefault(await cluster.leader_for(topic, partition), []).append((topic, partition))
+        return groups
+
+    @staticmethod
+    def _topics_field(items: Iterable[tuple[str, int]], partition_values: Mapping[tuple[str, int], dict],
+                      ) -> list[dict]:
+        topics: dict[str, list[dict]] = {}
+        for tp in items:
+            topics.setdefault(tp[0], []).append(partition_values[tp])
+        return [{"name": t, "partitions": parts} for t, parts in topics.items()]
+
+    async def list_offsets(self, specs: Mapping[tuple[str, int], Any]) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(topic, partition): "earliest" | "latest" | timestamp ms} → {(topic, partition): (offset, timestamp)}.
+
+        A timestamp later than every record's gives offset -1."""
+        cluster = await self._get_cluster()
+        values = {tp: {"partition_index": tp[1], "current_leader_epoch": -1,
+                       "timestamp": _offset_spec(spec, f"{tp[0]}-{tp[1]}")} for tp, spec in specs.items()}
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for leader, items in (await self._by_leader(specs)).items():
+            conn = await cluster.connection(leader)
+            response = await conn.call(LIST_OFFSETS_KEY, {
+                "replica_id": -1, "isolation_level": READ_UNCOMMITTED,
+                "topics": self._topics_field(items, values), "timeout": _timeout(self._request_timeout)},
+                min_version=1)
+            for topic in response.topics:
+                for part in topic.partitions:
+                    _check(part.error_code, f"ListOffsets of {topic.name}-{part.partition_index}")
+                    out[(topic.name, part.partition_index)] = (part.offset, part.timestamp)
+        return out
+
+    async def delete_records(self, offsets: Mapping[tuple[str, int], int],
+                             timeout: float | None = None) -> dict[tuple[str, int], int]:
+        """Delete the records before each offset (-1: the high watermark); returns the new low watermarks."""
+        cluster = await self._get_cluster()
+        timeout = self._request_timeout if timeout is None else timeout
+        values = {tp: {"partition_index": tp[1], "offset": o} for tp, o in offsets.items()}
+        out: dict[tuple[str, int], int] = {}
+        for leader, items in (await self._by_leader(offsets)).items():
+            conn = await cluster.connection(leader)
+            response = await conn.call(DELETE_RECORDS_KEY, {
+                "topics": self._topics_field(items, values), "timeout": _timeout(timeout)})
+            for topic in response.topics:
+                for part in topic.partitions:
+                    _check(part.error_code, f"DeleteRecords of {topic.name}-{part.partition_index} "
+                                            f"before offset {offsets[(topic.name, part.partition_index)]}")
+                    out[(topic.name, part.partition_index)] = part.low_watermark
+        return out
+
+    # ------------------------------------------------------------------ configs
+
+    async def _config_connection(self, resource_type: str, name: str) -> tuple[int, BrokerConnection]:
+        if resource_type not in RESOURCE_TYPES:
+            raise KafkaException(f"config resource type {resource_type!r} is not one of {sorted(RESOURCE_TYPES)}")
+        if resource_type == "broker":
+            if not name.isdigit():
+                raise KafkaException(f"broker config resource name {name!r} is not a node id")
+            cluster = await self._get_cluster()
+            return RESOURCE_TYPES[resource_type], await cluster.connection(int(name))
+        return RESOURCE_TYPES[resource_type], await self._controller()
+
+    async def describe_configs(self, resource_type: str, name: str) -> dict[str, str | None]:
+        """The configs of a "topic", "broker" (name: node id) or "group" as {key: value}."""
+        kind, conn = await self._config_connection(resource_type, name)
+        response = await conn.call(DESCRIBE_CONFIGS_KEY, {
+            "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+        [result] = response.results
+        _check(result.error_code, f"DescribeConfigs of {resource_type} {name!r}", result.error_message)
+        return {c.name: c.value for c in result.configs}
+
+    async def alter_configs(self, resource_type: str, name: str, set: Mapping[str, str] | None = None,  # noqa: A002
+                            delete: Iterable[str] = ()) -> None:
+        """Set and delete (revert to default) configs of a resource with IncrementalAlterConfigs."""
+        kind, conn = await self._config_connection(resource_type, name)
+        configs = [{"name": k, "config_operation": CONFIG_SET, "value": str(v)} for k, v in (set or {}).items()]
+        configs += [{"name": k, "config_operation": CONFIG_DELETE, "value": None} for k in delete]
+        response = await conn.call(INCREMENTAL_ALTER_CONFIGS_KEY, {
+            "resources": [{"resource_type": kind, "resource_name": name, "configs": configs}], "validate_only": False})
+        [result] = response.responses
+        _check(result.error_code, f"IncrementalAlterConfigs of {resource_type} {name!r}", result.error_message)
+
+    # ------------------------------------------------------------------ groups
+
+    async def _coordinator(self, group_id: str) -> BrokerConnection:
+        cluster = await self._get_cluster()
+        return await cluster.connection(await cluster.find_coordinator(group_id))
+
+    async def _group_call(self, group_id: str, api_key: int, values: Mapping[str, Any],
+                          error_of: Callable[[Any], int]) -> Any:
+        """Send a request to the group's coordinator; NOT_COORDINATOR and the coordinator-loading
+        errors find the coordinator again and retry (up to MAX_RETRIES times, growing backoff)."""
+        for attempt in range(MAX_RETRIES + 1):
+            conn = await self._coordinator(group_id)
+            response = await conn.call(api_key, values)
+            if error_of(response) not in COORDINATOR_ERRORS or attempt == MAX_RETRIES:
+                return response
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+        """Every group of every broker as (group_id, type, state), filtered by state and type
+        (case-insensitive, as Kafka's ListGroups v5 filters)."""
+        cluster = await self._get_cluster()
+        await cluster.refresh_metadata([])
+        out: list[ListedGroup] = []
+        for node_id in sorted(cluster.brokers):
+            conn = await cluster.connection(node_id)
+            response = await conn.call(LIST_GROUPS_KEY, {"states_filter": list(states), "types_filter": list(types)},
+                                       min_version=5 if types else (4 if states else None))
+            _check(response.error_code, f"ListGroups on broker {node_id}")
+            out += [ListedGroup(g.group_id, getattr(g, "group_type", "") or g.protocol_type,
+                                getattr(g, "group_state", "")) for g in response.groups]
+        return sorted(out)
+
+    async def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
+        """ShareGroupDescribe of each group; GROUP_ID_NOT_FOUND names a missing one."""
+        out = {}
+        for group_id in group_ids:
+            response = await self._group_call(group_id, SHARE_GROUP_DESCRIBE_KEY, {
+                "group_ids": [group_id], "include_authorized_operations": False}, lambda r: r.groups[0].error_code)
+            [g] = response.groups
+            _check(g.error_code, f"ShareGroupDescribe of group {group_id!r}", g.error_message)
+            members = tuple(ShareMemberDescription(
+                m.member_id, m.member_epoch, m.client_id, m.client_host, m.rack_id, tuple(m.subscribed_topic_names),
+                {tp.topic_name: tuple(sorted(tp.partitions)) for tp in m.assignment.topic_partitions})
+                for m in g.members)
+            out[group_id] = ShareGroupDescription(g.group_id, g.group_state, g.group_epoch, g.assignment_epoch,
+                                                  g.assignor_name, members)
+        return out
+
+    async def list_share_group_offsets(self, group_id: str, topics: Iterable[str] | Mapping[str, Iterable[int]]
+                                       | None = None) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(topic, partition): (start_offset, lag)} of a share group (start -1: no state yet).
+
+        ``topics``: None for every topic the group has state for; a list of names (every partition);
+        or {name: partitions}."""
+        cluster = await self._get_cluster()
+        if topics is None:
+            topic_values = None
+        else:
+            wanted = topics if isinstance(topics, Mapping) else {t: None for t in topics}
+            topic_values = []
+            for name, parts in wanted.items():
+                if parts is None:
+                    parts = sorted((await cluster.topic(name)).partitions)
+                topic_values.append({"topic_name": name, "partitions": list(parts)})
+        response = await self._group_call(group_id, DESCRIBE_SHARE_GROUP_OFFSETS_KEY, {
+            "groups": [{"group_id": group_id, "topics": topic_values}]}, lambda r: r.groups[0].error_code)
+        [g] = response.groups
+        _check(g.error_code, f"DescribeShareGroupOffsets of group {group_id!r}", g.error_message)
+        out = {}
+        for t in g.topics:
+            for p in t.partitions:
+                _check(p.error_code, f"DescribeShareGroupOffsets of group {group_id!r} for "
+                                     f"{t.topic_name}-{p.partition_index}", p.error_message)
+                out[(t.topic_name, p.partition_index)] = (p.start_offset, getattr(p, "lag", -1))
+        return out
+
+    async def alter_share_group_offsets(self, group_id: str, specs: Mapping[tuple[str, int], Any]) -> None:
+        """Set a share group's start offsets: each spec is "earliest", "latest", ("timestamp", ms) or an
+        offset. The group must be empty (no members): NON_EMPTY_GROUP otherwise."""
+        lookups: dict[tuple[str, int], Any] = {}
+        offsets: dict[tuple[str, int], int] = {}
+        for tp, spec in specs.items():
+            if isinstance(spec, int) and not isinstance(spec, bool):
+                offsets[tp] = spec
+            elif spec in ("earliest", "latest"):
+                lookups[tp] = spec
+            elif isinstance(spec, tuple) and len(spec) == 2 and spec[0] == "timestamp":
+                lookups[tp] = spec[1]
+            else:
+                raise KafkaException(f"offset spec {spec!r} for {tp[0]}-{tp[1]} of group {group_id!r} is not "
+                                     f"'earliest', 'latest', ('timestamp', ms) or an offset")
+        if lookups:
+            resolved = await self.list_offsets(lookups)
+            for tp, (offset, _) in resolved.items():
+                if offset < 0:  # a timestamp past every record: start at the log end, as Kafka does
+                    offset = (await self.list_offsets({tp: "latest"}))[tp][0]
+                offsets[tp] = offset
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), offset in offsets.items():
+            topics.setdefault(topic, []).append({"partition_index": partition, "start_offset": offset})
+        response = await self._group_call(group_id, ALTER_SHARE_GROUP_OFFSETS_KEY, {
+            "group_id": group_id, "topics": [{"topic_name": t, "partitions": p} for t, p in topics.items()]},
+            lambda r: r.error_code)
+        if response.error_code == ErrorCode.non_empty_group:
+            raise KafkaException(f"AlterShareGroupOffsets of group {group_id!r}: NON_EMPTY_GROUP (error code "
+                                 f"{int(ErrorCode.non_empty_group)}): the group has members; stop its consumers "
+                                 f"first", ErrorCode.non_empty_group)
+        _check(response.error_code, f"AlterShareGroupOffsets of group {group_id!r}", response.error_message)
+        for t in response.responses:
+            for p in t.partitions:
+                _check(p.error_code, f"AlterShareGroupOffsets of group {group_id!r} for "
+                                     f"{t.topic_name}-{p.partition_index}", p.error_message)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> None:
+        """Delete a share group's state for whole topics (the group must be empty)."""
+        response = await self._group_call(group_id, DELETE_SHARE_GROUP_OFFSETS_KEY, {
+            "group_id": group_id, "topics": [{"topic_name": t} for t in topics]}, lambda r: r.error_code)
+        _check(response.error_code, f"DeleteShareGroupOffsets of group {group_id!r}", response.error_message)
+        for t in response.responses:
+            _check(t.error_code, f"DeleteShareGroupOffsets of group {group_id!r} for topic {t.topic_name!r}",
+                   t.error_message)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaException | None]:
+        """Delete groups; {group_id: None (deleted) or the KafkaException that group got}."""
+        out: dict[str, KafkaException | None] = {}
+        for group_id in group_ids:
+            response = await self._group_call(group_id, DELETE_GROUPS_KEY, {"groups_names": [group_id]},
+                                              lambda r: r.results[0].error_code if r.results else ErrorCode.none)
+            for r in response.results:
+                out[r.group_id] = (None if r.error_code == ErrorCode.none
+                                   else error_for_code(r.error_code, f"DeleteGroups of group {r.group_id!r}"))
+        return out
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._cluster is not None:
+            await self._cluster.close()
+            self._cluster = None
+
+    async def __aenter__(self) -> "AsyncAdmin":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Admin:
+    """The blocking admin client: the same methods as AsyncAdmin. Use ``with``."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._async = AsyncAdmin(config)  # validates the config before a thread starts
+        self.config = self._async.config
+        self._loop = LoopThread("quafka-admin")
+
+    def _run(self, coro: Any) -> Any:
+        if self._loop.closed:
+            coro.close()
+            raise IllegalStateException("the Admin is closed")
+        return self._loop.run(coro)
+
+    def create_topics(self, topics: Any, timeout: float | None = None) -> dict[str, UUID | None]:
+        return self._run(self._async.create_topics(topics, timeout))
+
+    def delete_topics(self, names: Iterable[str], timeout: float | None = None) -> None:
+        return self._run(self._async.delete_topics(names, timeout))
+
+    def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
+        return self._run(self._async.describe_topics(names))
+
+    def list_topics(self, include_internal: bool = False) -> dict[str, TopicDescription]:
+        return self._run(self._async.list_topics(include_internal))
+
+    def create_partitions(self, new_totals: Mapping[str, int], timeout: float | None = None) -> None:
+        return self._run(self._async.create_partitions(new_totals, timeout))
+
+    def list_offsets(self, specs: Mapping[tuple[str, int], Any]) -> dict[tuple[str, int], tuple[int, int]]:
+        return self._run(self._async.list_offsets(specs))
+
+    def delete_records(self, offsets: Mapping[tuple[str, int], int],
+                       timeout: float | None = None) -> dict[tuple[str, int], int]:
+        return self._run(self._async.delete_records(offsets, timeout))
+
+    def describe_configs(self, resource_type: str, name: str) -> dict[str, str | None]:
+        return self._run(self._async.describe_configs(resource_type, name))
+
+    def alter_configs(self, resource_type: str, name: str, set: Mapping[str, str] | None = None,  # noqa: A002
+                      delete: Iterable[str] = ()) -> None:
+        return self._run(self._async.alter_configs(resource_type, name, set, delete))
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+        return self._run(self._async.list_groups(states, types))
+
+    def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
+        return self._run(self._async.describe_share_groups(group_ids))
+
+    def list_share_group_offsets(self, group_id: str, topics: Any = None) -> dict[tuple[str, int], tuple[int, int]]:
+        return self._run(self._async.list_share_group_offsets(group_id, topics))
+
+    def alter_share_group_offsets(self, group_id: str, specs: Mapping[tuple[str, int], Any]) -> None:
+        return self._run(self._async.alter_share_group_offsets(group_id, specs))
+
+    def delete_share_group_offsets(self, group_id: str, topics: Iterable[str]) -> None:
+        return self._run(self._async.delete_share_group_offsets(group_id, topics))
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaException | None]:
+        return self._run(self._async.delete_groups(group_ids))
+
+    def close(self) -> None:
+        if not self._loop.closed:
+            self._loop.run(self._async.close())
+            self._loop.close()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

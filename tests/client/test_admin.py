@@ -1,0 +1,260 @@
+"""Admin / AsyncAdmin against an embedded broker: each operation checked against the broker's state."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from support import produce_batch, wait_until
+from support.share_client import ACCEPT, ShareClient, acquired_offsets, coalesce, produce
+
+from quafka.client import Admin, AsyncAdmin, ConfigException, IllegalStateException, KafkaException, NewTopic
+from quafka.protocol.errors import ErrorCode
+
+BASE_TS = 1_700_000_000_000
+
+
+def _topics(broker):
+    return broker.call(lambda: {n: (t.topic_id, len(t.partitions), dict(t.configs))
+                                for n, t in broker.server.state.topics.items()})
+
+
+@pytest.fixture
+def admin(broker):
+    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as a:
+        yield a
+
+
+def test_unknown_config_key():
+    with pytest.raises(ConfigException) as info:
+        Admin({"bootstrap.servers": "localhost:1", "no.such.key": 1})
+    assert info.value.key == "no.such.key"
+    with pytest.raises(ConfigException) as info:
+        Admin({"bootstrap.servers": "localhost:1", "request.timeout.ms": 0})
+    assert info.value.key == "request.timeout.ms"
+
+
+def test_closed_admin_raises(broker):
+    admin = Admin({"bootstrap.servers": broker.bootstrap_servers})
+    admin.close()
+    with pytest.raises(IllegalStateException):
+        admin.list_topics()
+
+
+def test_topic_lifecycle(broker, admin):
+    ids = admin.create_topics({"a1": (3, 1)})
+    ids.update(admin.create_topics([NewTopic("a2", 2, 1, {"retention.ms": "12345"})]))
+    state = _topics(broker)
+    assert state["a1"][:2] == (ids["a1"], 3)
+    assert state["a2"][1] == 2 and state["a2"][2]["retention.ms"] == "12345"
+
+    with pytest.raises(KafkaException) as info:
+        admin.create_topics({"a1": (1, 1)})
+    assert info.value.code == ErrorCode.topic_already_exists and "'a1'" in str(info.value)
+
+    described = admin.describe_topics(["a1"])["a1"]
+    assert described.topic_id == state["a1"][0]
+    assert sorted(described.partitions) == [0, 1, 2]
+    assert all(p.leader == broker.call(lambda: broker.server.state.node_id) for p in described.partitions.values())
+
+    listed = admin.list_topics()
+    assert {"a1", "a2"} <= set(listed) and not any(t.is_internal for t in listed.values())
+    internal = {n for n, t in broker.call(lambda: dict(broker.server.state.topics)).items() if t.internal}
+    assert internal <= set(admin.list_topics(include_internal=True))
+
+    admin.create_partitions({"a1": 5})
+    assert _topics(broker)["a1"][1] == 5
+    assert sorted(admin.describe_topics(["a1"])["a1"].partitions) == list(range(5))
+    with pytest.raises(KafkaException) as info:
+        admin.create_partitions({"a1": 2})
+    assert info.value.code == ErrorCode.invalid_partitions and "'a1'" in str(info.value)
+
+    admin.delete_topics(["a2"])
+    assert "a2" not in _topics(broker)
+    with pytest.raises(KafkaException) as info:
+        admin.describe_topics(["a2"])
+    assert info.value.code == ErrorCode.unknown_topic_or_partition
+    with pytest.raises(KafkaException) as info:
+        admin.delete_topics(["a2"])
+    assert info.value.code == ErrorCode.unknown_topic_or_partition and "'a2'" in str(info.value)
+
+
+def test_list_offsets_matches_confluent(broker, admin):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin.create_topics({"lo": (2, 1)})
+    for i in range(3):
+        produce_batch(broker.bootstrap_servers, "lo", 4, partition=0, timestamp_ms=BASE_TS + i * 1000)
+    produce_batch(broker.bootstrap_servers, "lo", 2, partition=1, timestamp_ms=BASE_TS)
+    tps = [("lo", 0), ("lo", 1)]
+    cases = {"earliest": OffsetSpec.earliest(), "latest": OffsetSpec.latest(),
+             BASE_TS + 1000: OffsetSpec.for_timestamp(BASE_TS + 1000),
+             BASE_TS + 500: OffsetSpec.for_timestamp(BASE_TS + 500),
+             BASE_TS + 99_000: OffsetSpec.for_timestamp(BASE_TS + 99_000)}
+    confluent = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    for ours, theirs in cases.items():
+        got = admin.list_offsets({tp: ours for tp in tps})
+        futures = confluent.list_offsets({TopicPartition(t, p): theirs for t, p in tps})
+        for tp_obj, future in futures.items():
+            result = future.result(10)
+            assert got[(tp_obj.topic, tp_obj.partition)] == (result.offset, result.timestamp), (ours, tp_obj)
+    assert admin.list_offsets({("lo", 0): "latest"})[("lo", 0)][0] == 12
+    with pytest.raises(KafkaException):
+        admin.list_offsets({("lo", 0): "middle"})
+
+
+def test_delete_records(broker, admin):
+    admin.create_topics({"dr": (1, 1)})
+    produce_batch(broker.bootstrap_servers, "dr", 5, partition=0)
+    produce_batch(broker.bootstrap_servers, "dr", 5, partition=0)
+    assert admin.delete_records({("dr", 0): 5}) == {("dr", 0): 5}
+    assert broker.call(lambda: broker.server.state.topics["dr"].partitions[0].log.log_start_offset) == 5
+    assert admin.list_offsets({("dr", 0): "earliest"})[("dr", 0)][0] == 5
+    with pytest.raises(KafkaException) as info:
+        admin.delete_records({("dr", 0): 99})
+    assert info.value.code == ErrorCode.offset_out_of_range and "dr-0" in str(info.value)
+
+
+def test_async_admin(broker):
+    async def main():
+        async with AsyncAdmin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+            await admin.create_topics({"as": (1, 1)}, timeout=5.0)
+            produce_batch(broker.bootstrap_servers, "as", 3)
+            return await admin.describe_topics(["as"]), await admin.list_offsets({("as", 0): "latest"})
+
+    described, offsets = asyncio.run(main())
+    assert sorted(described["as"].partitions) == [0]
+    assert offsets[("as", 0)][0] == 3
+
+
+def test_configs(broker, admin):
+    admin.create_topics([NewTopic("cf", 1, 1, {"retention.ms": "1000"})])
+    assert admin.describe_configs("topic", "cf")["retention.ms"] == "1000"
+    admin.alter_configs("topic", "cf", set={"segment.bytes": "2000000"}, delete=["retention.ms"])
+    state = broker.call(lambda: dict(broker.server.state.topics["cf"].configs))
+    assert state.get("segment.bytes") == "2000000" and "retention.ms" not in state
+    described = admin.describe_configs("topic", "cf")
+    assert described["segment.bytes"] == "2000000" and described["retention.ms"] != "1000"
+
+    node = broker.call(lambda: broker.server.state.node_id)
+    assert "log.retention.hours" in admin.describe_configs("broker", str(node))
+
+    admin.alter_configs("group", "cg", set={"share.auto.offset.reset": "earliest"})
+    assert broker.call(lambda: broker.server.state.group_configs("cg"))["share.auto.offset.reset"] == "earliest"
+    assert admin.describe_configs("group", "cg")["share.auto.offset.reset"] == "earliest"
+
+    with pytest.raises(KafkaException) as info:
+        admin.describe_configs("topic", "missing-topic")
+    assert info.value.code == ErrorCode.unknown_topic_or_partition and "'missing-topic'" in str(info.value)
+    with pytest.raises(KafkaException) as info:
+        admin.alter_configs("topic", "cf", set={"no.such.config": "1"})
+    assert info.value.code == ErrorCode.invalid_config and "'cf'" in str(info.value)
+    with pytest.raises(KafkaException):
+        admin.describe_configs("cluster", "x")
+
+
+def _consume(member: ShareClient, topic_id, n: int) -> None:
+    got: list[int] = []
+
+    def step():
+        resp = member.fetch(max_wait_ms=100)
+        got.extend(o for o, _ in acquired_offsets(resp).get((topic_id, 0), ()))
+        return len(got) >= n
+
+    wait_until(step, 10, 0, message=f"{n} records acquired")
+    resp = member.acknowledge({(topic_id, 0): coalesce(got, ACCEPT)})
+    assert [p.error_code for t in resp.responses for p in t.partitions] == [ErrorCode.none]
+
+
+def test_share_groups(broker, admin):
+    bootstrap = broker.bootstrap_servers
+    ids = admin.create_topics({"sg": (1, 1), "other": (1, 1)})
+    admin.alter_configs("group", "g1", set={"share.auto.offset.reset": "earliest"})
+    produce(bootstrap, "sg", [b"m%d" % i for i in range(30)])
+    member = ShareClient(bootstrap, "g1")
+    member.join(["sg"])
+    try:
+        assert ("g1", "share", "Stable") in admin.list_groups()
+        assert admin.list_groups(types=["share"], states=["stable"]) == [("g1", "share", "Stable")]
+        assert admin.list_groups(types=["consumer"]) == []
+
+        desc = admin.describe_share_groups(["g1"])["g1"]
+        assert desc.state == "Stable" and desc.assignor
+        assert desc.group_epoch >= 1 and desc.assignment_epoch == desc.group_epoch
+        [m] = desc.members
+        assert m.member_id == member.member_id and m.subscribed_topics == ("sg",)
+        assert m.assignment == {"sg": (0,)} and m.client_id
+
+        assert admin.list_share_group_offsets("g1") == {("sg", 0): (-1, -1)}
+        _consume(member, ids["sg"], 30)
+        assert admin.list_share_group_offsets("g1") == {("sg", 0): (30, 0)}
+        produce(bootstrap, "sg", [b"n%d" % i for i in range(10)])
+        assert admin.list_share_group_offsets("g1", ["sg"]) == {("sg", 0): (30, 10)}
+
+        with pytest.raises(KafkaException) as info:
+            admin.alter_share_group_offsets("g1", {("sg", 0): 5})
+        assert info.value.code == ErrorCode.non_empty_group and "'g1'" in str(info.value)
+        assert admin.list_share_group_offsets("g1") == {("sg", 0): (30, 10)}
+        assert admin.delete_groups(["g1"])["g1"].code == ErrorCode.non_empty_group
+    finally:
+        member.leave()
+        member.close()
+    wait_until(lambda: admin.describe_share_groups(["g1"])["g1"].state == "Empty", 10)
+
+    admin.alter_share_group_offsets("g1", {("sg", 0): 5})
+    assert admin.list_share_group_offsets("g1")[("sg", 0)][0] == 5
+    admin.alter_share_group_offsets("g1", {("sg", 0): "earliest"})
+    assert admin.list_share_group_offsets("g1")[("sg", 0)][0] == 0
+    admin.alter_share_group_offsets("g1", {("sg", 0): "latest"})
+    assert admin.list_share_group_offsets("g1")[("sg", 0)] == (40, 0)
+    admin.alter_share_group_offsets("g1", {("sg", 0): ("timestamp", 0)})
+    assert admin.list_share_group_offsets("g1")[("sg", 0)][0] == 0
+    admin.alter_share_group_offsets("g1", {("sg", 0): ("timestamp", 2**62)})  # past every record: the log end
+    assert admin.list_share_group_offsets("g1")[("sg", 0)][0] == 40
+    with pytest.raises(KafkaException):
+        admin.alter_share_group_offsets("g1", {("sg", 0): "soon"})
+
+    admin.delete_share_group_offsets("g1", ["sg"])
+    assert ("sg", 0) not in admin.list_share_group_offsets("g1")
+    results = admin.delete_groups(["g1", "nope"])
+    assert results["g1"] is None
+    result = results["nope"]
+    assert result is not None and result.code == ErrorCode.group_id_not_found and "'nope'" in str(result)
+    assert "g1" not in [g.group_id for g in admin.list_groups()]
+    for call in (lambda: admin.describe_share_groups(["g1"]), lambda: admin.list_share_group_offsets("g1"),
+                 lambda: admin.delete_share_group_offsets("g1", ["sg"])):
+        with pytest.raises(KafkaException) as info:
+            call()
+        assert info.value.code == ErrorCode.group_id_not_found and "'g1'" in str(info.value)
+
+
+def test_group_call_finds_the_coordinator_again_after_not_coordinator(broker, monkeypatch):
+    """A NOT_COORDINATOR answer sends the request again to the coordinator found anew."""
+    from types import SimpleNamespace
+
+    from quafka.client import admin as admin_module
+
+    monkeypatch.setattr(admin_module, "RETRY_BACKOFF_S", 0.001)
+
+    async def main():
+        async with AsyncAdmin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+            real = admin._coordinator
+            lookups = []
+
+            class Stale:
+                async def call(self, api_key, values, **kw):
+                    stale = SimpleNamespace(group_id="x", error_code=ErrorCode.not_coordinator)
+                    return SimpleNamespace(results=[stale])
+
+            async def coordinator(group_id):
+                lookups.append(group_id)
+                return Stale() if len(lookups) == 1 else await real(group_id)
+
+            admin._coordinator = coordinator
+            result = await admin.delete_groups(["x"])
+            return lookups, result
+
+    lookups, result = asyncio.run(main())
+    assert lookups == ["x", "x"]
+    assert result["x"].code == ErrorCode.group_id_not_found

@@ -24,11 +24,10 @@ from uuid import UUID
 
 from quafka.protocol.errors import ErrorCode
 
-from ._cluster import Cluster
-from ._config import Key, parse_config
-from ._sync import LoopThread
+from ._base import AsyncClient, SyncClient
+from ._config import Key
 from ._transport import BrokerConnection
-from .errors import IllegalStateException, KafkaException, error_for_code
+from .errors import KafkaException, error_for_code
 
 __all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "ListedGroup", "NewTopic", "PartitionDescription",
            "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
@@ -137,23 +136,11 @@ def _offset_spec(spec: Any, where: str) -> int:
     raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
 
 
-class AsyncAdmin:
+class AsyncAdmin(AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.config = parse_config(config, ADMIN_CONFIG, "Admin")
-        self._cluster: Cluster | None = None
-        self._closed = False
-
-    async def _get_cluster(self) -> Cluster:
-        if self._closed:
-            raise IllegalStateException("the Admin is closed")
-        if self._cluster is None:
-            cluster = Cluster(self.config["bootstrap.servers"], self.config["client.id"],
-                              self.config["request.timeout.ms"] / 1000)
-            await cluster.bootstrap()
-            self._cluster = cluster
-        return self._cluster
+    CONFIG = ADMIN_CONFIG
+    NAME = "Admin"
 
     async def _controller(self) -> BrokerConnection:
         cluster = await self._get_cluster()
@@ -467,32 +454,11 @@ class AsyncAdmin:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def close(self) -> None:
-        self._closed = True
-        if self._cluster is not None:
-            await self._cluster.close()
-            self._cluster = None
 
-    async def __aenter__(self) -> "AsyncAdmin":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-class Admin:
+class Admin(SyncClient):
     """The blocking admin client: the same methods as AsyncAdmin. Use ``with``."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self._async = AsyncAdmin(config)  # validates the config before a thread starts
-        self.config = self._async.config
-        self._loop = LoopThread("quafka-admin")
-
-    def _run(self, coro: Any) -> Any:
-        if self._loop.closed:
-            coro.close()
-            raise IllegalStateException("the Admin is closed")
-        return self._loop.run(coro)
+    ASYNC = AsyncAdmin
 
     def create_topics(self, topics: Any, timeout: float | None = None) -> dict[str, UUID | None]:
         return self._run(self._async.create_topics(topics, timeout))
@@ -540,14 +506,3 @@ class Admin:
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaException | None]:
         return self._run(self._async.delete_groups(group_ids))
-
-    def close(self) -> None:
-        if not self._loop.closed:
-            self._loop.run(self._async.close())
-            self._loop.close()
-
-    def __enter__(self) -> "Admin":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

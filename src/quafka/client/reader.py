@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from quafka.protocol.errors import ErrorCode
 
-from ._cluster import Cluster
-from ._config import Key, parse_config
-from ._sync import LoopThread
-from .errors import IllegalStateException, KafkaException, error_for_code
+from ._base import AsyncClient, SyncClient
+from ._config import Key
+from .errors import KafkaException, error_for_code
 from .records import Record, decode_batches
 
 __all__ = ["AsyncPartitionReader", "PartitionReader", "READER_CONFIG"]
@@ -70,23 +69,11 @@ def fetch_values(topic: str, topic_id: Any, partition: int, offset: int, *, max_
     }
 
 
-class AsyncPartitionReader:
+class AsyncPartitionReader(AsyncClient):
     """Reads partitions by offset with Fetch; see the module docstring. Use ``async with``."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.config = parse_config(config, READER_CONFIG, "PartitionReader")
-        self._cluster: Cluster | None = None
-        self._closed = False
-
-    async def _get_cluster(self) -> Cluster:
-        if self._closed:
-            raise IllegalStateException("the PartitionReader is closed")
-        if self._cluster is None:
-            cluster = Cluster(self.config["bootstrap.servers"], self.config["client.id"],
-                              self.config["request.timeout.ms"] / 1000)
-            await cluster.bootstrap()
-            self._cluster = cluster
-        return self._cluster
+    CONFIG = READER_CONFIG
+    NAME = "PartitionReader"
 
     async def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
                    max_bytes: int | None = None) -> AsyncIterator[Record]:
@@ -142,40 +129,12 @@ class AsyncPartitionReader:
                                      f"asked for; raise max.partition.fetch.bytes or max_bytes",
                                      ErrorCode.record_list_too_large)
 
-    async def close(self) -> None:
-        self._closed = True
-        if self._cluster is not None:
-            await self._cluster.close()
-            self._cluster = None
 
-    async def __aenter__(self) -> "AsyncPartitionReader":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-class PartitionReader:
+class PartitionReader(SyncClient):
     """The blocking PartitionReader: ``for record in reader.read(...)``. Use ``with``."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self._async = AsyncPartitionReader(config)  # validates the config before a thread starts
-        self.config = self._async.config
-        self._loop = LoopThread("quafka-partition-reader")
+    ASYNC = AsyncPartitionReader
 
     def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
              max_bytes: int | None = None) -> Iterator[Record]:
-        if self._loop.closed:
-            raise IllegalStateException("the PartitionReader is closed")
-        return self._loop.iterate(self._async.read(topic, partition, start_offset, end_offset, max_bytes))
-
-    def close(self) -> None:
-        if not self._loop.closed:
-            self._loop.run(self._async.close())
-            self._loop.close()
-
-    def __enter__(self) -> "PartitionReader":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return self._iterate(self._async.read(topic, partition, start_offset, end_offset, max_bytes))

@@ -2,12 +2,14 @@
 (``_transport``, ``_cluster``), with blocking classes that drive the asyncio ones from a private
 event loop thread (``_sync``). Imports nothing from quafka but ``quafka.protocol``.
 
-Public so far: Admin / AsyncAdmin (topic, offset, config and group administration),
-PartitionReader / AsyncPartitionReader (Fetch by offset, no group), Record, the errors, and
-``share_state`` (the share-state record codecs).
+Public: ShareConsumer / AsyncShareConsumer (share groups, KIP-932, as Kafka 4.2+), Admin /
+AsyncAdmin (topic, offset, config and group administration), PartitionReader /
+AsyncPartitionReader (Fetch by offset, no group), Record, TopicPartition, AcknowledgeType, the
+errors, and ``share_state`` (the share-state record codecs). See docs/client.md.
 """
 
 from . import share_state
+from ._share_acks import AcknowledgeType
 from .admin import (
     Admin,
     AsyncAdmin,
@@ -26,14 +28,18 @@ from .errors import (
     KafkaException,
     KafkaTimeoutError,
     RecordDeserializationException,
+    WakeupException,
 )
 from .reader import AsyncPartitionReader, PartitionReader
-from .records import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Record
+from .records import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Record, TopicPartition
+from .share_consumer import AsyncShareConsumer, ShareConsumer
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "AsyncAdmin",
     "AsyncPartitionReader",
+    "AsyncShareConsumer",
     "ConfigException",
     "CorruptRecordException",
     "IllegalStateException",
@@ -47,9 +53,12 @@ __all__ = [
     "Record",
     "RecordDeserializationException",
     "ShareGroupDescription",
+    "ShareConsumer",
     "ShareMemberDescription",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TopicDescription",
+    "TopicPartition",
+    "WakeupException",
     "share_state",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "KafkaException",
     "KafkaTimeoutError",
     "RecordDeserializationException",
+    "WakeupException",
     "error_for_code",
 ]
 
@@ -58,6 +59,10 @@ class KafkaTimeoutError(KafkaException):
 
 class IllegalStateException(KafkaException):
     """A call that the object's current state does not allow (e.g. use after close)."""
+
+
+class WakeupException(KafkaException):
+    """``wakeup()`` was called from another thread while (or before) a blocking call ran."""
 
 
 class RecordDeserializationException(KafkaException):

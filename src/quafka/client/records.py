@@ -9,32 +9,42 @@ broker cuts at the byte limit); the partial batch is left for the next fetch. Co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from quafka.protocol import record_batch as rb
 
 from .errors import CorruptRecordException
 
-__all__ = ["Record", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "decode_batches"]
+__all__ = ["Record", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "TopicPartition", "decode_batches"]
 
 #: Record.timestamp_type values, as Kafka's TimestampType (bit 3 of the batch attributes).
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
 
 
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One record of a partition. ``timestamp`` is epoch milliseconds; ``headers`` keeps the
-    order and duplicates of the wire; ``leader_epoch`` is the batch's partition leader epoch."""
+    order and duplicates of the wire; ``leader_epoch`` is the batch's partition leader epoch.
+    ``delivery_count`` is set on records a share consumer delivers (1 on first delivery) and None
+    on records read by offset. ``key`` and ``value`` are bytes unless a share consumer's
+    deserializers turned them into other objects."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: int
-    key: bytes | None
-    value: bytes | None
+    key: Any
+    value: Any
     headers: list[tuple[str, bytes | None]]
     leader_epoch: int
+    delivery_count: int | None = None
 
 
 def decode_batches(topic: str, partition: int, data: bytes | memoryview | None, *, check_crcs: bool,

@@ -1,0 +1,193 @@
+"""The share consumer's acknowledgement book (sans-I/O).
+
+A record a poll returned is *delivered*: it stays in the book until the application's
+acknowledgement for it is sent. The book answers the questions of Kafka's acknowledgement rules:
+
+- implicit mode: ``accept_delivered()`` turns every delivered record without an acknowledgement
+  into ACCEPT (the next poll or commit does this); ``acknowledge`` is refused;
+- explicit mode: ``unacknowledged()`` lists delivered records without an acknowledgement (the next
+  poll refuses to run while there are any); ``acknowledge`` records a type for a delivered record;
+- a record whose deserialization failed is *failed*: the application may acknowledge it by
+  topic, partition and offset; otherwise it is RELEASEd with the next poll or commit;
+- acknowledgements the consumer makes on its own (GAP for offsets without a record, REJECT for a
+  corrupt batch, RELEASE for buffered records of a revoked partition) go straight to *pending*.
+
+``take_pending(partitions)`` hands the pending acknowledgements of some partitions to the sender and
+forgets delivered records acknowledged other than RENEW; a RENEWed record stays delivered, and is
+returned again by the next poll once the broker confirms the renewal (``on_renewed``).
+``ack_batches`` turns offset → type into the wire's AcknowledgementBatches.
+
+Not thread-safe by itself: the consumer guards it with one lock, since a second thread may
+acknowledge (the documented RENEW-from-a-background-thread extension).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from .errors import IllegalStateException
+from .records import Record, TopicPartition
+
+__all__ = ["GAP", "AcknowledgeType", "Acknowledgements", "ack_batches"]
+
+#: Acknowledge type 0 on the wire: no record at this offset (a control record or a compacted gap).
+GAP = 0
+
+
+class AcknowledgeType(IntEnum):
+    """How a record is acknowledged (Kafka's AcknowledgeType; wire values 1-4)."""
+
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+def ack_batches(acks: dict[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """offset → type as [(first_offset, last_offset, types)]: consecutive offsets form one batch,
+    and a batch whose offsets share a type sends that type once (else one type per offset)."""
+    out: list[tuple[int, int, tuple[int, ...]]] = []
+    offsets = sorted(acks)
+    i, n = 0, len(offsets)
+    while i < n:
+        j = i
+        while j + 1 < n and offsets[j + 1] == offsets[j] + 1:
+            j += 1
+        types = [acks[o] for o in offsets[i : j + 1]]
+        if all(t == types[0] for t in types):
+            out.append((offsets[i], offsets[j], (types[0],)))
+        else:
+            out.append((offsets[i], offsets[j], tuple(types)))
+        i = j + 1
+    return out
+
+
+class Acknowledgements:
+    """Delivered, failed and pending acknowledgements of one share consumer."""
+
+    def __init__(self, explicit: bool) -> None:
+        self.explicit = explicit
+        self.delivered: dict[TopicPartition, dict[int, Record]] = {}
+        self.acked: dict[TopicPartition, dict[int, int]] = {}  # app's types for delivered records, unsent
+        self.failed: dict[TopicPartition, dict[int, int]] = {}  # failed deserialization → type (default RELEASE)
+        self.pending: dict[TopicPartition, dict[int, int]] = {}  # ready to send
+        self.renewed: list[Record] = []  # renewal confirmed: the next poll returns them again
+
+    # ------------------------------------------------------------------ the application's side
+
+    def on_delivered(self, records: list[Record]) -> None:
+        for record in records:
+            self.delivered.setdefault(TopicPartition(record.topic, record.partition), {})[record.offset] = record
+
+    def on_failed(self, tp: TopicPartition, offset: int) -> None:
+        self.failed.setdefault(tp, {})[offset] = AcknowledgeType.RELEASE
+
+    def acknowledge(self, tp: TopicPartition, offset: int, ack_type: int, *, by_record: bool) -> None:
+        ack_type = AcknowledgeType(ack_type)
+        failed = self.failed.get(tp)
+        if failed is not None and offset in failed and not by_record:
+            if ack_type == AcknowledgeType.RENEW:
+                raise IllegalStateException(f"{tp.topic}-{tp.partition} offset {offset} failed deserialization "
+                                            f"and cannot be renewed; acknowledge it ACCEPT, RELEASE or REJECT")
+            failed[offset] = ack_type
+            return
+        if not self.explicit:
+            raise IllegalStateException("acknowledge() needs share.acknowledgement.mode=explicit; in implicit mode "
+                                        "the next poll() or commit accepts the delivered records")
+        delivered = self.delivered.get(tp)
+        if delivered is None or offset not in delivered:
+            raise IllegalStateException(f"{tp.topic}-{tp.partition} offset {offset} is not a record delivered to the "
+                                        f"application and still unacknowledged (already committed, or never "
+                                        f"returned by poll())")
+        self.acked.setdefault(tp, {})[offset] = ack_type
+        if ack_type != AcknowledgeType.RENEW:
+            self.renewed = [r for r in self.renewed if not (r.offset == offset and r.topic == tp.topic
+                                                            and r.partition == tp.partition)]
+
+    def unacknowledged(self) -> list[tuple[TopicPartition, int]]:
+        """Delivered records the application has not acknowledged (explicit mode's poll check)."""
+        out = []
+        for tp, records in self.delivered.items():
+            acked = self.acked.get(tp, {})
+            out.extend((tp, offset) for offset in records if offset not in acked)
+        return out
+
+    # ------------------------------------------------------------------ the consumer's side
+
+    def accept_delivered(self) -> None:
+        """Implicit mode: every delivered record without an acknowledgement is ACCEPTed."""
+        for tp, records in self.delivered.items():
+            acked = self.acked.setdefault(tp, {})
+            for offset in records:
+                acked.setdefault(offset, AcknowledgeType.ACCEPT)
+
+    def settle_failed(self) -> None:
+        """Failed records get their acknowledgement (the application's, else RELEASE)."""
+        for tp, failed in self.failed.items():
+            self.pending.setdefault(tp, {}).update(failed)
+        self.failed.clear()
+
+    def add_pending(self, tp: TopicPartition, acks: dict[int, int]) -> None:
+        if acks:
+            self.pending.setdefault(tp, {}).update(acks)
+
+    def _move_acked(self) -> None:
+        for tp, acked in self.acked.items():
+            if acked:
+                self.pending.setdefault(tp, {}).update(acked)
+                delivered = self.delivered.get(tp, {})
+                for offset, ack_type in acked.items():
+                    if ack_type != AcknowledgeType.RENEW:
+                        delivered.pop(offset, None)
+                if not delivered:
+                    self.delivered.pop(tp, None)
+        self.acked.clear()
+
+    def has_pending(self, renew_only: bool = False) -> bool:
+        self._move_acked()
+        if renew_only:
+            return any(t == AcknowledgeType.RENEW for acks in self.pending.values() for t in acks.values())
+        return any(self.pending.values())
+
+    def take_pending(self, partitions: set[TopicPartition] | None = None) -> dict[TopicPartition, dict[int, int]]:
+        """The pending acknowledgements of ``partitions`` (None: all), removed from the book."""
+        self._move_acked()
+        out: dict[TopicPartition, dict[int, int]] = {}
+        for tp in list(self.pending):
+            if partitions is None or tp in partitions:
+                acks = self.pending.pop(tp)
+                if acks:
+                    out[tp] = acks
+        return out
+
+    def on_renewed(self, tp: TopicPartition, offsets: set[int]) -> None:
+        """The broker confirmed these renewals: the records come back with the next poll (unless
+        the application acknowledged them since)."""
+        delivered = self.delivered.get(tp, {})
+        acked = self.acked.get(tp, {})
+        for offset in sorted(offsets):
+            record = delivered.get(offset)
+            if record is not None and offset not in acked:
+                self.renewed.append(record)
+
+    def on_renew_failed(self, tp: TopicPartition, offsets: set[int]) -> None:
+        """The renewal failed (lock expired, renewal disabled): the records are no longer the
+        application's to acknowledge."""
+        delivered = self.delivered.get(tp, {})
+        acked = self.acked.get(tp, {})
+        for offset in offsets:
+            if offset not in acked:
+                delivered.pop(offset, None)
+        if not delivered:
+            self.delivered.pop(tp, None)
+
+    def take_renewed(self) -> list[Record]:
+        out, self.renewed = self.renewed, []
+        return out
+
+    def drop_partitions(self, partitions: set[TopicPartition]) -> None:
+        """Forget delivered records of partitions whose acknowledgements can no longer be sent."""
+        for tp in partitions:
+            self.delivered.pop(tp, None)
+            self.acked.pop(tp, None)
+        self.renewed = [r for r in self.renewed if TopicPartition(r.topic, r.partition) not in partitions]

@@ -1,0 +1,189 @@
+"""Turning one partition of a ShareFetch response into what the share consumer hands out (sans-I/O).
+
+A ShareFetch partition carries whole record batches and the ranges of offsets the broker acquired
+for this member (``AcquiredRecords``: first, last, delivery count). The batches may hold records
+outside those ranges (another member has them, or they are already acknowledged); those are
+dropped. Every acquired offset ends in exactly one of:
+
+- a Record with its ``delivery_count`` (in increasing offset order);
+- GAP, when the batch covering it has no record there (a control batch, or compaction);
+- REJECT, when the batch covering it fails its CRC check or does not decode — and a
+  CorruptRecordException takes the batch's place in the sequence the application sees;
+- RELEASE, when no batch of the response covers it at all (the broker cut the response short),
+  so that it is delivered again rather than lost.
+
+``ShareFetchBuffer`` keeps decoded partitions in arrival order; ``take`` hands out records up to a
+limit, stopping before an error item that is not first (the error is raised by the poll after).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from typing import NamedTuple
+
+from quafka.protocol import record_batch as rb
+
+from ._share_acks import GAP, AcknowledgeType
+from .errors import CorruptRecordException, KafkaException
+from .records import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Record, TopicPartition
+
+__all__ = ["DecodedPartition", "ShareFetchBuffer", "decode_acquired"]
+
+
+class DecodedPartition(NamedTuple):
+    tp: TopicPartition
+    items: list  # Record or KafkaException, in offset order
+    acks: dict[int, int]  # acknowledgements the consumer makes on its own (GAP, REJECT, RELEASE)
+    bytes_count: int
+
+
+def _acquired_ranges(acquired) -> tuple[list[int], list[int], list[int]]:
+    ranges = sorted((a.first_offset, a.last_offset, a.delivery_count) for a in acquired)
+    return [r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges]
+
+
+def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquired, *, check_crcs: bool) -> DecodedPartition:
+    """Split the acquired offsets of one ShareFetch partition into records, GAPs, REJECTs and
+    RELEASEs (see the module docstring)."""
+    firsts, lasts, counts = _acquired_ranges(acquired)
+    items: list = []
+    acks: dict[int, int] = {}
+    covered: list[tuple[int, int]] = []
+    if not firsts:
+        return DecodedPartition(tp, items, acks, len(data or b""))
+
+    def count_of(offset: int) -> int | None:
+        i = bisect.bisect_right(firsts, offset) - 1
+        return counts[i] if i >= 0 and offset <= lasts[i] else None
+
+    def acquired_in(first: int, last: int):
+        i = max(bisect.bisect_right(firsts, first) - 1, 0)
+        while i < len(firsts) and firsts[i] <= last:
+            lo, hi = max(firsts[i], first), min(lasts[i], last)
+            if lo <= hi:
+                yield from range(lo, hi + 1)
+            i += 1
+
+    low, high = firsts[0], max(lasts)
+    if data:
+        for pos, header in rb.iter_headers(data):
+            first, last = header.base_offset, header.last_offset
+            if last < low or first > high:
+                continue
+            covered.append((first, last))
+            where = f"{tp.topic}-{tp.partition} batch at offsets {first}..{last}"
+            if header.magic != 2 or (check_crcs and not rb.batch_crc_ok(data, pos, header)):
+                reason = (f"has magic {header.magic}; only magic 2 is readable" if header.magic != 2
+                          else "failed its CRC32C check (check.crcs)")
+                _reject(items, acks, acquired_in(first, last), CorruptRecordException(f"{where} {reason}; "
+                        f"its acquired records were rejected"))
+                continue
+            if header.is_control:
+                acks.update((o, GAP) for o in acquired_in(first, last))
+                continue
+            timestamp_type = TIMESTAMP_LOG_APPEND_TIME if header.attributes & rb.TIMESTAMP_TYPE_MASK else TIMESTAMP_CREATE_TIME
+            try:
+                decoded = list(rb.iter_records(memoryview(data)[pos : pos + header.size_bytes]))
+            except Exception as exc:  # a codec or varint error inside the batch
+                codec = rb.COMPRESSION_NAMES.get(header.compression, header.compression)
+                _reject(items, acks, acquired_in(first, last), CorruptRecordException(
+                    f"{where} does not decode ({codec}): {type(exc).__name__}: {exc}; its acquired records were rejected"))
+                continue
+            seen = set()
+            epoch = header.partition_leader_epoch
+            for r in decoded:
+                count = count_of(r.offset)
+                if count is not None:
+                    seen.add(r.offset)
+                    items.append(Record(tp.topic, tp.partition, r.offset, r.timestamp, timestamp_type, r.key, r.value,
+                                        list(r.headers), epoch, count))
+            for offset in acquired_in(first, last):
+                if offset not in seen:
+                    acks[offset] = GAP
+    # acquired offsets that no batch covered: released so that they come back
+    covered.sort()
+    for first, last, _count in zip(firsts, lasts, counts):
+        offset = first
+        for c_first, c_last in covered:
+            if c_last < offset or c_first > last:
+                continue
+            if c_first > offset:
+                acks.update((o, AcknowledgeType.RELEASE) for o in range(offset, c_first))
+            offset = max(offset, c_last + 1)
+        if offset <= last:
+            acks.update((o, AcknowledgeType.RELEASE) for o in range(offset, last + 1))
+    return DecodedPartition(tp, items, acks, len(data or b""))
+
+
+def _reject(items: list, acks: dict[int, int], offsets, error: KafkaException) -> None:
+    rejected = list(offsets)
+    if rejected:
+        acks.update((o, AcknowledgeType.REJECT) for o in rejected)
+        items.append(error)
+
+
+class ShareFetchBuffer:
+    """Decoded partitions waiting for ``poll``, in arrival order."""
+
+    def __init__(self) -> None:
+        self._parts: deque[list] = deque()  # [tp, items, index]
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def add(self, decoded: DecodedPartition) -> None:
+        if decoded.items:
+            self._parts.append([decoded.tp, decoded.items, 0])
+
+    def take(self, max_records: int | None) -> tuple[list[Record], KafkaException | None]:
+        """Up to ``max_records`` records (None: all buffered), or — when an error item comes
+        first — no records and that error."""
+        out: list[Record] = []
+        while self._parts and (max_records is None or len(out) < max_records):
+            part = self._parts[0]
+            tp, items, index = part
+            while index < len(items) and (max_records is None or len(out) < max_records):
+                item = items[index]
+                if isinstance(item, KafkaException):
+                    if out:
+                        part[2] = index
+                        return out, None
+                    part[2] = index + 1
+                    if part[2] >= len(items):
+                        self._parts.popleft()
+                    return [], item
+                out.append(item)
+                index += 1
+            part[2] = index
+            if index >= len(items):
+                self._parts.popleft()
+        return out, None
+
+    def push_front(self, records: list[Record]) -> None:
+        """Put records that were taken but not handed out back in front, in their order."""
+        runs: list[list] = []
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            if runs and runs[-1][0] == tp:
+                runs[-1][1].append(record)
+            else:
+                runs.append([tp, [record], 0])
+        for run in reversed(runs):
+            self._parts.appendleft(run)
+
+    def drop(self, partitions: set[TopicPartition]) -> dict[TopicPartition, list[int]]:
+        """Remove the buffered records of ``partitions``; returns their offsets (to be released)."""
+        dropped: dict[TopicPartition, list[int]] = {}
+        kept: deque[list] = deque()
+        for part in self._parts:
+            tp, items, index = part
+            if tp in partitions:
+                dropped.setdefault(tp, []).extend(i.offset for i in items[index:] if isinstance(i, Record))
+            else:
+                kept.append(part)
+        self._parts = kept
+        return dropped
+
+    def partitions(self) -> set[TopicPartition]:
+        return {part[0] for part in self._parts}

@@ -1,0 +1,1009 @@
+"""ShareConsumer / AsyncShareConsumer: consume a share group as Kafka 4.2+'s KafkaShareConsumer does.
+
+``AsyncShareConsumer`` is the asyncio consumer; ``ShareConsumer`` drives the same object from a
+private event loop thread. The protocol decisions live in sans-I/O modules: membership and
+heartbeats (``_share_membership``), share sessions per leader (``_share_session``), the
+acknowledgement book (``_share_acks``), decoding of acquired records (``_share_fetch``); this module
+sends what they ask for and feeds back the answers.
+
+Background work on the event loop: a heartbeat task (joins, keeps the membership, rejoins after
+fencing, finds the coordinator again after NOT_COORDINATOR) and one ShareFetch at a time per leader
+node. Records are fetched when ``poll`` finds the buffer empty; acknowledgements ride on the next
+ShareFetch to the partition's leader, or go in a ShareAcknowledge when no fetch is due (commits).
+Every acknowledgement's outcome reaches the acknowledgement commit callback, which runs on the
+application's thread inside a later ``poll``, ``commit_sync``, ``commit_async`` or ``close``.
+
+quafka extension (documented in docs/client.md): ``acknowledge`` and the commit calls may be made
+from a second thread while the owning thread is outside a consumer call; the calls are serialised
+by an internal lock. This lets a background thread RENEW the locks of records under long
+processing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from quafka.protocol.errors import ErrorCode
+
+from ._base import AsyncClient, SyncClient
+from ._cluster import BrokerInfo
+from ._config import Key
+from ._metrics import Sensor
+from ._share_acks import AcknowledgeType, Acknowledgements, ack_batches
+from ._share_fetch import ShareFetchBuffer, decode_acquired
+from ._share_membership import COORDINATOR_ERRORS, MemberState, ShareMembership
+from ._share_session import ShareSession
+from .errors import (
+    ConfigException,
+    IllegalStateException,
+    KafkaConnectionError,
+    KafkaException,
+    RecordDeserializationException,
+    WakeupException,
+    error_for_code,
+)
+from .records import Record, TopicPartition
+
+__all__ = ["AcknowledgeType", "AsyncShareConsumer", "SHARE_CONSUMER_CONFIG", "ShareConsumer"]
+
+SHARE_GROUP_HEARTBEAT_KEY = 76
+SHARE_FETCH_KEY = 78
+SHARE_ACKNOWLEDGE_KEY = 79
+ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
+LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+METADATA_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
+                             ErrorCode.leader_not_available})
+
+SHARE_CONSUMER_CONFIG: dict[str, Key] = {
+    "bootstrap.servers": Key.required(str),
+    "group.id": Key.required(str),
+    "client.id": Key(str, "quafka-share-consumer"),
+    "client.rack": Key(str, ""),
+    "share.acknowledgement.mode": Key(str, "implicit"),
+    "share.acquire.mode": Key(str, "batch_optimized"),
+    "max.poll.records": Key(int, 500, 1),
+    "fetch.min.bytes": Key(int, 1, 0),
+    "fetch.max.wait.ms": Key(int, 500, 0),
+    "fetch.max.bytes": Key(int, 52428800, 0),
+    "max.partition.fetch.bytes": Key(int, 1048576, 1),
+    "request.timeout.ms": Key(int, 30000, 1),
+    "default.api.timeout.ms": Key(int, 60000, 1),
+    "retry.backoff.ms": Key(int, 100, 0),
+    "retry.backoff.max.ms": Key(int, 1000, 0),
+    "metadata.max.age.ms": Key(int, 300000, 0),
+    "check.crcs": Key(bool, True),
+}
+
+#: Consumer configs that Kafka refuses for a share consumer, and why.
+REJECTED_CONFIGS = {
+    "auto.offset.reset": "set the group config share.auto.offset.reset instead",
+    "enable.auto.commit": "acknowledgements replace offset commits",
+    "group.instance.id": "share groups have no static membership",
+    "isolation.level": "set the group config share.isolation.level instead",
+    "partition.assignment.strategy": "the share group's coordinator assigns partitions",
+    "interceptor.classes": "share consumers take no interceptors",
+    "session.timeout.ms": "set the group config share.session.timeout.ms instead",
+    "heartbeat.interval.ms": "set the group config share.heartbeat.interval.ms instead",
+    "group.protocol": "a share consumer always uses the share group protocol",
+    "group.remote.assignor": "the share group's coordinator assigns partitions",
+}
+_CONSTRUCTOR_ONLY = {"key.deserializer": "key_deserializer", "value.deserializer": "value_deserializer"}
+
+Deserializer = Callable[[bytes | None], Any]
+CommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaException | None], None]
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class _Node:
+    """One leader node: its share session, and the lock that keeps one request in flight."""
+
+    def __init__(self, node_id: int) -> None:
+        self.session = ShareSession(node_id)
+        self.lock = asyncio.Lock()
+        self.fetching = False
+
+
+class AsyncShareConsumer(AsyncClient):
+    """A share-group consumer on asyncio; see the module docstring. Use ``async with``."""
+
+    CONFIG = SHARE_CONSUMER_CONFIG
+    NAME = "ShareConsumer"
+
+    def __init__(self, config: Mapping[str, Any], key_deserializer: Deserializer | None = None,
+                 value_deserializer: Deserializer | None = None) -> None:
+        for name in config:
+            if name in REJECTED_CONFIGS:
+                raise ConfigException(name, f"{name} is not supported by a share consumer: {REJECTED_CONFIGS[name]}")
+            if name in _CONSTRUCTOR_ONLY:
+                raise ConfigException(name, f"{name} is not a configuration key here: pass a callable as "
+                                            f"{_CONSTRUCTOR_ONLY[name]}= to the constructor")
+        super().__init__(config)
+        mode = self.config["share.acknowledgement.mode"].lower()
+        if mode not in ("implicit", "explicit"):
+            raise ConfigException("share.acknowledgement.mode", f"share.acknowledgement.mode={mode!r} is not one of "
+                                                                "implicit, explicit")
+        acquire = self.config["share.acquire.mode"].lower()
+        if acquire not in ACQUIRE_MODES:
+            raise ConfigException("share.acquire.mode", f"share.acquire.mode={acquire!r} is not one of "
+                                                        f"{', '.join(ACQUIRE_MODES)}")
+        self.config["share.acknowledgement.mode"], self.config["share.acquire.mode"] = mode, acquire
+        self.explicit = mode == "explicit"
+        self.record_limit = acquire == "record_limit"
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self.member_id = str(uuid.uuid4())
+        self._membership = ShareMembership(self.config["group.id"], self.member_id, self.config["client.rack"],
+                                           self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"])
+        self._acks = Acknowledgements(self.explicit)
+        self._ack_lock = threading.Lock()
+        self._buffer = ShareFetchBuffer()
+        self._nodes: dict[int, _Node] = {}
+        self._assigned: dict[TopicPartition, tuple[uuid.UUID, int]] = {}
+        self._leader_hints: dict[TopicPartition, tuple[int, int]] = {}  # tp → (leader id, leader epoch)
+        self._coordinator_id: int | None = None
+        self._fatal: KafkaException | None = None
+        self._completions: deque[tuple[dict[TopicPartition, set[int]], KafkaException | None]] = deque()
+        self._callback: CommitCallback | None = None
+        self._lock_timeout_ms: int | None = None
+        self._call_lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None  # data arrived, wakeup, fatal error
+        self._heartbeat_wake: asyncio.Event | None = None
+        self._heartbeat_task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._wakeup = False
+        self._rotation = 0
+        self._metadata_ms = 0
+        self._metadata_stale = False
+        self._sensors = {name: Sensor() for name in (
+            "poll-interval", "poll-idle", "heartbeat", "fetch-size", "fetch-records", "fetch-latency",
+            "ack-send", "ack-error", "rebalance")}
+        self._last_poll_ms: int | None = None
+        self._last_heartbeat_ms: int | None = None
+        self._poll_ended_ms: int | None = None
+        self._bytes_consumed = 0
+        self._records_consumed = 0
+
+    # ------------------------------------------------------------------ plain methods
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Subscribe to ``topics`` (replacing the subscription); an empty list unsubscribes."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        for topic in topics:
+            if not isinstance(topic, str) or not topic.strip():
+                raise ValueError(f"topic names must be non-empty strings, got {topic!r}")
+        self._check_usable()
+        if not topics:
+            self.unsubscribe()
+            return
+        self._membership.subscribe(frozenset(topics), _now_ms())
+        self._wake_heartbeat()
+
+    def unsubscribe(self) -> None:
+        """Leave the group (the next heartbeat says so) and drop the assignment."""
+        self._check_usable()
+        self._membership.unsubscribe(_now_ms())
+        self._set_assignment({})
+        self._wake_heartbeat()
+
+    def subscription(self) -> set[str]:
+        return set(self._membership.subscription)
+
+    def acknowledge(self, record_or_topic: Record | str, type_or_partition: Any = AcknowledgeType.ACCEPT,
+                    offset: int | None = None, ack_type: int | None = None) -> None:
+        """``acknowledge(record, type=ACCEPT)`` or ``acknowledge(topic, partition, offset, type)``."""
+        if self._closed:
+            raise IllegalStateException("the ShareConsumer is closed")
+        if isinstance(record_or_topic, Record):
+            tp = TopicPartition(record_or_topic.topic, record_or_topic.partition)
+            offset, kind, by_record = record_or_topic.offset, type_or_partition, True
+        else:
+            if offset is None or ack_type is None:
+                raise TypeError("acknowledge(topic, partition, offset, type) needs all four arguments")
+            tp, kind, by_record = TopicPartition(record_or_topic, int(type_or_partition)), ack_type, False
+        try:
+            kind = AcknowledgeType(kind)
+        except ValueError:
+            raise ValueError(f"acknowledge type {kind!r} is not one of ACCEPT, RELEASE, REJECT, RENEW") from None
+        with self._ack_lock:
+            self._acks.acknowledge(tp, offset, kind, by_record=by_record)
+
+    def set_acknowledgement_commit_callback(self, callback: CommitCallback | None) -> None:
+        """``callback(offsets: {TopicPartition: {offset}}, exception or None)`` per partition result."""
+        self._callback = callback
+
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The record lock duration the broker last reported (None before the first fetch)."""
+        return self._lock_timeout_ms
+
+    def wakeup(self) -> None:
+        """Make a blocking ``poll`` (or the next one) raise WakeupException. Any thread."""
+        self._wakeup = True
+        loop, event = self._loop, self._event
+        if loop is not None and event is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:
+                pass
+
+    def metrics(self) -> dict[str, float]:
+        """Kafka's consumer-share metrics by name (consumer-share-metrics, -coordinator-metrics,
+        -fetch-manager-metrics)."""
+        now = _now_ms()
+        s = self._sensors
+        poll_interval, poll_idle, hb = s["poll-interval"], s["poll-idle"], s["heartbeat"]
+        return {
+            "last-poll-seconds-ago": (now - self._last_poll_ms) / 1000 if self._last_poll_ms is not None else -1.0,
+            "time-between-poll-avg": poll_interval.avg(now),
+            "time-between-poll-max": poll_interval.max(now),
+            "poll-idle-ratio-avg": poll_idle.avg(now),
+            "heartbeat-response-time-max": hb.max(now),
+            "heartbeat-rate": hb.rate(now),
+            "heartbeat-total": float(hb.count),
+            "last-heartbeat-seconds-ago": ((now - self._last_heartbeat_ms) / 1000
+                                           if self._last_heartbeat_ms is not None else -1.0),
+            "rebalance-total": float(s["rebalance"].count),
+            "rebalance-rate-per-hour": s["rebalance"].rate(now) * 3600,
+            "fetch-size-avg": s["fetch-size"].avg(now),
+            "fetch-size-max": s["fetch-size"].max(now),
+            "records-per-request-avg": s["fetch-records"].avg(now),
+            "records-per-request-max": s["fetch-records"].max(now),
+            "fetch-latency-avg": s["fetch-latency"].avg(now),
+            "fetch-latency-max": s["fetch-latency"].max(now),
+            "fetch-rate": s["fetch-latency"].rate(now),
+            "fetch-total": float(s["fetch-latency"].count),
+            "bytes-consumed-rate": s["fetch-size"].value_rate(now),
+            "bytes-consumed-total": float(self._bytes_consumed),
+            "records-consumed-rate": s["fetch-records"].value_rate(now),
+            "records-consumed-total": float(self._records_consumed),
+            "acknowledgements-send-rate": s["ack-send"].value_rate(now),
+            "acknowledgements-send-total": s["ack-send"].total,
+            "acknowledgements-error-rate": s["ack-error"].value_rate(now),
+            "acknowledgements-error-total": s["ack-error"].total,
+        }
+
+    # ------------------------------------------------------------------ async methods
+
+    async def poll(self, timeout: float) -> list[Record]:
+        """Records acquired for this member, waiting up to ``timeout`` seconds for some."""
+        try:
+            return await self._poll(timeout)
+        finally:
+            self._fire_callbacks()
+
+    async def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaException | None]:
+        """Send the pending acknowledgements and wait: ``{partition: None or the exception}``."""
+        try:
+            return await self._commit_sync(timeout)
+        finally:
+            self._fire_callbacks()
+
+    async def commit_async(self) -> None:
+        """Send the pending acknowledgements without waiting; results reach the callback."""
+        try:
+            await self._commit_async()
+        finally:
+            self._fire_callbacks()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Commit what explicit mode acknowledged, release the rest, leave the group, disconnect."""
+        try:
+            await self._close(timeout)
+        finally:
+            self._fire_callbacks()
+
+    # ------------------------------------------------------------------ internals: lifecycle
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise IllegalStateException("the ShareConsumer is closed")
+
+    def _wake_heartbeat(self) -> None:
+        if self._heartbeat_wake is not None:
+            self._heartbeat_wake.set()
+
+    async def _start(self) -> None:
+        self._check_usable()
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._event = asyncio.Event()
+            self._heartbeat_wake = asyncio.Event()
+            self._call_lock = asyncio.Lock()
+        if self._wakeup:
+            self._wakeup = False
+            raise WakeupException("wakeup() was called")
+        await self._get_cluster()
+        if self._heartbeat_task is None:
+            self._heartbeat_task = self._loop.create_task(self._heartbeat_loop(), name="quafka-share-heartbeat")
+
+    def _spawn(self, coro) -> asyncio.Task:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _signal(self) -> None:
+        if self._event is not None:
+            self._event.set()
+
+    def _raise_pending(self) -> None:
+        if self._wakeup:
+            self._wakeup = False
+            raise WakeupException("wakeup() was called")
+        if self._fatal is not None:
+            raise self._fatal
+
+    # ------------------------------------------------------------------ internals: poll
+
+    async def _poll(self, timeout: float) -> list[Record]:
+        if timeout is None or timeout < 0:
+            raise ValueError(f"poll timeout must be a number of seconds >= 0, got {timeout!r}")
+        await self._start()
+        assert self._call_lock is not None and self._event is not None
+        async with self._call_lock:
+            self._raise_pending()
+            if not self._membership.subscription:
+                raise IllegalStateException("the ShareConsumer is not subscribed to any topics: call subscribe() first")
+            now = _now_ms()
+            if self._last_poll_ms is not None:
+                between = now - self._last_poll_ms
+                self._sensors["poll-interval"].record(between, now)
+                if self._poll_ended_ms is not None and between > 0:  # share of the time spent inside poll
+                    self._sensors["poll-idle"].record((self._poll_ended_ms - self._last_poll_ms) / between, now)
+            self._last_poll_ms = now
+            try:
+                return await self._poll_locked(timeout)
+            finally:
+                self._poll_ended_ms = _now_ms()
+
+    async def _poll_locked(self, timeout: float) -> list[Record]:
+        assert self._event is not None
+        with self._ack_lock:
+            if self.explicit:
+                missing = self._acks.unacknowledged()
+                if missing:
+                    shown = ", ".join(f"{tp.topic}-{tp.partition}@{o}" for tp, o in missing[:5])
+                    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+                    raise IllegalStateException(
+                        f"share.acknowledgement.mode=explicit: {len(missing)} records of the previous poll are "
+                        f"not acknowledged ({shown}{more}); acknowledge every record before the next poll()")
+            else:
+                self._acks.accept_delivered()
+            self._acks.settle_failed()
+            renewing = self._acks.has_pending(renew_only=True)
+        deadline = time.monotonic() + timeout
+        if renewing:
+            await self._commit_pending(deadline=time.monotonic() + self.config["default.api.timeout.ms"] / 1000,
+                                       is_renew=True)
+        with self._ack_lock:
+            renewed = self._acks.take_renewed()
+        if renewed:
+            return self._deliver(renewed)
+        self._flush_acks()
+        while True:
+            records = self._take_records()
+            if records:
+                return records
+            self._start_fetches()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._event.clear()
+            if self._buffer:
+                continue
+            try:
+                await asyncio.wait_for(self._event.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+            self._raise_pending()
+
+    def _take_records(self) -> list[Record]:
+        records, error = self._buffer.take(self.config["max.poll.records"] if self.record_limit else None)
+        if error is not None:
+            raise error
+        if not records:
+            return []
+        if self._key_deserializer is not None or self._value_deserializer is not None:
+            records = self._deserialize(records)
+        return self._deliver(records)
+
+    def _deserialize(self, records: list[Record]) -> list[Record]:
+        key_d, value_d = self._key_deserializer, self._value_deserializer
+        out = []
+        for i, r in enumerate(records):
+            try:
+                key = key_d(r.key) if key_d is not None else r.key
+                value = value_d(r.value) if value_d is not None else r.value
+            except Exception as exc:
+                if out:  # hand out what came before; the next poll raises for this record
+                    self._buffer.push_front(records[i:])
+                    return out
+                self._buffer.push_front(records[i + 1 :])
+                tp = TopicPartition(r.topic, r.partition)
+                with self._ack_lock:
+                    self._acks.on_failed(tp, r.offset)
+                raise RecordDeserializationException(
+                    r.topic, r.partition, r.offset,
+                    f"error deserializing the record at {r.topic}-{r.partition} offset {r.offset} "
+                    f"({type(exc).__name__}: {exc}); it will be released unless acknowledged "
+                    f"with acknowledge(topic, partition, offset, type)") from exc
+            out.append(Record(r.topic, r.partition, r.offset, r.timestamp, r.timestamp_type, key, value, r.headers,
+                              r.leader_epoch, r.delivery_count))
+        return out
+
+    def _deliver(self, records: list[Record]) -> list[Record]:
+        with self._ack_lock:
+            self._acks.on_delivered(records)
+        self._records_consumed += len(records)
+        return records
+
+    # ------------------------------------------------------------------ internals: leaders and fetches
+
+    def _leader_of(self, tp: TopicPartition) -> int | None:
+        info = self._cluster.topics.get(tp.topic) if self._cluster is not None else None
+        part = info.partitions.get(tp.partition) if info is not None else None
+        hint = self._leader_hints.get(tp)
+        if hint is not None and (part is None or hint[1] > part.leader_epoch):
+            return hint[0]
+        if part is None or part.leader_id < 0:
+            self._metadata_stale = True
+            return None
+        return part.leader_id
+
+    def _node(self, node_id: int) -> _Node:
+        node = self._nodes.get(node_id)
+        if node is None:
+            node = self._nodes[node_id] = _Node(node_id)
+        return node
+
+    def _partitions_by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, set[TopicPartition]]:
+        out: dict[int, set[TopicPartition]] = {}
+        for tp in tps:
+            leader = self._leader_of(tp)
+            if leader is not None:
+                out.setdefault(leader, set()).add(tp)
+        return out
+
+    def _start_fetches(self) -> None:
+        by_leader = self._partitions_by_leader(self._assigned)
+        if self._metadata_stale:
+            self._spawn(self._refresh_metadata())
+        if self.record_limit:  # one broker at a time, rotating (KAFKA-19767)
+            if any(n.fetching for n in self._nodes.values()) or not by_leader:
+                return
+            order = sorted(by_leader)
+            node_id = order[self._rotation % len(order)]
+            self._rotation += 1
+            by_leader = {node_id: by_leader[node_id]}
+        for node_id, tps in by_leader.items():
+            node = self._node(node_id)
+            if not node.fetching:
+                node.fetching = True
+                self._spawn(self._fetch(node))
+
+    def _flush_acks(self) -> None:
+        """poll(): pending acknowledgements are sent now, except those that the ShareFetch about
+        to go to their leader will carry (an open session, no fetch already out, batch_optimized)."""
+        with self._ack_lock:
+            if not self._acks.has_pending():
+                return
+            tps = set(self._acks.pending)
+        if not self._buffer and not self.record_limit:
+            carried = set()
+            for tp in tps:
+                leader = self._leader_of(tp) if tp in self._assigned else None
+                if leader is not None and self._node(leader).session.is_open and not self._node(leader).fetching:
+                    carried.add(tp)
+            tps -= carried
+        if tps:
+            with self._ack_lock:
+                acks = self._acks.take_pending(tps)
+            if acks:
+                self._spawn(self._commit(acks, time.monotonic() + self.config["default.api.timeout.ms"] / 1000))
+
+    async def _fetch(self, node: _Node) -> None:
+        node_id = node.session.node_id
+        acks: dict[TopicPartition, dict[int, int]] = {}
+        try:
+            async with node.lock:
+                wanted_tps = {tp for tp in self._assigned if self._leader_of(tp) == node_id}
+                if not wanted_tps:
+                    return
+                wanted = {self._assigned[tp] for tp in wanted_tps}
+                if node.session.is_open:
+                    with self._ack_lock:
+                        acks = self._acks.take_pending({tp for tp in self._acks.pending
+                                                        if self._leader_of(tp) == node_id and tp in self._assigned})
+                wire_acks = self._wire_acks(acks)
+                cfg = self.config
+                values = node.session.fetch_values(
+                    cfg["group.id"], self.member_id, wanted, wire_acks, max_wait_ms=cfg["fetch.max.wait.ms"],
+                    min_bytes=cfg["fetch.min.bytes"], max_bytes=cfg["fetch.max.bytes"],
+                    max_records=cfg["max.poll.records"], batch_size=cfg["max.poll.records"],
+                    acquire_mode=ACQUIRE_MODES[cfg["share.acquire.mode"]])
+                started = _now_ms()
+                try:
+                    conn = await self._cluster.connection(node_id)
+                    response = await conn.call(SHARE_FETCH_KEY, values, min_version=1, max_version=2)
+                except KafkaException as exc:
+                    node.session.reset()
+                    self._ack_outcomes(acks, {tp: exc for tp in acks})
+                    self._metadata_stale = True
+                    await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
+                    return
+                now = _now_ms()
+                self._sensors["fetch-latency"].record(now - started, now)
+                error = ErrorCode(response.error_code)
+                node.session.on_response(error)
+                if error != ErrorCode.none:
+                    exc = error_for_code(error, f"ShareFetch to node {node_id}"
+                                                + (f" ({response.error_message})" if response.error_message else ""))
+                    self._ack_outcomes(acks, {tp: exc for tp in acks})
+                    if not error.retriable and error not in (ErrorCode.share_session_not_found,
+                                                             ErrorCode.invalid_share_session_epoch,
+                                                             ErrorCode.share_session_limit_reached):
+                        self._fatal = exc
+                    await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
+                    return
+                self._lock_timeout_ms = _ms(response.acquisition_lock_timeout)
+                self._on_fetch_response(node_id, response, acks, now)
+        finally:
+            node.fetching = False
+            self._signal()
+
+    def _on_fetch_response(self, node_id: int, response, acks, now: int) -> None:
+        self._learn_endpoints(response)
+        names = self._topic_names()
+        outcomes: dict[TopicPartition, KafkaException | None] = {}
+        total_bytes = total_records = 0
+        for topic in response.responses:
+            name = names.get(topic.topic_id)
+            if name is None:
+                self._metadata_stale = True
+                continue
+            for p in topic.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                if tp in acks:
+                    code = ErrorCode(p.acknowledge_error_code)
+                    outcomes[tp] = None if code == ErrorCode.none else error_for_code(
+                        code, f"acknowledging {name}-{p.partition_index}"
+                              + (f" ({p.acknowledge_error_message})" if p.acknowledge_error_message else ""))
+                error = ErrorCode(p.error_code)
+                if error != ErrorCode.none:
+                    self._on_partition_error(tp, error, p.current_leader)
+                    continue
+                decoded = decode_acquired(tp, p.records, p.acquired_records, check_crcs=self.config["check.crcs"])
+                with self._ack_lock:
+                    self._acks.add_pending(tp, decoded.acks)
+                    if tp not in self._assigned:  # revoked while the fetch was out: give the records back
+                        self._acks.add_pending(tp, {r.offset: AcknowledgeType.RELEASE for r in decoded.items
+                                                    if isinstance(r, Record)})
+                        continue
+                self._buffer.add(decoded)
+                total_bytes += decoded.bytes_count
+                total_records += sum(1 for r in decoded.items if isinstance(r, Record))
+        for tp in acks:
+            outcomes.setdefault(tp, None)
+        self._ack_outcomes(acks, outcomes)
+        self._bytes_consumed += total_bytes
+        self._sensors["fetch-size"].record(total_bytes, now)
+        self._sensors["fetch-records"].record(total_records, now)
+
+    def _learn_endpoints(self, response) -> None:
+        if self._cluster is None:
+            return
+        for ep in getattr(response, "node_endpoints", ()) or ():
+            self._cluster.brokers[ep.node_id] = BrokerInfo(ep.node_id, ep.host, ep.port, ep.rack)
+
+    def _on_partition_error(self, tp: TopicPartition, error: ErrorCode, current_leader) -> None:
+        if error in LEADER_ERRORS:
+            if current_leader is not None and current_leader.leader_id >= 0:
+                self._leader_hints[tp] = (current_leader.leader_id, current_leader.leader_epoch)
+            else:
+                self._metadata_stale = True
+        elif error in METADATA_ERRORS or error.retriable:
+            self._metadata_stale = True
+        else:
+            self._completions.append(({tp: set()}, error_for_code(error, f"ShareFetch of {tp.topic}-{tp.partition}")))
+
+    def _topic_names(self) -> dict[uuid.UUID, str]:
+        if self._cluster is None:
+            return {}
+        return {info.topic_id: name for name, info in self._cluster.topics.items() if info.topic_id is not None}
+
+    async def _refresh_metadata(self) -> None:
+        if self._cluster is None or self._closed:
+            return
+        self._metadata_stale = False
+        try:
+            topics = sorted(self._membership.subscription | {tp.topic for tp in self._assigned})
+            await self._cluster.refresh_metadata(topics or None)
+            self._metadata_ms = _now_ms()
+            for tp, (leader, epoch) in list(self._leader_hints.items()):
+                part = self._cluster.topics.get(tp.topic)
+                info = part.partitions.get(tp.partition) if part is not None else None
+                if info is not None and info.leader_epoch >= epoch:
+                    del self._leader_hints[tp]
+        except KafkaException:
+            self._metadata_stale = True
+
+    # ------------------------------------------------------------------ internals: acknowledgements
+
+    def _wire_acks(self, acks: Mapping[TopicPartition, dict[int, int]]) -> dict[tuple[uuid.UUID, int], list]:
+        out = {}
+        for tp, offsets in acks.items():
+            key = self._assigned.get(tp)
+            if key is None:
+                info = self._cluster.topics.get(tp.topic) if self._cluster is not None else None
+                if info is None or info.topic_id is None:
+                    continue
+                key = (info.topic_id, tp.partition)
+            out[key] = ack_batches(offsets)
+        return out
+
+    def _ack_outcomes(self, acks: Mapping[TopicPartition, dict[int, int]],
+                      outcomes: Mapping[TopicPartition, KafkaException | None]) -> None:
+        """Record the result of sent acknowledgements: renewals, metrics, the callback's queue."""
+        now = _now_ms()
+        for tp, offsets in acks.items():
+            exc = outcomes.get(tp)
+            renewed = {o for o, t in offsets.items() if t == AcknowledgeType.RENEW}
+            if renewed:
+                with self._ack_lock:
+                    if exc is None:
+                        self._acks.on_renewed(tp, renewed)
+                    else:
+                        self._acks.on_renew_failed(tp, renewed)
+            self._sensors["ack-send"].record(len(offsets), now)
+            if exc is not None:
+                self._sensors["ack-error"].record(len(offsets), now)
+            self._completions.append(({tp: set(offsets)}, exc))
+
+    def _fire_callbacks(self) -> None:
+        """Run the acknowledgement commit callback for every result so far (the caller's thread)."""
+        callback = self._callback
+        while self._completions:
+            offsets, exc = self._completions.popleft()
+            if callback is not None and any(offsets.values()):
+                callback(offsets, exc)
+
+    async def _commit_sync(self, timeout: float | None) -> dict[TopicPartition, KafkaException | None]:
+        await self._start()
+        assert self._call_lock is not None
+        async with self._call_lock:
+            self._raise_pending()
+            seconds = self.config["default.api.timeout.ms"] / 1000 if timeout is None else timeout
+            return await self._commit_pending(deadline=time.monotonic() + seconds)
+
+    async def _commit_async(self) -> None:
+        await self._start()
+        assert self._call_lock is not None
+        async with self._call_lock:
+            self._raise_pending()
+            acks = self._take_for_commit()
+            if acks:
+                self._spawn(self._commit(acks, time.monotonic() + self.config["default.api.timeout.ms"] / 1000))
+
+    def _take_for_commit(self) -> dict[TopicPartition, dict[int, int]]:
+        with self._ack_lock:
+            if not self.explicit:
+                self._acks.accept_delivered()
+            self._acks.settle_failed()
+            return self._acks.take_pending()
+
+    async def _commit_pending(self, deadline: float, is_renew: bool = False) -> dict[TopicPartition, KafkaException | None]:
+        acks = self._take_for_commit()
+        if not acks:
+            return {}
+        return await self._commit(acks, deadline, is_renew=is_renew)
+
+    async def _commit(self, acks: dict[TopicPartition, dict[int, int]], deadline: float,
+                      is_renew: bool | None = None) -> dict[TopicPartition, KafkaException | None]:
+        """Send acknowledgements to each partition's leader with ShareAcknowledge, retrying
+        retriable failures (a moved leader, a dropped connection) until ``deadline``."""
+        results: dict[TopicPartition, KafkaException | None] = {}
+        remaining = dict(acks)
+        backoff = self.config["retry.backoff.ms"] / 1000
+        while remaining:
+            by_leader = self._partitions_by_leader(remaining)
+            unknown = set(remaining) - {tp for tps in by_leader.values() for tp in tps}
+            outcomes: dict[TopicPartition, KafkaException | None] = {
+                tp: KafkaException(f"{tp.topic}-{tp.partition} has no known leader", ErrorCode.leader_not_available)
+                for tp in unknown}
+            sent = await asyncio.gather(*(
+                self._acknowledge_on(self._node(node_id), {tp: remaining[tp] for tp in tps},
+                                     renew if is_renew is None else is_renew)
+                for node_id, tps in by_leader.items()
+                for renew in [any(t == AcknowledgeType.RENEW for tp in tps for t in remaining[tp].values())]))
+            for part in sent:
+                outcomes.update(part)
+            retry = {}
+            for tp, exc in outcomes.items():
+                if exc is not None and exc.retriable and time.monotonic() + backoff < deadline and not self._closed_hard:
+                    retry[tp] = remaining[tp]
+                else:
+                    results[tp] = exc
+            finished = {tp: remaining[tp] for tp in remaining if tp not in retry}
+            self._ack_outcomes(finished, results)
+            remaining = retry
+            if remaining:
+                await asyncio.sleep(backoff)
+                await self._refresh_metadata()
+        return results
+
+    _closed_hard = False
+
+    async def _acknowledge_on(self, node: _Node, acks: dict[TopicPartition, dict[int, int]], is_renew: bool,
+                              closing: bool = False) -> dict[TopicPartition, KafkaException | None]:
+        node_id = node.session.node_id
+        async with node.lock:
+            try:
+                conn = await self._cluster.connection(node_id)
+                if not node.session.is_open:  # open an empty session to carry the acknowledgements
+                    values = node.session.fetch_values(self.config["group.id"], self.member_id, set(), {},
+                                                       max_wait_ms=0, min_bytes=0, max_bytes=0, max_records=0,
+                                                       batch_size=0, acquire_mode=0)
+                    response = await conn.call(SHARE_FETCH_KEY, values, min_version=1, max_version=2)
+                    node.session.on_response(ErrorCode(response.error_code))
+                    if response.error_code != ErrorCode.none:
+                        exc = error_for_code(response.error_code, f"opening a share session with node {node_id}")
+                        return {tp: exc for tp in acks}
+                values = node.session.acknowledge_values(self.config["group.id"], self.member_id,
+                                                         self._wire_acks(acks), is_renew=is_renew, closing=closing)
+                response = await conn.call(SHARE_ACKNOWLEDGE_KEY, values, min_version=1, max_version=2)
+            except KafkaException as exc:
+                node.session.reset()
+                return {tp: exc for tp in acks}
+            error = ErrorCode(response.error_code)
+            node.session.on_response(error)
+            if error != ErrorCode.none:
+                exc = error_for_code(error, f"ShareAcknowledge to node {node_id}"
+                                            + (f" ({response.error_message})" if response.error_message else ""))
+                return {tp: exc for tp in acks}
+            timeout = getattr(response, "acquisition_lock_timeout", None)
+            if timeout is not None and _ms(timeout) > 0:
+                self._lock_timeout_ms = _ms(timeout)
+            self._learn_endpoints(response)
+            names = self._topic_names()
+            out: dict[TopicPartition, KafkaException | None] = {tp: None for tp in acks}
+            for topic in response.responses:
+                name = names.get(topic.topic_id)
+                for p in topic.partitions:
+                    tp = TopicPartition(name, p.partition_index)
+                    if tp not in out:
+                        continue
+                    code = ErrorCode(p.error_code)
+                    if code != ErrorCode.none:
+                        if code in LEADER_ERRORS:
+                            self._on_partition_error(tp, code, p.current_leader)
+                        out[tp] = error_for_code(code, f"acknowledging {tp.topic}-{tp.partition}"
+                                                 + (f" ({p.error_message})" if p.error_message else ""))
+            return out
+
+    # ------------------------------------------------------------------ internals: membership
+
+    async def _heartbeat_loop(self) -> None:
+        assert self._heartbeat_wake is not None
+        while not self._closed:
+            now = _now_ms()
+            if self._membership.heartbeat_due(now):
+                await self._heartbeat()
+                continue
+            if self._metadata_stale or now - self._metadata_ms > self.config["metadata.max.age.ms"]:
+                await self._refresh_metadata()
+            due = self._membership.next_due_ms()
+            self._heartbeat_wake.clear()
+            try:
+                wait_s = None if due is None else max(due - _now_ms(), 0) / 1000
+                await asyncio.wait_for(self._heartbeat_wake.wait(), wait_s)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _heartbeat(self) -> None:
+        m = self._membership
+        cluster = await self._get_cluster()
+        started = _now_ms()
+        try:
+            if self._coordinator_id is None:
+                self._coordinator_id = await cluster.find_coordinator(self.config["group.id"])
+            conn = await cluster.connection(self._coordinator_id)
+            response = await conn.call(SHARE_GROUP_HEARTBEAT_KEY, m.heartbeat_values(), min_version=1, max_version=1)
+        except KafkaException as exc:
+            if isinstance(exc, KafkaConnectionError) or exc.code in COORDINATOR_ERRORS or exc.retriable:
+                self._coordinator_id = None
+                m.on_failure(_now_ms())
+            else:
+                self._fatal = exc
+                m.on_response(exc.code or ErrorCode.unknown_server_error, exc.message, -1, 0, None, _now_ms())
+                self._signal()
+            return
+        now = _now_ms()
+        self._sensors["heartbeat"].record(now - started, now)
+        self._last_heartbeat_ms = now
+        error = ErrorCode(response.error_code)
+        if error in COORDINATOR_ERRORS:
+            self._coordinator_id = None
+        assignment = None
+        if response.assignment is not None:
+            assignment = {tp.topic_id: frozenset(tp.partitions) for tp in response.assignment.topic_partitions}
+        changed = m.on_response(error, response.error_message, response.member_epoch,
+                                _ms(response.heartbeat_interval), assignment, now)
+        if m.state is MemberState.FATAL and m.fatal_error is not None and self._fatal is None:
+            code, message = m.fatal_error
+            self._fatal = error_for_code(code, f"ShareGroupHeartbeat for group {self.config['group.id']!r}"
+                                               + (f" ({message})" if message else ""))
+            self._signal()
+        if changed:
+            self._sensors["rebalance"].record(1, now)
+            await self._apply_assignment(m.assignment)
+
+    async def _apply_assignment(self, assignment: dict) -> None:
+        names = self._topic_names()
+        if any(topic_id not in names for topic_id in assignment):
+            await self._refresh_metadata()
+            names = self._topic_names()
+        if any(topic_id not in names for topic_id in assignment) and self._cluster is not None:
+            try:
+                await self._cluster.refresh_metadata(None)
+            except KafkaException:
+                pass
+            names = self._topic_names()
+        resolved = {TopicPartition(names[topic_id], p): (topic_id, p)
+                    for topic_id, partitions in assignment.items() if topic_id in names for p in partitions}
+        if len(resolved) < sum(len(p) for p in assignment.values()):
+            self._metadata_stale = True
+        self._set_assignment(resolved)
+        self._signal()
+
+    def _set_assignment(self, resolved: dict[TopicPartition, tuple[uuid.UUID, int]]) -> None:
+        revoked = set(self._assigned) - set(resolved)
+        self._assigned = resolved
+        if revoked:
+            dropped = self._buffer.drop(revoked)
+            with self._ack_lock:
+                for tp, offsets in dropped.items():
+                    self._acks.add_pending(tp, {o: AcknowledgeType.RELEASE for o in offsets})
+
+    # ------------------------------------------------------------------ internals: close
+
+    async def _close(self, timeout: float | None) -> None:
+        if self._closed:
+            return
+        seconds = self.config["default.api.timeout.ms"] / 1000 if timeout is None else timeout
+        deadline = time.monotonic() + seconds
+        if self._loop is not None and self._cluster is not None:
+            assert self._call_lock is not None
+            try:
+                await asyncio.wait_for(self._close_sessions_and_leave(deadline), max(deadline - time.monotonic(), 0))
+            except (asyncio.TimeoutError, KafkaException):
+                pass
+        self._closed = True
+        self._closed_hard = True
+        tasks = [t for t in (self._heartbeat_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await super().close()
+
+    async def _close_sessions_and_leave(self, deadline: float) -> None:
+        assert self._call_lock is not None
+        async with self._call_lock:
+            with self._ack_lock:
+                if self.explicit:
+                    self._acks.settle_failed()
+                    acks = self._acks.take_pending()
+                else:  # implicit: the last poll's records are released, not accepted
+                    self._acks.settle_failed()
+                    acks = self._acks.take_pending()
+            self._buffer.drop(self._buffer.partitions())  # released with the session
+            by_leader = self._partitions_by_leader(acks)
+            outcomes: dict[TopicPartition, KafkaException | None] = {}
+            for tp in set(acks) - {tp for tps in by_leader.values() for tp in tps}:
+                outcomes[tp] = KafkaException(f"{tp.topic}-{tp.partition} has no known leader",
+                                              ErrorCode.leader_not_available)
+            closing = [node for node in self._nodes.values() if node.session.is_open]
+            node_ids = set(by_leader) | {n.session.node_id for n in closing}
+            results = await asyncio.gather(*(
+                self._acknowledge_on(self._node(node_id), {tp: acks[tp] for tp in by_leader.get(node_id, ())},
+                                     False, closing=True) for node_id in node_ids), return_exceptions=True)
+            for part in results:
+                if isinstance(part, dict):
+                    outcomes.update(part)
+            self._ack_outcomes(acks, outcomes)
+            if self._membership.state in (MemberState.STABLE, MemberState.JOINING):
+                self._membership.unsubscribe(_now_ms())
+                if self._membership.state is MemberState.LEAVING:
+                    await self._heartbeat()
+
+
+class ShareConsumer(SyncClient):
+    """The blocking ShareConsumer: the same object as AsyncShareConsumer, driven from a private
+    event loop thread. Use ``with``; see the module docstring."""
+
+    ASYNC = AsyncShareConsumer
+
+    def __init__(self, config: Mapping[str, Any], key_deserializer: Deserializer | None = None,
+                 value_deserializer: Deserializer | None = None) -> None:
+        self._async = AsyncShareConsumer(config, key_deserializer, value_deserializer)
+        self.config = self._async.config
+        from ._sync import LoopThread
+
+        self._loop = LoopThread("quafka-ShareConsumer")
+
+    async def _on_loop(self, fn, *args):
+        return fn(*args)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        self._run(self._on_loop(self._async.subscribe, topics))
+
+    def unsubscribe(self) -> None:
+        self._run(self._on_loop(self._async.unsubscribe))
+
+    def subscription(self) -> set[str]:
+        return self._async.subscription()
+
+    def poll(self, timeout: float) -> list[Record]:
+        try:
+            return self._run(self._async._poll(timeout))
+        finally:
+            self._async._fire_callbacks()
+
+    def acknowledge(self, record_or_topic: Record | str, type_or_partition: Any = AcknowledgeType.ACCEPT,
+                    offset: int | None = None, ack_type: int | None = None) -> None:
+        self._async.acknowledge(record_or_topic, type_or_partition, offset, ack_type)
+
+    def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaException | None]:
+        try:
+            return self._run(self._async._commit_sync(timeout))
+        finally:
+            self._async._fire_callbacks()
+
+    def commit_async(self) -> None:
+        try:
+            self._run(self._async._commit_async())
+        finally:
+            self._async._fire_callbacks()
+
+    def set_acknowledgement_commit_callback(self, callback: CommitCallback | None) -> None:
+        self._async.set_acknowledgement_commit_callback(callback)
+
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        return self._async.acquisition_lock_timeout_ms()
+
+    def metrics(self) -> dict[str, float]:
+        return self._async.metrics()
+
+    def wakeup(self) -> None:
+        self._async.wakeup()
+
+    @property
+    def member_id(self) -> str:
+        return self._async.member_id
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._loop.closed:
+            return
+        try:
+            self._loop.run(self._async._close(timeout))
+        finally:
+            self._async._fire_callbacks()
+            self._loop.close()

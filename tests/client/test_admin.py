@@ -258,3 +258,56 @@ def test_group_call_finds_the_coordinator_again_after_not_coordinator(broker, mo
     lookups, result = asyncio.run(main())
     assert lookups == ["x", "x"]
     assert result["x"].code == ErrorCode.group_id_not_found
+
+
+def test_offset_and_topic_calls_follow_a_moved_leader_or_controller(broker, monkeypatch, create_topic):
+    """NOT_LEADER_OR_FOLLOWER from a stale leader and NOT_CONTROLLER from a stale controller send
+    the request again after a metadata refresh (the first answer of each API here is the stale one)."""
+    from types import SimpleNamespace
+
+    from quafka.client import admin as admin_module
+
+    monkeypatch.setattr(admin_module, "RETRY_BACKOFF_S", 0.001)
+    create_topic(broker.bootstrap_servers, "moved", 1)
+    keys = admin_module.LIST_OFFSETS_KEY, admin_module.CREATE_TOPICS_KEY
+
+    async def main():
+        async with AsyncAdmin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+            cluster = await admin._get_cluster()
+            real_connection, real_refresh = cluster.connection, cluster.refresh_metadata
+            events = []
+
+            async def refresh(topics=None):
+                events.append(("refresh", topics))
+                await real_refresh(topics)
+
+            class StaleOnce:
+                def __init__(self, conn):
+                    self.conn = conn
+
+                async def call(self, api_key, values, **kw):
+                    if api_key in keys and ("stale", api_key) not in events:
+                        events.append(("stale", api_key))
+                        if api_key == admin_module.LIST_OFFSETS_KEY:
+                            part = SimpleNamespace(partition_index=0, error_code=ErrorCode.not_leader_or_follower,
+                                                   offset=-1, timestamp=-1)
+                            return SimpleNamespace(topics=[SimpleNamespace(name="moved", partitions=[part])])
+                        return SimpleNamespace(topics=[SimpleNamespace(name="fresh", error_code=ErrorCode.not_controller,
+                                                                       error_message=None)])
+                    if api_key in keys:
+                        events.append(("real", api_key))
+                    return await self.conn.call(api_key, values, **kw)
+
+            async def connection(node_id):
+                return StaleOnce(await real_connection(node_id))
+
+            cluster.refresh_metadata, cluster.connection = refresh, connection
+            offsets = await admin.list_offsets({("moved", 0): "latest"})
+            created = await admin.create_topics([admin_module.NewTopic("fresh", 2)])
+            return offsets, created, events
+
+    offsets, created, events = asyncio.run(main())
+    assert offsets == {("moved", 0): (0, -1)} and "fresh" in created
+    lo, ct = keys
+    assert events[:3] == [("stale", lo), ("refresh", ["moved"]), ("real", lo)]
+    assert events[3:6] == [("stale", ct), ("refresh", []), ("real", ct)]

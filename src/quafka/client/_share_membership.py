@@ -42,7 +42,10 @@ class MemberState(Enum):
 
 S = MemberState
 #: (state, input) → next state. Inputs: subscribe, unsubscribe, ok (a heartbeat answered without
-#: error), left (the leave heartbeat answered, or it failed), fenced, coordinator, retriable, fatal.
+#: error), left (the leave heartbeat answered or failed: it is sent once, whatever the answer),
+#: fenced, coordinator, retriable, fatal. A pair that is missing leaves the state as it is: answers
+#: that arrive after the member unsubscribed or failed are ignored, and "left" only arises while
+#: LEAVING (where every answer is "left").
 TRANSITIONS: dict[tuple[MemberState, str], MemberState] = {
     (S.UNSUBSCRIBED, "subscribe"): S.JOINING,
     (S.UNSUBSCRIBED, "unsubscribe"): S.UNSUBSCRIBED,
@@ -63,10 +66,6 @@ TRANSITIONS: dict[tuple[MemberState, str], MemberState] = {
     (S.LEAVING, "subscribe"): S.JOINING,
     (S.LEAVING, "unsubscribe"): S.LEAVING,
     (S.LEAVING, "left"): S.UNSUBSCRIBED,
-    (S.LEAVING, "fenced"): S.UNSUBSCRIBED,
-    (S.LEAVING, "coordinator"): S.LEAVING,
-    (S.LEAVING, "retriable"): S.LEAVING,
-    (S.LEAVING, "fatal"): S.UNSUBSCRIBED,
     (S.FATAL, "subscribe"): S.FATAL,
     (S.FATAL, "unsubscribe"): S.UNSUBSCRIBED,
 }
@@ -146,6 +145,8 @@ class ShareMembership:
     def on_response(self, error: ErrorCode, error_message: str | None, member_epoch: int, interval_ms: int,
                     assignment: dict | None, now_ms: int) -> bool:
         """Apply a heartbeat answer; True when the assignment changed."""
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL):
+            return False  # an answer to a heartbeat sent before the state moved on
         if self.state is MemberState.LEAVING:
             self._step("left")
             if self.state is MemberState.UNSUBSCRIBED:
@@ -188,6 +189,8 @@ class ShareMembership:
 
     def on_failure(self, now_ms: int) -> None:
         """The heartbeat could not be sent or got no answer (connection, timeout)."""
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL):
+            return
         if self.state is MemberState.LEAVING:
             self._step("left")
             self.member_epoch = JOIN_EPOCH

@@ -27,7 +27,7 @@ from quafka.protocol.errors import ErrorCode
 from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._transport import BrokerConnection
-from .errors import KafkaException, error_for_code
+from .errors import KafkaConnectionError, KafkaException, error_for_code
 
 __all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "ListedGroup", "NewTopic", "PartitionDescription",
            "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
@@ -45,6 +45,8 @@ SHARE_GROUP_DESCRIBE_KEY = 77
 DESCRIBE_SHARE_GROUP_OFFSETS_KEY = 90
 ALTER_SHARE_GROUP_OFFSETS_KEY = 91
 DELETE_SHARE_GROUP_OFFSETS_KEY = 92
+LEADER_MOVED_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+                                 ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch})
 COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress,
                                 ErrorCode.coordinator_not_available})
 MAX_RETRIES = 5
@@ -150,6 +152,26 @@ class AsyncAdmin(AsyncClient):
             return await cluster.connection(cluster.controller_id)
         return await cluster.any_connection()
 
+    async def _controller_call(self, api_key: int, values: Mapping[str, Any], results: Callable[[Any], Iterable[Any]],
+                               **versions: int) -> Any:
+        """Send a topic-level request to the controller; when the controller moved (NOT_CONTROLLER
+        in the results) or cannot be reached, learn the new one from metadata and send again."""
+        cluster = await self._get_cluster()
+        for attempt in range(MAX_RETRIES + 1):
+            last = attempt == MAX_RETRIES
+            try:
+                response = await (await self._controller()).call(api_key, values, **versions)
+            except KafkaConnectionError:
+                if last:
+                    raise
+            else:
+                if last or not any(r.error_code == ErrorCode.not_controller for r in results(response)):
+                    return response
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+            cluster.controller_id = -1
+            await cluster.refresh_metadata([])
+        raise AssertionError("unreachable")
+
     @property
     def _request_timeout(self) -> float:
         return self.config["request.timeout.ms"] / 1000
@@ -164,12 +186,11 @@ class AsyncAdmin(AsyncClient):
         else:
             new = list(topics)
         timeout = self._request_timeout if timeout is None else timeout
-        conn = await self._controller()
-        response = await conn.call(CREATE_TOPICS_KEY, {
+        response = await self._controller_call(CREATE_TOPICS_KEY, {
             "topics": [{"name": t.name, "num_partitions": t.num_partitions, "replication_factor": t.replication_factor,
                         "assignments": [], "configs": [{"name": k, "value": v} for k, v in t.configs.items()]}
                        for t in new],
-            "timeout": _timeout(timeout), "validate_only": False}, min_version=2)
+            "timeout": _timeout(timeout), "validate_only": False}, lambda r: r.topics, min_version=2)
         out = {}
         for result in response.topics:
             _check(result.error_code, f"CreateTopics of topic {result.name!r}", result.error_message)
@@ -182,10 +203,9 @@ class AsyncAdmin(AsyncClient):
         """Delete the topics by name."""
         names = list(names)
         timeout = self._request_timeout if timeout is None else timeout
-        conn = await self._controller()
-        response = await conn.call(DELETE_TOPICS_KEY, {
+        response = await self._controller_call(DELETE_TOPICS_KEY, {
             "topics": [{"name": n, "topic_id": UUID(int=0)} for n in names], "topic_names": names,
-            "timeout": _timeout(timeout)}, min_version=1)
+            "timeout": _timeout(timeout)}, lambda r: r.responses, min_version=1)
         for result in response.responses:
             _check(result.error_code, f"DeleteTopics of topic {result.name!r}", getattr(result, "error_message", None))
         cluster = await self._get_cluster()
@@ -222,10 +242,9 @@ class AsyncAdmin(AsyncClient):
     async def create_partitions(self, new_totals: Mapping[str, int], timeout: float | None = None) -> None:
         """Grow each topic to ``new_total`` partitions."""
         timeout = self._request_timeout if timeout is None else timeout
-        conn = await self._controller()
-        response = await conn.call(CREATE_PARTITIONS_KEY, {
+        response = await self._controller_call(CREATE_PARTITIONS_KEY, {
             "topics": [{"name": n, "count": c, "assignments": None} for n, c in new_totals.items()],
-            "timeout": _timeout(timeout), "validate_only": False})
+            "timeout": _timeout(timeout), "validate_only": False}, lambda r: r.results)
         for result in response.results:
             _check(result.error_code, f"CreatePartitions of topic {result.name!r}", result.error_message)
         await (await self._get_cluster()).refresh_metadata(list(new_totals))
@@ -247,43 +266,71 @@ class AsyncAdmin(AsyncClient):
             topics.setdefault(tp[0], []).append(partition_values[tp])
         return [{"name": t, "partitions": parts} for t, parts in topics.items()]
 
+    async def _leader_calls(self, items: Iterable[tuple[str, int]],
+                            send: Callable[[BrokerConnection, list[tuple[str, int]]], Any]) -> dict[tuple[str, int], Any]:
+        """Send ``send(conn, partitions)`` to each partition's leader; ``send`` returns
+        {tp: (error_code, value, context)}. Partitions whose leader moved (NOT_LEADER_OR_FOLLOWER,
+        LEADER_NOT_AVAILABLE, ...) or whose leader was unreachable are retried on the leader that
+        fresh metadata names, up to MAX_RETRIES times with a growing backoff."""
+        cluster = await self._get_cluster()
+        pending, out = list(items), {}
+        for attempt in range(MAX_RETRIES + 1):
+            last = attempt == MAX_RETRIES
+            retry: list[tuple[str, int]] = []
+            for leader, group in (await self._by_leader(pending)).items():
+                try:
+                    results = await send(await cluster.connection(leader), group)
+                except KafkaConnectionError:
+                    if last:
+                        raise
+                    retry += group
+                    continue
+                for tp, (code, value, context) in results.items():
+                    if ErrorCode(code) in LEADER_MOVED_ERRORS and not last:
+                        retry.append(tp)
+                    else:
+                        _check(code, context)
+                        out[tp] = value
+            if not retry:
+                break
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+            await cluster.refresh_metadata(sorted({t for t, _ in retry}))
+            pending = retry
+        return out
+
     async def list_offsets(self, specs: Mapping[tuple[str, int], Any]) -> dict[tuple[str, int], tuple[int, int]]:
         """{(topic, partition): "earliest" | "latest" | timestamp ms} → {(topic, partition): (offset, timestamp)}.
 
         A timestamp later than every record's gives offset -1."""
-        cluster = await self._get_cluster()
         values = {tp: {"partition_index": tp[1], "current_leader_epoch": -1,
                        "timestamp": _offset_spec(spec, f"{tp[0]}-{tp[1]}")} for tp, spec in specs.items()}
-        out: dict[tuple[str, int], tuple[int, int]] = {}
-        for leader, items in (await self._by_leader(specs)).items():
-            conn = await cluster.connection(leader)
+
+        async def send(conn: BrokerConnection, items: list[tuple[str, int]]) -> dict:
             response = await conn.call(LIST_OFFSETS_KEY, {
                 "replica_id": -1, "isolation_level": READ_UNCOMMITTED,
                 "topics": self._topics_field(items, values), "timeout": _timeout(self._request_timeout)},
                 min_version=1)
-            for topic in response.topics:
-                for part in topic.partitions:
-                    _check(part.error_code, f"ListOffsets of {topic.name}-{part.partition_index}")
-                    out[(topic.name, part.partition_index)] = (part.offset, part.timestamp)
-        return out
+            return {(t.name, p.partition_index): (p.error_code, (p.offset, p.timestamp),
+                                                   f"ListOffsets of {t.name}-{p.partition_index}")
+                    for t in response.topics for p in t.partitions}
+
+        return await self._leader_calls(specs, send)
 
     async def delete_records(self, offsets: Mapping[tuple[str, int], int],
                              timeout: float | None = None) -> dict[tuple[str, int], int]:
         """Delete the records before each offset (-1: the high watermark); returns the new low watermarks."""
-        cluster = await self._get_cluster()
         timeout = self._request_timeout if timeout is None else timeout
         values = {tp: {"partition_index": tp[1], "offset": o} for tp, o in offsets.items()}
-        out: dict[tuple[str, int], int] = {}
-        for leader, items in (await self._by_leader(offsets)).items():
-            conn = await cluster.connection(leader)
+
+        async def send(conn: BrokerConnection, items: list[tuple[str, int]]) -> dict:
             response = await conn.call(DELETE_RECORDS_KEY, {
                 "topics": self._topics_field(items, values), "timeout": _timeout(timeout)})
-            for topic in response.topics:
-                for part in topic.partitions:
-                    _check(part.error_code, f"DeleteRecords of {topic.name}-{part.partition_index} "
-                                            f"before offset {offsets[(topic.name, part.partition_index)]}")
-                    out[(topic.name, part.partition_index)] = part.low_watermark
-        return out
+            return {(t.name, p.partition_index): (p.error_code, p.low_watermark,
+                                                   f"DeleteRecords of {t.name}-{p.partition_index} before offset "
+                                                   f"{offsets[(t.name, p.partition_index)]}")
+                    for t in response.topics for p in t.partitions}
+
+        return await self._leader_calls(offsets, send)
 
     # ------------------------------------------------------------------ configs
 

@@ -83,14 +83,15 @@ class Acknowledgements:
         self.failed.setdefault(tp, {})[offset] = AcknowledgeType.RELEASE
 
     def acknowledge(self, tp: TopicPartition, offset: int, ack_type: int, *, by_record: bool) -> None:
-        ack_type = AcknowledgeType(ack_type)
-        failed = self.failed.get(tp)
-        if failed is not None and offset in failed and not by_record:
-            if ack_type == AcknowledgeType.RENEW:
-                raise IllegalStateException(f"{tp.topic}-{tp.partition} offset {offset} failed deserialization "
-                                            f"and cannot be renewed; acknowledge it ACCEPT, RELEASE or REJECT")
-            failed[offset] = ack_type
-            return
+        """Record the application's acknowledgement (``ack_type`` already checked to be 1-4)."""
+        if self.failed:
+            failed = self.failed.get(tp)
+            if failed is not None and offset in failed and not by_record:
+                if ack_type == AcknowledgeType.RENEW:
+                    raise IllegalStateException(f"{tp.topic}-{tp.partition} offset {offset} failed deserialization "
+                                                f"and cannot be renewed; acknowledge it ACCEPT, RELEASE or REJECT")
+                failed[offset] = ack_type
+                return
         if not self.explicit:
             raise IllegalStateException("acknowledge() needs share.acknowledgement.mode=explicit; in implicit mode "
                                         "the next poll() or commit accepts the delivered records")
@@ -99,8 +100,11 @@ class Acknowledgements:
             raise IllegalStateException(f"{tp.topic}-{tp.partition} offset {offset} is not a record delivered to the "
                                         f"application and still unacknowledged (already committed, or never "
                                         f"returned by poll())")
-        self.acked.setdefault(tp, {})[offset] = ack_type
-        if ack_type != AcknowledgeType.RENEW:
+        acked = self.acked.get(tp)
+        if acked is None:
+            acked = self.acked[tp] = {}
+        acked[offset] = ack_type
+        if self.renewed and ack_type != AcknowledgeType.RENEW:
             self.renewed = [r for r in self.renewed if not (r.offset == offset and r.topic == tp.topic
                                                             and r.partition == tp.partition)]
 

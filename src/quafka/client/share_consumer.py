@@ -55,6 +55,7 @@ __all__ = ["AcknowledgeType", "AsyncShareConsumer", "SHARE_CONSUMER_CONFIG", "Sh
 SHARE_GROUP_HEARTBEAT_KEY = 76
 SHARE_FETCH_KEY = 78
 SHARE_ACKNOWLEDGE_KEY = 79
+_ACK_TYPES = frozenset(AcknowledgeType)
 ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 METADATA_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
@@ -207,17 +208,15 @@ class AsyncShareConsumer(AsyncClient):
         """``acknowledge(record, type=ACCEPT)`` or ``acknowledge(topic, partition, offset, type)``."""
         if self._closed:
             raise IllegalStateException("the ShareConsumer is closed")
-        if isinstance(record_or_topic, Record):
+        if type(record_or_topic) is Record:
             tp = TopicPartition(record_or_topic.topic, record_or_topic.partition)
             offset, kind, by_record = record_or_topic.offset, type_or_partition, True
         else:
             if offset is None or ack_type is None:
                 raise TypeError("acknowledge(topic, partition, offset, type) needs all four arguments")
             tp, kind, by_record = TopicPartition(record_or_topic, int(type_or_partition)), ack_type, False
-        try:
-            kind = AcknowledgeType(kind)
-        except ValueError:
-            raise ValueError(f"acknowledge type {kind!r} is not one of ACCEPT, RELEASE, REJECT, RENEW") from None
+        if kind not in _ACK_TYPES:
+            raise ValueError(f"acknowledge type {kind!r} is not one of ACCEPT, RELEASE, REJECT, RENEW")
         with self._ack_lock:
             self._acks.acknowledge(tp, offset, kind, by_record=by_record)
 

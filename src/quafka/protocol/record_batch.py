@@ -272,36 +272,90 @@ def decompress(codec: int, data: bytes) -> bytes:
 
 
 def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
-    """Decode every record of one v2 batch (decompressing if needed). Not for hot paths."""
+    """Decode every record of one v2 batch (decompressing if needed).
+
+    Varints of one or two bytes (the common case for lengths and deltas) are read inline; longer
+    ones go through ``_read_varint``. Raises ValueError (or IndexError) on a malformed body.
+    """
     header = read_header(batch, 0)
     size = header.batch_length + LOG_OVERHEAD
     body = decompress(header.compression, bytes(memoryview(batch)[HEADER_SIZE:size]))
+    base_offset, base_timestamp = header.base_offset, header.base_timestamp
+    log_append = header.attributes & TIMESTAMP_TYPE_MASK
+    max_timestamp = header.max_timestamp
+    read_varint = _read_varint
     pos = 0
     for _ in range(header.records_count):
-        length, pos = _read_varint(body, pos)
+        b = body[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif body[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (body[pos + 1] << 7)
+            length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            length, pos = read_varint(body, pos)
         end = pos + length
         pos += 1  # record attributes
-        ts_delta, pos = _read_varint(body, pos)
-        off_delta, pos = _read_varint(body, pos)
-        klen, pos = _read_varint(body, pos)
-        key = None if klen < 0 else bytes(body[pos : pos + klen])
-        pos += max(klen, 0)
-        vlen, pos = _read_varint(body, pos)
-        value = None if vlen < 0 else bytes(body[pos : pos + vlen])
-        pos += max(vlen, 0)
-        nheaders, pos = _read_varint(body, pos)
-        headers = []
-        for _h in range(nheaders):
-            hk, pos = _read_varint(body, pos)
-            hkey = bytes(body[pos : pos + hk]).decode("utf-8", "replace")
-            pos += hk
-            hv, pos = _read_varint(body, pos)
-            hval = None if hv < 0 else bytes(body[pos : pos + hv])
-            pos += max(hv, 0)
-            headers.append((hkey, hval))
+        b = body[pos]
+        if b < 0x80:
+            ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif body[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (body[pos + 1] << 7)
+            ts_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            ts_delta, pos = read_varint(body, pos)
+        b = body[pos]
+        if b < 0x80:
+            off_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif body[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (body[pos + 1] << 7)
+            off_delta, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            off_delta, pos = read_varint(body, pos)
+        b = body[pos]
+        if b < 0x80:
+            klen, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            klen, pos = read_varint(body, pos)
+        if klen < 0:
+            key = None
+        else:
+            key = body[pos : pos + klen]
+            pos += klen
+        b = body[pos]
+        if b < 0x80:
+            vlen, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif body[pos + 1] < 0x80:
+            raw = (b & 0x7F) | (body[pos + 1] << 7)
+            vlen, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            vlen, pos = read_varint(body, pos)
+        if vlen < 0:
+            value = None
+        else:
+            value = body[pos : pos + vlen]
+            pos += vlen
+        b = body[pos]
+        if b == 0:
+            headers: tuple = ()
+            pos += 1
+        else:
+            nheaders, pos = read_varint(body, pos)
+            items = []
+            for _h in range(nheaders):
+                hk, pos = read_varint(body, pos)
+                hkey = body[pos : pos + hk].decode("utf-8", "replace")
+                pos += hk
+                hv, pos = read_varint(body, pos)
+                hval = None if hv < 0 else body[pos : pos + hv]
+                pos += max(hv, 0)
+                items.append((hkey, hval))
+            headers = tuple(items)
+        if pos > end or end > len(body):
+            raise ValueError(f"record at offset delta {off_delta} overruns its length")
         pos = end
-        timestamp = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else header.base_timestamp + ts_delta
-        yield Record(header.base_offset + off_delta, timestamp, key, value, tuple(headers))
+        yield Record(base_offset + off_delta, max_timestamp if log_append else base_timestamp + ts_delta, key, value,
+                     headers)
 
 
 # ----------------------------------------------------------------------------- building (tests, tools)

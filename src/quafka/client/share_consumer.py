@@ -115,6 +115,7 @@ class _Node:
         self.session = ShareSession(node_id)
         self.lock = asyncio.Lock()
         self.fetching = False
+        self.fetch_task: asyncio.Task | None = None
 
 
 class AsyncShareConsumer(AsyncClient):
@@ -492,7 +493,7 @@ class AsyncShareConsumer(AsyncClient):
             node = self._node(node_id)
             if not node.fetching:
                 node.fetching = True
-                self._spawn(self._fetch(node))
+                node.fetch_task = self._spawn(self._fetch(node))
 
     def _flush_acks(self) -> None:
         """poll(): pending acknowledgements are sent now, except those that the ShareFetch about
@@ -704,7 +705,8 @@ class AsyncShareConsumer(AsyncClient):
             self._acks.settle_failed()
             return self._acks.take_pending()
 
-    async def _commit_pending(self, deadline: float, is_renew: bool = False) -> dict[TopicPartition, KafkaException | None]:
+    async def _commit_pending(self, deadline: float,
+                              is_renew: bool | None = None) -> dict[TopicPartition, KafkaException | None]:
         acks = self._take_for_commit()
         if not acks:
             return {}
@@ -905,13 +907,19 @@ class AsyncShareConsumer(AsyncClient):
     async def _close_sessions_and_leave(self, deadline: float) -> None:
         assert self._call_lock is not None
         async with self._call_lock:
+            # a parked ShareFetch would hold the close back by up to fetch.max.wait.ms: cancel it
+            # (what it acquired is released when the session closes)
+            fetches = [n.fetch_task for n in self._nodes.values() if n.fetch_task is not None and not n.fetch_task.done()]
+            for task in fetches:
+                task.cancel()
+            await asyncio.gather(*fetches, return_exceptions=True)
             with self._ack_lock:
-                if self.explicit:
-                    self._acks.settle_failed()
-                    acks = self._acks.take_pending()
-                else:  # implicit: the last poll's records are released, not accepted
-                    self._acks.settle_failed()
-                    acks = self._acks.take_pending()
+                # explicit: what the application acknowledged is committed; implicit: the last
+                # poll's records are released, not accepted. Either way only failed records and
+                # the consumer's own GAP/REJECT/RELEASE join them; a pending RENEW is moot.
+                self._acks.settle_failed()
+                acks = {tp: kept for tp, offsets in self._acks.take_pending().items()
+                        if (kept := {o: t for o, t in offsets.items() if t != AcknowledgeType.RENEW})}
             self._buffer.drop(self._buffer.partitions())  # released with the session
             by_leader = self._partitions_by_leader(acks)
             outcomes: dict[TopicPartition, KafkaException | None] = {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import threading
 import time
 import uuid
@@ -642,7 +641,7 @@ def test_acknowledge_misuse_raises_illegal_state(env, consumers):
     explicit = consumers(env.config(explicit_group, EXPLICIT))
     explicit.subscribe([topic])
     got = poll_nonempty(explicit)
-    never = dataclasses.replace(got[0], offset=999)
+    never = got[0]._replace(offset=999)
     with pytest.raises(IllegalStateException):
         explicit.acknowledge(never, ACCEPT)
     with pytest.raises(IllegalStateException):

@@ -76,19 +76,27 @@ class Acknowledgements:
     # ------------------------------------------------------------------ the application's side
 
     def on_delivered(self, records: list[Record]) -> None:
-        for record in records:
-            self.delivered.setdefault(TopicPartition(record.topic, record.partition), {})[record.offset] = record
+        delivered = self.delivered
+        topic, partition, current = None, None, {}
+        for record in records:  # records come in runs of one partition
+            if record.partition != partition or record.topic != topic:
+                topic, partition = record.topic, record.partition
+                current = delivered.get((topic, partition))
+                if current is None:
+                    current = delivered[TopicPartition(topic, partition)] = {}
+            current[record.offset] = record
 
     def on_failed(self, tp: TopicPartition, offset: int) -> None:
         self.failed.setdefault(tp, {})[offset] = AcknowledgeType.RELEASE
 
     def acknowledge(self, tp: TopicPartition, offset: int, ack_type: int, *, by_record: bool) -> None:
-        """Record the application's acknowledgement (``ack_type`` already checked to be 1-4)."""
+        """Record the application's acknowledgement (``ack_type`` already checked to be 1-4).
+        ``tp`` may be a plain (topic, partition) tuple."""
         if self.failed:
             failed = self.failed.get(tp)
             if failed is not None and offset in failed and not by_record:
                 if ack_type == AcknowledgeType.RENEW:
-                    raise IllegalStateException(f"{tp.topic}-{tp.partition} offset {offset} failed deserialization "
+                    raise IllegalStateException(f"{tp[0]}-{tp[1]} offset {offset} failed deserialization "
                                                 f"and cannot be renewed; acknowledge it ACCEPT, RELEASE or REJECT")
                 failed[offset] = ack_type
                 return
@@ -97,16 +105,16 @@ class Acknowledgements:
                                         "the next poll() or commit accepts the delivered records")
         delivered = self.delivered.get(tp)
         if delivered is None or offset not in delivered:
-            raise IllegalStateException(f"{tp.topic}-{tp.partition} offset {offset} is not a record delivered to the "
+            raise IllegalStateException(f"{tp[0]}-{tp[1]} offset {offset} is not a record delivered to the "
                                         f"application and still unacknowledged (already committed, or never "
                                         f"returned by poll())")
         acked = self.acked.get(tp)
         if acked is None:
-            acked = self.acked[tp] = {}
+            acked = self.acked[TopicPartition(*tp)] = {}
         acked[offset] = ack_type
         if self.renewed and ack_type != AcknowledgeType.RENEW:
-            self.renewed = [r for r in self.renewed if not (r.offset == offset and r.topic == tp.topic
-                                                            and r.partition == tp.partition)]
+            self.renewed = [r for r in self.renewed if not (r.offset == offset and r.topic == tp[0]
+                                                            and r.partition == tp[1])]
 
     def unacknowledged(self) -> list[tuple[TopicPartition, int]]:
         """Delivered records the application has not acknowledged (explicit mode's poll check)."""

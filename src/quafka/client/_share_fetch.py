@@ -90,8 +90,17 @@ def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquire
                 _reject(items, acks, acquired_in(first, last), CorruptRecordException(
                     f"{where} does not decode ({codec}): {type(exc).__name__}: {exc}; its acquired records were rejected"))
                 continue
-            seen = set()
             epoch = header.partition_leader_epoch
+            i = bisect.bisect_right(firsts, first) - 1
+            if i >= 0 and last <= lasts[i]:  # the usual case: the whole batch lies in one acquired range
+                count, topic, partition = counts[i], tp.topic, tp.partition
+                items.extend([Record(topic, partition, r.offset, r.timestamp, timestamp_type, r.key, r.value,
+                                     list(r.headers), epoch, count) for r in decoded])
+                if len(decoded) != last - first + 1:
+                    present = {r.offset for r in decoded}
+                    acks.update((o, GAP) for o in range(first, last + 1) if o not in present)
+                continue
+            seen = set()
             for r in decoded:
                 count = count_of(r.offset)
                 if count is not None:

@@ -8,7 +8,6 @@ broker cuts at the byte limit); the partial batch is left for the next fetch. Co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from quafka.protocol import record_batch as rb
@@ -27,13 +26,13 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One record of a partition. ``timestamp`` is epoch milliseconds; ``headers`` keeps the
     order and duplicates of the wire; ``leader_epoch`` is the batch's partition leader epoch.
     ``delivery_count`` is set on records a share consumer delivers (1 on first delivery) and None
     on records read by offset. ``key`` and ``value`` are bytes unless a share consumer's
-    deserializers turned them into other objects."""
+    deserializers turned them into other objects. A NamedTuple: immutable and cheap to create
+    (a consumer makes one per record)."""
 
     topic: str
     partition: int

@@ -210,7 +210,8 @@ class AsyncShareConsumer(AsyncClient):
         if self._closed:
             raise IllegalStateException("the ShareConsumer is closed")
         if type(record_or_topic) is Record:
-            tp = TopicPartition(record_or_topic.topic, record_or_topic.partition)
+            # a plain tuple finds the TopicPartition keys (equal and hashed alike) and is cheaper
+            tp = (record_or_topic.topic, record_or_topic.partition)
             offset, kind, by_record = record_or_topic.offset, type_or_partition, True
         else:
             if offset is None or ack_type is None:

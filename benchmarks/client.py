@@ -558,10 +558,10 @@ def analysis_text(rows: list[Row], profile: Profile | None) -> str:
             "Both of its threads (the application's and the event loop's) share one GIL, so their work adds up.")
         parts.append(
             "Why: confluent-kafka decodes record batches in C (librdkafka) and its `acknowledge()` is one C call. "
-            "quafka does the per-record work in Python: on the event loop thread `decode_acquired` walks the "
-            "acquired ranges and `record_batch.iter_records` decodes every record's varints into a `Record` "
-            "dataclass, and `on_delivered` enters each one into the acknowledgement book; on the application "
-            "thread every `acknowledge()` checks its arguments and the type, builds a `TopicPartition`, takes a "
+            "quafka does the per-record work in Python: on the event loop thread `record_batch.iter_records` "
+            "decodes every record's varints, `decode_acquired` turns each into a `Record` (a NamedTuple) with its "
+            "delivery count, and `on_delivered` enters each one into the acknowledgement book; on the application "
+            "thread every `acknowledge()` checks its arguments and the type, takes a "
             "lock and updates the book (dict lookups and an insert), and the commit moves the acknowledgements to "
             "the pending map and turns them into acknowledgement batches. The thread hand-off of "
             "`poll()`/`commit_sync()` (`run_coroutine_threadsafe`) and the network round trips are per call, not "

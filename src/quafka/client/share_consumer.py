@@ -44,6 +44,7 @@ from .errors import (
     IllegalStateException,
     KafkaConnectionError,
     KafkaException,
+    KafkaTimeoutError,
     RecordDeserializationException,
     WakeupException,
     error_for_code,
@@ -716,36 +717,61 @@ class AsyncShareConsumer(AsyncClient):
     async def _commit(self, acks: dict[TopicPartition, dict[int, int]], deadline: float,
                       is_renew: bool | None = None) -> dict[TopicPartition, KafkaException | None]:
         """Send acknowledgements to each partition's leader with ShareAcknowledge, retrying
-        retriable failures (a moved leader, a dropped connection) until ``deadline``."""
+        retriable failures (a moved leader, a dropped connection) with exponential backoff until
+        ``deadline``. A request still unanswered at the deadline gives KafkaTimeoutError here; its
+        real outcome reaches the acknowledgement commit callback when it comes."""
         results: dict[TopicPartition, KafkaException | None] = {}
         remaining = dict(acks)
-        backoff = self.config["retry.backoff.ms"] / 1000
+        attempt = 0
         while remaining:
             by_leader = self._partitions_by_leader(remaining)
             unknown = set(remaining) - {tp for tps in by_leader.values() for tp in tps}
             outcomes: dict[TopicPartition, KafkaException | None] = {
                 tp: KafkaException(f"{tp.topic}-{tp.partition} has no known leader", ErrorCode.leader_not_available)
                 for tp in unknown}
-            sent = await asyncio.gather(*(
-                self._acknowledge_on(self._node(node_id), {tp: remaining[tp] for tp in tps},
-                                     renew if is_renew is None else is_renew)
-                for node_id, tps in by_leader.items()
-                for renew in [any(t == AcknowledgeType.RENEW for tp in tps for t in remaining[tp].values())]))
-            for part in sent:
-                outcomes.update(part)
+            sends: dict[asyncio.Task, dict[TopicPartition, dict[int, int]]] = {}
+            for node_id, tps in by_leader.items():
+                part = {tp: remaining[tp] for tp in tps}
+                renew = any(t == AcknowledgeType.RENEW for offsets in part.values() for t in offsets.values())
+                task = self._spawn(self._acknowledge_on(self._node(node_id), part,
+                                                        renew if is_renew is None else is_renew))
+                sends[task] = part
+            done, late = await asyncio.wait(sends, timeout=max(deadline - time.monotonic(), 0)) if sends else ((), ())
+            for task in done:
+                outcomes.update(self._send_result(task, sends[task]))
+            for task in late:
+                part = sends[task]
+                for tp in part:
+                    results[tp] = KafkaTimeoutError(
+                        f"acknowledgements of {tp.topic}-{tp.partition} were not confirmed in time; the "
+                        f"acknowledgement commit callback gets their outcome")
+                task.add_done_callback(lambda t, part=part: self._ack_outcomes(part, self._send_result(t, part)))
+            attempt += 1
+            backoff = min(self.config["retry.backoff.ms"] * 2 ** (attempt - 1), self.config["retry.backoff.max.ms"]) / 1000
             retry = {}
             for tp, exc in outcomes.items():
                 if exc is not None and exc.retriable and time.monotonic() + backoff < deadline and not self._closed_hard:
                     retry[tp] = remaining[tp]
                 else:
                     results[tp] = exc
-            finished = {tp: remaining[tp] for tp in remaining if tp not in retry}
+            finished = {tp: remaining[tp] for tp in outcomes if tp not in retry}
             self._ack_outcomes(finished, results)
             remaining = retry
             if remaining:
                 await asyncio.sleep(backoff)
                 await self._refresh_metadata()
         return results
+
+    @staticmethod
+    def _send_result(task: asyncio.Task, part: Mapping[TopicPartition, Any]) -> dict[TopicPartition, KafkaException | None]:
+        if task.cancelled():
+            return {tp: KafkaConnectionError("the acknowledgement request was abandoned (consumer closing)")
+                    for tp in part}
+        exc = task.exception()
+        if exc is not None:
+            error = exc if isinstance(exc, KafkaException) else KafkaException(f"{type(exc).__name__}: {exc}")
+            return {tp: error for tp in part}
+        return task.result()
 
     _closed_hard = False
 
@@ -908,12 +934,12 @@ class AsyncShareConsumer(AsyncClient):
     async def _close_sessions_and_leave(self, deadline: float) -> None:
         assert self._call_lock is not None
         async with self._call_lock:
-            # a parked ShareFetch would hold the close back by up to fetch.max.wait.ms: cancel it
-            # (what it acquired is released when the session closes)
+            # one request per session: a parked ShareFetch is answered (within fetch.max.wait.ms)
+            # before the session is closed; its acknowledgements' outcomes reach the callback and
+            # what it acquired is released when the session closes
             fetches = [n.fetch_task for n in self._nodes.values() if n.fetch_task is not None and not n.fetch_task.done()]
-            for task in fetches:
-                task.cancel()
-            await asyncio.gather(*fetches, return_exceptions=True)
+            if fetches:
+                await asyncio.wait(fetches, timeout=max(deadline - time.monotonic(), 0))
             with self._ack_lock:
                 # explicit: what the application acknowledged is committed; implicit: the last
                 # poll's records are released, not accepted. Either way only failed records and

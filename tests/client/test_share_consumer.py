@@ -43,7 +43,7 @@ ACCEPT, RELEASE, REJECT, RENEW = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEAS
 BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": 1000,
                  "group.share.heartbeat.interval.ms": 500, "group.share.min.heartbeat.interval.ms": 500}
 EXPLICIT = {"share.acknowledgement.mode": "explicit"}
-RENEW_WINDOW_S = 5.0  # how long the RENEW tests keep one record locked (2.5 lock durations of 2 s)
+RENEW_WINDOW_S = 6.0
 
 REJECTED_KEYS = {
     "auto.offset.reset": "earliest",

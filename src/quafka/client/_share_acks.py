@@ -47,6 +47,13 @@ def ack_batches(acks: dict[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
     """offset → type as [(first_offset, last_offset, types)]: consecutive offsets form one batch,
     and a batch whose offsets share a type sends that type once (else one type per offset)."""
     out: list[tuple[int, int, tuple[int, ...]]] = []
+    if not acks:
+        return out
+    low, high = min(acks), max(acks)
+    if high - low + 1 == len(acks):  # one run of offsets, the usual case
+        types = set(acks.values())
+        if len(types) == 1:
+            return [(low, high, (types.pop(),))]
     offsets = sorted(acks)
     i, n = 0, len(offsets)
     while i < n:

@@ -36,6 +36,11 @@ class DecodedPartition(NamedTuple):
     items: list  # Record or KafkaException, in offset order
     acks: dict[int, int]  # acknowledgements the consumer makes on its own (GAP, REJECT, RELEASE)
     bytes_count: int
+    errors: int = 0  # KafkaException items among ``items``
+
+    @property
+    def records_count(self) -> int:
+        return len(self.items) - self.errors
 
 
 def _acquired_ranges(acquired) -> tuple[list[int], list[int], list[int]]:
@@ -122,7 +127,8 @@ def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquire
             offset = max(offset, c_last + 1)
         if offset <= last:
             acks.update((o, AcknowledgeType.RELEASE) for o in range(offset, last + 1))
-    return DecodedPartition(tp, items, acks, len(data or b""))
+    errors = sum(1 for i in items if isinstance(i, KafkaException)) if acks else 0
+    return DecodedPartition(tp, items, acks, len(data or b""), errors)
 
 
 def _reject(items: list, acks: dict[int, int], offsets, error: KafkaException) -> None:
@@ -136,14 +142,15 @@ class ShareFetchBuffer:
     """Decoded partitions waiting for ``poll``, in arrival order."""
 
     def __init__(self) -> None:
-        self._parts: deque[list] = deque()  # [tp, items, index]
+        self._parts: deque[list] = deque()  # [tp, items, index, no error items]
 
     def __bool__(self) -> bool:
         return bool(self._parts)
 
     def add(self, decoded: DecodedPartition) -> None:
         if decoded.items:
-            self._parts.append([decoded.tp, decoded.items, 0])
+            clean = not decoded.errors
+            self._parts.append([decoded.tp, decoded.items, 0, clean])
 
     def take(self, max_records: int | None) -> tuple[list[Record], KafkaException | None]:
         """Up to ``max_records`` records (None: all buffered), or — when an error item comes
@@ -151,7 +158,14 @@ class ShareFetchBuffer:
         out: list[Record] = []
         while self._parts and (max_records is None or len(out) < max_records):
             part = self._parts[0]
-            tp, items, index = part
+            tp, items, index, _clean = part
+            if part[3]:  # no error items: hand out a slice
+                stop = len(items) if max_records is None else min(len(items), index + max_records - len(out))
+                out.extend(items[index:stop])
+                part[2] = stop
+                if stop >= len(items):
+                    self._parts.popleft()
+                continue
             while index < len(items) and (max_records is None or len(out) < max_records):
                 item = items[index]
                 if isinstance(item, KafkaException):
@@ -177,7 +191,7 @@ class ShareFetchBuffer:
             if runs and runs[-1][0] == tp:
                 runs[-1][1].append(record)
             else:
-                runs.append([tp, [record], 0])
+                runs.append([tp, [record], 0, True])
         for run in reversed(runs):
             self._parts.appendleft(run)
 
@@ -186,7 +200,7 @@ class ShareFetchBuffer:
         dropped: dict[TopicPartition, list[int]] = {}
         kept: deque[list] = deque()
         for part in self._parts:
-            tp, items, index = part
+            tp, items, index, _clean = part
             if tp in partitions:
                 dropped.setdefault(tp, []).extend(i.offset for i in items[index:] if isinstance(i, Record))
             else:

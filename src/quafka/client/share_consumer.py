@@ -597,7 +597,7 @@ class AsyncShareConsumer(AsyncClient):
                         continue
                 self._buffer.add(decoded)
                 total_bytes += decoded.bytes_count
-                total_records += sum(1 for r in decoded.items if isinstance(r, Record))
+                total_records += decoded.records_count
         for tp in acks:
             outcomes.setdefault(tp, None)
         self._ack_outcomes(acks, outcomes)
@@ -663,7 +663,8 @@ class AsyncShareConsumer(AsyncClient):
         now = _now_ms()
         for tp, offsets in acks.items():
             exc = outcomes.get(tp)
-            renewed = {o for o, t in offsets.items() if t == AcknowledgeType.RENEW}
+            renewed = ({o for o, t in offsets.items() if t == AcknowledgeType.RENEW}
+                       if AcknowledgeType.RENEW in offsets.values() else None)
             if renewed:
                 with self._ack_lock:
                     if exc is None:
@@ -732,7 +733,7 @@ class AsyncShareConsumer(AsyncClient):
             sends: dict[asyncio.Task, dict[TopicPartition, dict[int, int]]] = {}
             for node_id, tps in by_leader.items():
                 part = {tp: remaining[tp] for tp in tps}
-                renew = any(t == AcknowledgeType.RENEW for offsets in part.values() for t in offsets.values())
+                renew = any(AcknowledgeType.RENEW in offsets.values() for offsets in part.values())
                 task = self._spawn(self._acknowledge_on(self._node(node_id), part,
                                                         renew if is_renew is None else is_renew))
                 sends[task] = part

@@ -314,8 +314,14 @@ def test_fake_cluster_enforces_share_session_epochs_leadership_and_coordination(
                 assert cluster.topics[TOPIC].partitions[1].leader_id == 3
                 # two requests of one session pipelined on the connection: answered in order, but noticed
                 assert not fake.overlaps
-                both = await asyncio.gather(conn.call(SHARE_FETCH, dict(fetch, share_session_epoch=3, topics=[])),
-                                            conn.call(SHARE_FETCH, dict(fetch, share_session_epoch=4, topics=[])))
+                fake.hang_node(2)  # hold the first answer back until the second request has surely arrived
+                pending = asyncio.gather(conn.call(SHARE_FETCH, dict(fetch, share_session_epoch=3, topics=[])),
+                                         conn.call(SHARE_FETCH, dict(fetch, share_session_epoch=4, topics=[])))
+                deadline = asyncio.get_running_loop().time() + 5
+                while not fake.overlaps and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.005)
+                fake.hang_node(2, False)
+                both = await pending
                 assert [r.error_code for r in both] == [ErrorCode.none, ErrorCode.none]
                 assert len(fake.overlaps) == 1 and "epoch 4" in fake.overlaps[0], fake.overlaps
             finally:

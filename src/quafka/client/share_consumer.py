@@ -162,10 +162,12 @@ class AsyncShareConsumer(AsyncClient):
         self._callback: CommitCallback | None = None
         self._lock_timeout_ms: int | None = None
         self._call_lock: asyncio.Lock | None = None
+        self._start_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None  # data arrived, wakeup, fatal error
         self._heartbeat_wake: asyncio.Event | None = None
         self._heartbeat_task: asyncio.Task | None = None
+        self._start_task: asyncio.Future | None = None
         self._tasks: set[asyncio.Task] = set()
         self._wakeup = False
         self._rotation = 0
@@ -194,6 +196,18 @@ class AsyncShareConsumer(AsyncClient):
             return
         self._membership.subscribe(frozenset(topics), _now_ms())
         self._wake_heartbeat()
+        try:  # join now, as Kafka's consumer does on subscribe (else the first poll starts it)
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._heartbeat_task is None:
+            self._start_task = asyncio.ensure_future(self._start_quietly())
+
+    async def _start_quietly(self) -> None:
+        try:
+            await self._start()
+        except KafkaException:
+            pass  # the next poll() or commit starts again and raises what it meets
 
     def unsubscribe(self) -> None:
         """Leave the group (the next heartbeat says so) and drop the assignment."""
@@ -324,12 +338,15 @@ class AsyncShareConsumer(AsyncClient):
             self._event = asyncio.Event()
             self._heartbeat_wake = asyncio.Event()
             self._call_lock = asyncio.Lock()
+            self._start_lock = asyncio.Lock()
         if self._wakeup:
             self._wakeup = False
             raise WakeupException("wakeup() was called")
-        await self._get_cluster()
         if self._heartbeat_task is None:
-            self._heartbeat_task = self._loop.create_task(self._heartbeat_loop(), name="quafka-share-heartbeat")
+            async with self._start_lock:  # subscribe()'s start and a poll() may race
+                await self._get_cluster()
+                if self._heartbeat_task is None:
+                    self._heartbeat_task = self._loop.create_task(self._heartbeat_loop(), name="quafka-share-heartbeat")
 
     def _spawn(self, coro) -> asyncio.Task:
         assert self._loop is not None
@@ -922,7 +939,7 @@ class AsyncShareConsumer(AsyncClient):
                 pass
         self._closed = True
         self._closed_hard = True
-        tasks = [t for t in (self._heartbeat_task, *self._tasks) if t is not None]
+        tasks = [t for t in (self._start_task, self._heartbeat_task, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -1,11 +1,15 @@
-"""The `quafka` command."""
+"""The `quafka` command: one subcommand per module of this package (each has ``add_parser``)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import sys
 
-from . import broker as broker_cmd
+#: Subcommand modules, in --help order.
+COMMANDS = ("broker", "topics", "configs", "share_groups", "console_share_consumer", "console_producer",
+            "perf", "demo")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,7 +18,10 @@ def main(argv: list[str] | None = None) -> int:
         description="quafka: Queues for Kafka (KIP-932 share groups) — broker and tools.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    broker_cmd.add_parser(sub)
+    for name in COMMANDS:
+        if importlib.util.find_spec(f"quafka.cli.{name}") is None:
+            continue  # TEMPORARY while issue 6's tools are being written
+        importlib.import_module(f"quafka.cli.{name}").add_parser(sub)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

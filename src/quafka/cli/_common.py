@@ -1,0 +1,131 @@
+"""What every `quafka` tool shares: the connection options, Kafka-style exit codes and one-line
+errors, tables, progress on a terminal, and a client config file.
+
+Exit codes follow Kafka's tools: 0 on success, 1 on any error (a bad option, an unreachable
+broker, a broker error). Errors are one line on stderr, ``Error: ...``, naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TextIO
+
+__all__ = ["DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "Progress", "ToolError", "add_bootstrap",
+           "client_config", "format_table", "load_properties", "print_table", "run_tool"]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # documented deviation: Kafka's tools require --bootstrap-server
+EXIT_OK, EXIT_ERROR = 0, 1
+
+
+class ToolError(Exception):
+    """An error the tool reports as one line and exit code 1."""
+
+
+def add_bootstrap(parser: argparse.ArgumentParser, *, command_config: bool = True) -> None:
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT", default=DEFAULT_BOOTSTRAP,
+                        help=f"the broker(s) to connect to, comma-separated (default {DEFAULT_BOOTSTRAP}; "
+                             "Kafka's tools require this option)")
+    if command_config:
+        parser.add_argument("--command-config", metavar="FILE",
+                            help="a properties file of client configs (key=value lines)")
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """key=value (or key: value) lines; # and ! start comments, as Java properties files."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, raw in enumerate(fh, 1):
+                line = raw.strip()
+                if not line or line[0] in "#!":
+                    continue
+                sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+                if sep < 0:
+                    raise ToolError(f"{path}:{number}: expected key=value, got {line!r}")
+                out[line[:sep].strip()] = line[sep + 1:].strip()
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror}") from None
+    return out
+
+
+def client_config(args: argparse.Namespace, allowed: Iterable[str] | None = None) -> dict[str, Any]:
+    """bootstrap.servers from --bootstrap-server plus the --command-config file's keys (those in
+    ``allowed`` when given; the others are ignored, as Kafka's tools pass them to a client that
+    ignores what it does not know)."""
+    config: dict[str, Any] = {}
+    path = getattr(args, "command_config", None)
+    if path:
+        props = load_properties(path)
+        keep = set(allowed) if allowed is not None else None
+        config.update({k: v for k, v in props.items() if keep is None or k in keep})
+    config["bootstrap.servers"] = args.bootstrap_server
+    return config
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Columns left-aligned, each as wide as its widest cell plus one space (Kafka's layout)."""
+    rows = [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = [" ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += [" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None) -> None:
+    print(format_table(headers, rows), file=out or sys.stdout)
+
+
+class Progress:
+    """A progress bar on a terminal (stderr), a plain line every ``every_s`` seconds otherwise."""
+
+    def __init__(self, total: int | None, label: str, stream: TextIO | None = None, every_s: float = 5.0) -> None:
+        self.total, self.label, self.done = total, label, 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.every_s = every_s
+        self._last = time.monotonic()
+        self._start = self._last
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.tty and now - self._last >= 0.1:
+            self._last = now
+            if self.total:
+                filled = int(30 * min(self.done / self.total, 1.0))
+                bar = "#" * filled + "." * (30 - filled)
+                self.stream.write(f"\r{self.label} [{bar}] {self.done:,}/{self.total:,}")
+            else:
+                self.stream.write(f"\r{self.label} {self.done:,}")
+            self.stream.flush()
+        elif not self.tty and now - self._last >= self.every_s:
+            self._last = now
+            of = f"/{self.total:,}" if self.total else ""
+            self.stream.write(f"{self.label}: {self.done:,}{of}\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_tool(name: str, body: Callable[[], int | None]) -> int:
+    """Run a tool's body: errors become one line on stderr and exit code 1."""
+    from quafka.client.errors import KafkaException
+
+    try:
+        code = body()
+        return EXIT_OK if code is None else code
+    except ToolError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+    except KafkaException as exc:
+        print(f"Error: {exc.message}", file=sys.stderr)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    return EXIT_ERROR

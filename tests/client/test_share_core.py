@@ -297,3 +297,19 @@ def test_buffer_hands_out_records_then_raises_an_error_that_comes_first():
     records, error = buffer.take(1)
     assert [r.offset for r in records] == [9]
     assert buffer.drop({TP}) == {TP: [3]} and not buffer
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def test_kafka_socket_and_metric_keys_are_accepted_and_only_plaintext_is():
+    from quafka.client import AsyncShareConsumer, ConfigException
+
+    base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
+    consumer = AsyncShareConsumer(dict(base, **{"receive.buffer.bytes": "65536", "security.protocol": "plaintext",
+                                                "client.dns.lookup": "use_all_dns_ips",
+                                                "metrics.recording.level": "DEBUG"}))
+    assert consumer.config["receive.buffer.bytes"] == 65536
+    with pytest.raises(ConfigException) as info:
+        AsyncShareConsumer(dict(base, **{"security.protocol": "SASL_SSL"}))
+    assert info.value.key == "security.protocol" and "PLAINTEXT" in str(info.value)

@@ -80,6 +80,21 @@ SHARE_CONSUMER_CONFIG: dict[str, Key] = {
     "retry.backoff.max.ms": Key(int, 1000, 0),
     "metadata.max.age.ms": Key(int, 300000, 0),
     "check.crcs": Key(bool, True),
+    # Kafka consumer keys accepted so that a Kafka properties file works unchanged; they tune
+    # socket and metric details of the Java client and have no effect here (docs/client.md).
+    "security.protocol": Key(str, "PLAINTEXT"),
+    "receive.buffer.bytes": Key(int, 65536, -1),
+    "send.buffer.bytes": Key(int, 131072, -1),
+    "reconnect.backoff.ms": Key(int, 50, 0),
+    "reconnect.backoff.max.ms": Key(int, 1000, 0),
+    "connections.max.idle.ms": Key(int, 540000, -1),
+    "socket.connection.setup.timeout.ms": Key(int, 10000, 0),
+    "socket.connection.setup.timeout.max.ms": Key(int, 30000, 0),
+    "client.dns.lookup": Key(str, "use_all_dns_ips"),
+    "metrics.num.samples": Key(int, 2, 1),
+    "metrics.sample.window.ms": Key(int, 30000, 0),
+    "metrics.recording.level": Key(str, "INFO"),
+    "enable.metrics.push": Key(bool, True),
 }
 
 #: Consumer configs that Kafka refuses for a share consumer, and why.
@@ -142,6 +157,9 @@ class AsyncShareConsumer(AsyncClient):
         if acquire not in ACQUIRE_MODES:
             raise ConfigException("share.acquire.mode", f"share.acquire.mode={acquire!r} is not one of "
                                                         f"{', '.join(ACQUIRE_MODES)}")
+        if self.config["security.protocol"].upper() != "PLAINTEXT":
+            raise ConfigException("security.protocol", f"security.protocol={self.config['security.protocol']!r} is "
+                                                        "not supported: quafka's client speaks PLAINTEXT only")
         self.config["share.acknowledgement.mode"], self.config["share.acquire.mode"] = mode, acquire
         self.explicit = mode == "explicit"
         self.record_limit = acquire == "record_limit"

@@ -311,3 +311,21 @@ def test_offset_and_topic_calls_follow_a_moved_leader_or_controller(broker, monk
     lo, ct = keys
     assert events[:3] == [("stale", lo), ("refresh", ["moved"]), ("real", lo)]
     assert events[3:6] == [("stale", ct), ("refresh", []), ("real", ct)]
+
+
+def test_config_entries_cluster_description_and_coordinator(broker, admin):
+    """The entries behind kafka-configs' describe (sources and synonyms), the cluster's brokers and
+    a group's coordinator, through the public Admin API."""
+    admin.alter_configs("group", "cfg-g", {"share.auto.offset.reset": "earliest"})
+    entries = {e.name: e for e in admin.describe_config_entries("group", "cfg-g")}
+    reset = entries["share.auto.offset.reset"]
+    assert (reset.value, reset.source, reset.is_default) == ("earliest", 8, False)
+    assert entries["share.record.lock.duration.ms"].is_default
+    cluster = admin.describe_cluster()
+    [node] = cluster.brokers
+    assert cluster.controller_id == node.node_id and f"{node.host}:{node.port}" == broker.bootstrap_servers
+    assert admin.find_coordinator("cfg-g") == node
+    broker_entries = admin.describe_config_entries("broker", "")  # the cluster-wide default resource
+    assert all(isinstance(e.name, str) for e in broker_entries)
+    with pytest.raises(KafkaException, match="not in the cluster"):
+        admin.describe_config_entries("broker", "99")

@@ -13,11 +13,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-__all__ = ["DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "Progress", "ToolError", "add_bootstrap",
-           "client_config", "format_table", "load_properties", "print_table", "run_tool"]
+__all__ = ["ADMIN_KEYS", "DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "Progress", "ToolError", "add_bootstrap",
+           "client_config", "format_table", "kafka_parser_errors", "load_properties", "open_admin", "print_table",
+           "run_tool"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # documented deviation: Kafka's tools require --bootstrap-server
 EXIT_OK, EXIT_ERROR = 0, 1
+ADMIN_KEYS = ("bootstrap.servers", "client.id", "request.timeout.ms")
 
 
 class ToolError(Exception):
@@ -63,6 +65,39 @@ def client_config(args: argparse.Namespace, allowed: Iterable[str] | None = None
         config.update({k: v for k, v in props.items() if keep is None or k in keep})
     config["bootstrap.servers"] = args.bootstrap_server
     return config
+
+
+def kafka_parser_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make a subcommand's parser report bad options as Kafka's tools do: one line on stderr and exit
+    code 1 (argparse's default is the usage text and exit code 2). Unknown options count too."""
+    prog = parser.prog
+
+    def error(message: str):
+        print(f"Error: {message} (see '{prog} --help')", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+    original = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        namespace, extras = original(args, namespace)
+        if extras:
+            error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+    parser.error = error  # type: ignore[method-assign]
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    return parser
+
+
+def open_admin(args: argparse.Namespace, timeout_ms: int | None = None):
+    """A quafka Admin for --bootstrap-server and --command-config (the Admin's own keys are used;
+    other client keys in the file are ignored, as Kafka's Admin ignores unknown ones)."""
+    from quafka.client import Admin
+
+    config = client_config(args, ADMIN_KEYS)
+    if timeout_ms is not None:
+        config["request.timeout.ms"] = timeout_ms
+    return Admin(config)
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -29,7 +29,8 @@ from ._config import Key
 from ._transport import BrokerConnection
 from .errors import KafkaConnectionError, KafkaException, error_for_code
 
-__all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "ListedGroup", "NewTopic", "PartitionDescription",
+__all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
+           "ConfigSynonym", "ListedGroup", "NewTopic", "PartitionDescription",
            "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
 
 LIST_OFFSETS_KEY = 2
@@ -53,6 +54,7 @@ MAX_RETRIES = 5
 RETRY_BACKOFF_S = 0.1
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 CONFIG_SET, CONFIG_DELETE = 0, 1
+CONFIG_SOURCE_DEFAULT = 5
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
@@ -87,6 +89,42 @@ class TopicDescription:
     topic_id: UUID | None
     is_internal: bool
     partitions: dict[int, PartitionDescription]
+
+
+class ConfigSynonym(NamedTuple):
+    name: str
+    value: str | None
+    source: int
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a resource. ``source`` is Kafka's ConfigSource id (1 dynamic topic, 2 dynamic
+    broker, 3 dynamic default broker, 4 static broker, 5 default, 8 dynamic group, ...)."""
+
+    name: str
+    value: str | None
+    source: int
+    sensitive: bool
+    read_only: bool
+    synonyms: tuple[ConfigSynonym, ...]
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == CONFIG_SOURCE_DEFAULT
+
+
+class BrokerDescription(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerDescription, ...]
 
 
 class ListedGroup(NamedTuple):
@@ -337,22 +375,51 @@ class AsyncAdmin(AsyncClient):
     async def _config_connection(self, resource_type: str, name: str) -> tuple[int, BrokerConnection]:
         if resource_type not in RESOURCE_TYPES:
             raise KafkaException(f"config resource type {resource_type!r} is not one of {sorted(RESOURCE_TYPES)}")
-        if resource_type == "broker":
+        if resource_type == "broker" and name != "":  # "" is the cluster-wide default broker resource
             if not name.isdigit():
                 raise KafkaException(f"broker config resource name {name!r} is not a node id")
             cluster = await self._get_cluster()
+            if int(name) not in cluster.brokers:
+                await cluster.refresh_metadata([])
+            if int(name) not in cluster.brokers:
+                raise KafkaException(f"broker {name} is not in the cluster (brokers: "
+                                     f"{', '.join(str(b) for b in sorted(cluster.brokers))})")
             return RESOURCE_TYPES[resource_type], await cluster.connection(int(name))
         return RESOURCE_TYPES[resource_type], await self._controller()
 
     async def describe_configs(self, resource_type: str, name: str) -> dict[str, str | None]:
-        """The configs of a "topic", "broker" (name: node id) or "group" as {key: value}."""
+        """The configs of a "topic", "broker" (name: node id, or "" for the cluster default) or
+        "group" as {key: value}."""
+        return {e.name: e.value for e in await self.describe_config_entries(resource_type, name)}
+
+    async def describe_config_entries(self, resource_type: str, name: str) -> list[ConfigEntry]:
+        """Every config of a resource with its source, sensitivity and synonyms (DescribeConfigs
+        with IncludeSynonyms), as kafka-configs.sh shows them."""
         kind, conn = await self._config_connection(resource_type, name)
         response = await conn.call(DESCRIBE_CONFIGS_KEY, {
             "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
-            "include_synonyms": False, "include_documentation": False})
+            "include_synonyms": True, "include_documentation": False}, min_version=1)
         [result] = response.results
         _check(result.error_code, f"DescribeConfigs of {resource_type} {name!r}", result.error_message)
-        return {c.name: c.value for c in result.configs}
+        return [ConfigEntry(c.name, c.value, int(getattr(c, "config_source", CONFIG_SOURCE_DEFAULT)),
+                            bool(c.is_sensitive), bool(c.read_only),
+                            tuple(ConfigSynonym(y.name, y.value, int(y.source))
+                                  for y in getattr(c, "synonyms", ()) or ()))
+                for c in result.configs]
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """The cluster id, the controller and every broker (fresh Metadata)."""
+        cluster = await self._get_cluster()
+        await cluster.refresh_metadata([])
+        return ClusterDescription(cluster.cluster_id, cluster.controller_id, tuple(
+            BrokerDescription(b.node_id, b.host, b.port, b.rack) for _, b in sorted(cluster.brokers.items())))
+
+    async def find_coordinator(self, group_id: str) -> BrokerDescription:
+        """The broker coordinating ``group_id`` (FindCoordinator, key type group)."""
+        cluster = await self._get_cluster()
+        node_id = await cluster.find_coordinator(group_id)
+        info = cluster.brokers[node_id]
+        return BrokerDescription(node_id, info.host, info.port, info.rack)
 
     async def alter_configs(self, resource_type: str, name: str, set: Mapping[str, str] | None = None,  # noqa: A002
                             delete: Iterable[str] = ()) -> None:
@@ -532,9 +599,18 @@ class Admin(SyncClient):
     def describe_configs(self, resource_type: str, name: str) -> dict[str, str | None]:
         return self._run(self._async.describe_configs(resource_type, name))
 
+    def describe_config_entries(self, resource_type: str, name: str) -> list[ConfigEntry]:
+        return self._run(self._async.describe_config_entries(resource_type, name))
+
     def alter_configs(self, resource_type: str, name: str, set: Mapping[str, str] | None = None,  # noqa: A002
                       delete: Iterable[str] = ()) -> None:
         return self._run(self._async.alter_configs(resource_type, name, set, delete))
+
+    def describe_cluster(self) -> ClusterDescription:
+        return self._run(self._async.describe_cluster())
+
+    def find_coordinator(self, group_id: str) -> BrokerDescription:
+        return self._run(self._async.find_coordinator(group_id))
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         return self._run(self._async.list_groups(states, types))

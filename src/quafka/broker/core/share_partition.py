@@ -17,6 +17,9 @@ reads a clock or does I/O. Changes that must be persisted are two-phase: the tra
 at once and the runs it touched are marked pending; a `PersistWrite` effect is returned; the shell
 calls `on_write_complete(write_id, ok)` when the write is durable (commit: the start offset may
 advance) or failed (rollback; a lock that expired meanwhile rolls back to AVAILABLE, not ACQUIRED).
+A write never persists a start offset past records of another write still in flight (that write
+could fail), so overlapping writes can leave the stored start offset behind the one in memory;
+`on_write_complete` then returns one more write that catches the stored start offset up.
 Pending runs take no other transition until their write completes. Acquisitions and renewals are
 not persisted (ACQUIRED is never stored, as Kafka).
 """
@@ -99,9 +102,11 @@ class SharePartition:
         self.next_offset = start_offset
         self.runs: list[Run] = []
         self._writes: dict[int, list[tuple[Run, tuple]]] = {}
+        self._sent_start_offset = start_offset  # the highest start offset any write has carried
         self._write_seq = 0
         self.last_acquire_throttled = False  # the last acquire() stopped early near the delivery limit
         self.last_ack_error = ErrorCode.none  # why the last acknowledge() was refused
+        self.lock_timeout_count = 0  # records whose acquisition lock expired (a metric; only grows)
         self.deferred_writes: list[PersistWrite] = []
         for b in sorted(state_batches):
             first = max(b.first_offset, self.next_offset)
@@ -318,15 +323,19 @@ class SharePartition:
     def release_member(self, member_id: str, *, delivery_limit: int, now_ms: int) -> PersistWrite | None:
         """Release every record `member_id` holds (its share session closed or was dropped):
         AVAILABLE again with the delivery count kept, or ARCHIVED at the limit."""
-        return self._release_where(lambda r: r.member_id == member_id, Event.RELEASE, Event.RELEASE_AT_LIMIT,
-                                   delivery_limit)
+        return self._start_write(self._release_where(lambda r: r.member_id == member_id, Event.RELEASE,
+                                                     Event.RELEASE_AT_LIMIT, delivery_limit))
 
     def expire_locks(self, *, delivery_limit: int, now_ms: int) -> PersistWrite | None:
         """Return records whose acquisition lock has passed to AVAILABLE (ARCHIVED at the limit)."""
-        return self._release_where(lambda r: r.deadline_ms <= now_ms, Event.LOCK_EXPIRED,
-                                   Event.LOCK_EXPIRED_AT_LIMIT, delivery_limit)
+        changes = self._release_where(lambda r: r.deadline_ms <= now_ms, Event.LOCK_EXPIRED,
+                                      Event.LOCK_EXPIRED_AT_LIMIT, delivery_limit)
+        for run, _snapshot in changes:
+            self.lock_timeout_count += run.size
+        return self._start_write(changes)
 
-    def _release_where(self, predicate, event: Event, at_limit: Event, delivery_limit: int) -> PersistWrite | None:
+    def _release_where(self, predicate, event: Event, at_limit: Event,
+                       delivery_limit: int) -> list[tuple[Run, tuple]]:
         changes = []
         for run in self.runs:
             if run.state == ACQUIRED and not run.pending and predicate(run):
@@ -335,7 +344,7 @@ class SharePartition:
                 run.member_id = None
                 run.deadline_ms = 0
                 changes.append((run, snapshot))
-        return self._start_write(changes)
+        return changes
 
     # ------------------------------------------------------------------ start offset
     def move_start_offset(self, log_start_offset: int) -> PersistWrite | None:
@@ -352,9 +361,14 @@ class SharePartition:
         del self.runs[:keep]
         self.start_offset = log_start_offset
         self.next_offset = max(self.next_offset, log_start_offset)
+        return self._start_offset_write()
+
+    def _start_offset_write(self) -> PersistWrite:
+        """A write of the start offset (and delivery-complete count) alone."""
         self._write_seq += 1
         write = PersistWrite(self._write_seq, self.start_offset, self.delivery_complete_count(), ())
         self._writes[write.write_id] = []
+        self._sent_start_offset = max(self._sent_start_offset, self.start_offset)
         return write
 
     # ------------------------------------------------------------------ two-phase writes
@@ -380,9 +394,12 @@ class SharePartition:
         complete = sum(r.size for r in self.runs if r.state.terminal and r.first >= start)
         batches = tuple(StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count)
                         for r, _ in changes if r.last >= start)
+        self._sent_start_offset = max(self._sent_start_offset, start)
         return PersistWrite(write_id, start, complete, batches)
 
-    def on_write_complete(self, write_id: int, ok: bool, *, delivery_limit: int, now_ms: int) -> None:
+    def on_write_complete(self, write_id: int, ok: bool, *, delivery_limit: int, now_ms: int) -> PersistWrite | None:
+        """Commit or roll back a write. Returns a write of the start offset alone when, with no
+        write left in flight, the stored start offset lags the one in memory (see the docstring)."""
         changes = self._writes.pop(write_id, [])
         for run, (state, count, member_id, deadline_ms) in changes:
             if run.pending != write_id:
@@ -397,6 +414,9 @@ class SharePartition:
                 run.state, run.delivery_count, run.member_id, run.deadline_ms = state, count, member_id, deadline_ms
         if ok:
             self._advance_start()
+            if not self._writes and self.start_offset > self._sent_start_offset:
+                return self._start_offset_write()
+        return None
 
     def pending_writes(self) -> int:
         return len(self._writes)

@@ -8,6 +8,7 @@ typed parsing and the validators live in `_config_types`.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from quafka.broker._config_types import (  # noqa: F401 - some are re-exported for config.py
@@ -61,11 +62,48 @@ __all__ = [
     "invalid",
     "iso_duration_ms",
     "markdown_tables",
+    "parse_metrics_listener",
     "rejected_reason",
     "render_docs",
     "render_value",
 ]
 # --------------------------------------------------------------------------- broker keys
+
+_METRICS_LISTENER_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(\[[^\]]*\]|[^:/\[\]]*):([0-9]+)/?$")
+
+
+def parse_metrics_listener(value: str | None) -> tuple[str, int] | None:
+    """`metrics.listener`: "http://HOST:PORT" -> (host, port); empty -> None (metrics off). Raises
+    ValueError saying what is wrong with a malformed value."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    m = _METRICS_LISTENER_RE.match(value)
+    if m is None:
+        raise ValueError("expected http://HOST:PORT, or an empty value to turn metrics off")
+    scheme, host, port_text = m.groups()
+    if scheme.lower() != "http":
+        raise ValueError(f"the scheme must be http (found {scheme}); quafka serves metrics over plain HTTP")
+    if host.startswith("["):
+        host = host[1:-1]
+    if not host:
+        raise ValueError("a host is required (0.0.0.0 binds every interface)")
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"the port must be between 0 and 65535 (found {port})")
+    return host, port
+
+
+def _metrics_listener() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        try:
+            parse_metrics_listener(v)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    return "http://host:port (port 0: any free port) or empty (off)", check
+
 
 _BROKER = [
     # -- node and network
@@ -246,6 +284,11 @@ _BROKER = [
     _key("group.share.persister.class.name", "string", "org.apache.kafka.server.share.persister.DefaultStatePersister",
          _any(), "Class that persists share partition state (internal).",
          note=_NO_EFFECT + " (quafka persists share state itself)"),
+    # -- metrics
+    _key("metrics.listener", "string", "", _metrics_listener(),
+         "Where the broker serves its metrics in the Prometheus text format (GET /metrics), as http://host:port; "
+         "port 0 picks a free port; empty turns metrics off. See docs/metrics.md.",
+         note="quafka only (Kafka exposes JMX MBeans, usually scraped through the JMX exporter)"),
 ]
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER}
@@ -427,7 +470,7 @@ IGNORED_PREFIXES: dict[str, str] = {
     "leader.imbalance.": "one node leads every partition",
     "controlled.shutdown.": "one node: there is no controller to move leadership to",
     "metadata.": _NO_KRAFT + " and keeps no metadata log",
-    "metrics.": "quafka has no JMX metrics or metric reporter plugins",
+    "metrics.": "quafka has no JMX metrics or metric reporter plugins (metrics.listener serves Prometheus metrics)",
     "kafka.metrics.": "quafka has no JMX metrics or metric reporter plugins",
     "remote.log.": _NO_REMOTE,
     "zookeeper.": "Kafka 4 and quafka run without ZooKeeper",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from time import perf_counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,7 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
     registry = server.registry
     max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
     connection = object()
+    observe = server.metrics.observe_request
     try:
         while True:
             size = _SIZE.unpack(await reader.readexactly(4))[0]
@@ -64,6 +66,7 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                 )
                 return
             frame = await reader.readexactly(size)
+            started = perf_counter()
             api_key, api_version, correlation_id = peek_header(frame)
             spec = registry.get(api_key)
             if spec is None or not spec.min_version <= api_version <= spec.max_version:
@@ -94,10 +97,12 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                          peer, api_key, api_version, exc)
                 return
             if response is None:
+                observe(api_key, api_version, (perf_counter() - started) * 1000.0)
                 continue
             if not isinstance(response, (bytes, bytearray)):
                 response = encode_response(correlation_id, response)
             writer.write(response)
+            observe(api_key, api_version, (perf_counter() - started) * 1000.0)
             if writer.transport.get_write_buffer_size() > HIGH_WATER_BYTES:
                 await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):

@@ -49,6 +49,27 @@ class EmbeddedBroker:
     def port(self) -> int:
         return int(self.bootstrap_servers.rsplit(":", 1)[1])
 
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of the metrics listener (`metrics.listener`; None when it is off)."""
+        if self.server is None:
+            raise RuntimeError("the broker is not running")
+        return self.server.metrics_port
+
+    @property
+    def metrics_url(self) -> str | None:
+        """http://host:port/metrics of the metrics listener, None when it is off."""
+        if self.server is None:
+            raise RuntimeError("the broker is not running")
+        if self.server.metrics_server is None:
+            return None
+        host = self.server.metrics_server.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.server.metrics_port}/metrics"
+
     def start(self) -> "EmbeddedBroker":
         self._thread = threading.Thread(target=self._run, name="quafka-broker", daemon=True)
         self._thread.start()

@@ -17,6 +17,7 @@ from .clock import wall_clock_ms
 from quafka.broker.core.share_session import ShareSessionCache
 
 from .connection import serve_connection
+from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .registry import HandlerSpec, advertised_ranges, load_handlers
 from .share_groups import ShareGroupService
 from .share_partitions import SharePartitionManager
@@ -61,6 +62,8 @@ class FetchPurgatory:
 class BrokerServer:
     def __init__(self, config: cfg.BrokerConfig, *, memory: bool = False) -> None:
         self.config = config
+        self.metrics = BrokerMetrics()
+        self.metrics_server: MetricsServer | None = None
         self.state = BrokerState(config, memory=memory, clock_ms=wall_clock_ms)
         self.registry: dict[int, HandlerSpec] = load_handlers()
         self.advertised_ranges = advertised_ranges()
@@ -92,6 +95,7 @@ class BrokerServer:
         self.share_state = ShareStateService(self)
         self.share_groups = ShareGroupService(self)
         self.state.topic_listeners.append(self._on_topic_event)
+        await self._start_metrics()
         for _name, host, port in self.config.listeners:
             server = await asyncio.start_server(self._on_connection, host or None, port, reuse_address=True,
                                                 limit=STREAM_LIMIT_BYTES)
@@ -109,6 +113,26 @@ class BrokerServer:
             self.state.node_id, self.state.metadata.cluster_id,
             ", ".join(f"{h}:{p}" for h, p in self.bound), self.config.log_dir,
         )
+
+    async def _start_metrics(self) -> None:
+        try:
+            endpoint = parse_metrics_listener(str(self.config.get("metrics.listener") or ""))
+        except KeyError:
+            endpoint = None
+        if endpoint is None:
+            return
+        metrics_server = MetricsServer(self)
+        try:
+            await metrics_server.start(*endpoint)
+        except OSError as exc:
+            raise OSError(exc.errno, f"metrics.listener: cannot listen on {endpoint[0]}:{endpoint[1]}: "
+                                     f"{exc.strerror or exc}") from exc
+        self.metrics_server = metrics_server
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound port of the metrics listener (None when metrics.listener is empty)."""
+        return self.metrics_server.port if self.metrics_server is not None else None
 
     def _advertised_endpoint(self) -> tuple[str, int]:
         advertised = self.config.advertised_listeners
@@ -163,6 +187,8 @@ class BrokerServer:
             await self.share_state.close()
         for server in self._servers:
             server.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         for task in self._tasks:
             task.cancel()
         for task in list(self._connections):

@@ -24,6 +24,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import TYPE_CHECKING, Sequence
 
 from quafka.broker import config as cfg
@@ -96,7 +97,10 @@ class SharePartitionManager:
         topic = self.server.state.topics_by_id.get(topic_id)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
-        return self._create(group_id, topic, index)
+        started = perf_counter()
+        created = self._create(group_id, topic, index)
+        self.server.metrics.partition_load_time_ms.observe((perf_counter() - started) * 1000.0)
+        return created
 
     def _create(self, group_id: str, topic: "TopicState", index: int) -> ShareContext | None:
         plog = topic.partitions[index].log
@@ -232,7 +236,10 @@ class SharePartitionManager:
         if write is not None:
             ok = await self._persist(ctx, write)
         self._arm_lock_timer(ctx)
-        return ErrorCode.none if ok else ErrorCode.invalid_record_state
+        if not ok:
+            return ErrorCode.invalid_record_state
+        self.server.metrics.count_acknowledgements(batches)
+        return ErrorCode.none
 
     def release_member(self, group_id: str, member_id: str) -> None:
         now_ms = wall_clock_ms()
@@ -274,8 +281,9 @@ class SharePartitionManager:
             log.warning("share state write for %s %s-%d refused: %s", ctx.group_id, ctx.topic.name, ctx.index,
                         getattr(error, "name", error))
         group_config = self.server.state.group_config(ctx.group_id)
-        ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
-                                 now_ms=wall_clock_ms())
+        catch_up = ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
+                                            now_ms=wall_clock_ms())
+        self._spawn_persist(ctx, catch_up)  # overlapping writes left the stored start offset behind
         if error == ErrorCode.fenced_state_epoch and self.contexts.get(ctx.key) is ctx:
             self._drop(ctx)  # re-initialised meanwhile (AlterShareGroupOffsets): read it again
         # the records the write touched were pending until now: parked fetches may acquire them

@@ -104,11 +104,15 @@ class ShareStateService:
             log.warning("%s has %d partitions (share.coordinator.state.topic.num.partitions is %d): using %d",
                         SHARE_GROUP_STATE_TOPIC, len(logs), self.num_partitions, len(logs))
             self.num_partitions = self.machine.num_partitions = len(logs)
+        load_times_ms = self.server.metrics.share_state_partition_load_ms
+        load_times_ms.clear()
         for p in range(self.num_partitions):
+            partition_started = asyncio.get_running_loop().time()
             self.machine.begin_loading(p)
             if logs is not None:
                 self._replay_partition(p, logs[p])
             self.machine.finish_loading(p)
+            load_times_ms.append((asyncio.get_running_loop().time() - partition_started) * 1000.0)
             self._flushed[p] = logs[p].log_end_offset if logs is not None else 0
             if p % 8 == 7:
                 await asyncio.sleep(0)
@@ -145,6 +149,7 @@ class ShareStateService:
         (error,) = self._apply(p, [lambda: self.machine.initialize(
             key, state_epoch=state_epoch, start_offset=start_offset, now_ms=wall_clock_ms())])
         self._spawn(self._durable(p, self._log(p).log_end_offset))
+        self.server.metrics.share_state_writes += 1
         return error  # type: ignore[return-value]
 
     def write_now(self, key: ShareStateKey, *, state_epoch: int, start_offset: int, delivery_complete_count: int,
@@ -154,6 +159,7 @@ class ShareStateService:
             key, state_epoch=state_epoch, leader_epoch=LEADER_EPOCH, start_offset=start_offset,
             delivery_complete_count=delivery_complete_count, state_batches=state_batches, now_ms=wall_clock_ms())])
         self._spawn(self._durable(p, self._log(p).log_end_offset))
+        self.server.metrics.share_state_writes += 1
         return error  # type: ignore[return-value]
 
     def delete_now(self, key: ShareStateKey) -> ErrorCode:
@@ -161,6 +167,7 @@ class ShareStateService:
         p = self.machine.partition_for(key)
         (error,) = self._apply(p, [lambda: self.machine.delete(key, now_ms=wall_clock_ms())])
         self._spawn(self._durable(p, self._log(p).log_end_offset))
+        self.server.metrics.share_state_writes += 1
         return error  # type: ignore[return-value]
 
     def initialize(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> asyncio.Future:
@@ -203,7 +210,11 @@ class ShareStateService:
                             fut.set_exception(exc)
                     continue
                 self.rounds += 1
-                self.write_time_ms_total += (asyncio.get_running_loop().time() - started) * 1000.0
+                elapsed_ms = (asyncio.get_running_loop().time() - started) * 1000.0
+                self.write_time_ms_total += elapsed_ms
+                metrics = self.server.metrics
+                metrics.share_state_writes += len(waiting)
+                metrics.share_state_write_time_ms.observe(elapsed_ms)
                 for (_op, fut), result in zip(waiting, results):
                     if not fut.done():
                         fut.set_result(result)

@@ -112,8 +112,49 @@ def _top_level_error(resp_cls, error: ErrorCode, message: str | None, group_conf
     return _response(resp_cls, group_config, error=error, message=message)
 
 
+def _failed(resp, field: str) -> bool:
+    """The response carries an error: top level, or `field` of any partition."""
+    if resp.error_code:
+        return True
+    for topic in resp.responses:
+        for p in topic.partitions:
+            if getattr(p, field):
+                return True
+    return False
+
+
+def _carries_acks(req) -> bool:
+    for topic in req.topics:
+        for p in topic.partitions:
+            if p.acknowledgement_batches:
+                return True
+    return False
+
+
 @handles(78, 1, 2)
 async def handle_share_fetch(ctx, req):
+    """ShareFetch, counted for BrokerTopicMetrics (Total/Failed ShareFetchRequestsPerSec, and the
+    ShareAcknowledgement pair when it carries acknowledgements)."""
+    metrics = ctx.server.metrics
+    metrics.share_fetch_requests += 1
+    acks = _carries_acks(req)
+    if acks:
+        metrics.share_ack_requests += 1
+    try:
+        resp = await _share_fetch(ctx, req)
+    except BaseException:
+        metrics.share_fetch_failed += 1
+        if acks:
+            metrics.share_ack_failed += 1
+        raise
+    if _failed(resp, "error_code"):
+        metrics.share_fetch_failed += 1
+    if acks and _failed(resp, "acknowledge_error_code"):
+        metrics.share_ack_failed += 1
+    return resp
+
+
+async def _share_fetch(ctx, req):
     server = ctx.server
     state = server.state
     version = ctx.api_version
@@ -241,6 +282,20 @@ def _fetch_response(resp_cls, state, order, partition_errors, ack_errors, fetche
 
 @handles(79, 1, 2)
 async def handle_share_acknowledge(ctx, req):
+    """ShareAcknowledge, counted for BrokerTopicMetrics (Total/Failed ShareAcknowledgementRequestsPerSec)."""
+    metrics = ctx.server.metrics
+    metrics.share_ack_requests += 1
+    try:
+        resp = await _share_acknowledge(ctx, req)
+    except BaseException:
+        metrics.share_ack_failed += 1
+        raise
+    if _failed(resp, "error_code"):
+        metrics.share_ack_failed += 1
+    return resp
+
+
+async def _share_acknowledge(ctx, req):
     server = ctx.server
     state = server.state
     version = ctx.api_version

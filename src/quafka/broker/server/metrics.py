@@ -1,0 +1,384 @@
+"""Broker metrics: counters kept where events happen, rendered in the Prometheus text format 0.0.4
+and served over HTTP on `metrics.listener` (`http://HOST:PORT`; empty means off).
+
+Names follow what the Prometheus JMX exporter makes of Kafka's MBeans with the rules most Kafka
+deployments use (the jmx_exporter / Strimzi `kafka-metrics` rules, `lowercaseOutputName: true`,
+`lowercaseOutputLabelNames: true`), so dashboards and alerts written for Kafka's share-group
+metrics find the same series here:
+
+- Yammer meters `kafka.<domain>:type=T,name=XPerSec,k=v` (attribute Count) become the counter
+  `kafka_<domain>_<t>_<x>_total{k="v"}` (PerSec dropped, lowercase);
+- Yammer gauges `kafka.<domain>:type=T,name=X,k=v` (attribute Value) become the gauge
+  `kafka_<domain>_<t>_<x>{k="v"}`;
+- Yammer histograms and timers (`...Ms`) become a Prometheus histogram of that name
+  (`_bucket`/`_sum`/`_count`, in milliseconds; the exporter's `_count` keeps its meaning);
+- Kafka Metrics beans `kafka.server:type=group-name,k=v` attribute `metric-name` become
+  `kafka_server_<group_name>_<metric_name>{k="v"}` (the exporter's default naming).
+
+What quafka adds has the prefix `quafka_`. docs/metrics.md maps every series to its Kafka name.
+
+Hot-path cost: the broker code increments plain attributes of `BrokerMetrics` (no locks: every
+update and every scrape runs on the broker's event loop); per-request latency is observed once per
+request in connection.py. Gauges (in-flight windows, sessions, groups) are read from the broker's
+state when scraped, costing nothing in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Iterable
+
+from kio.schema.index import api_key_map
+
+from quafka.broker._config_defs import parse_metrics_listener
+
+if TYPE_CHECKING:
+    from .server import BrokerServer
+
+log = logging.getLogger("quafka.metrics")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+ACK_TYPE_NAMES = {1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
+GROUP_STATES = ("Empty", "Stable", "Dead")
+
+# Request latency buckets (ms), roughly logarithmic: sub-millisecond requests up to long polls.
+LATENCY_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+                      10000.0, 30000.0)
+# Share-state writes and share-partition loads are cheaper (no long polls).
+WRITE_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 1000.0)
+
+def api_name(api_key: int) -> str:
+    """Kafka's request name for an API key ("ShareFetch"), as in RequestMetrics' `request` tag."""
+    snake = api_key_map.get(api_key)
+    if snake is None:
+        return f"Unknown{api_key}"
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+class Histogram:
+    """Cumulative-on-render histogram: observe() is a bisect, two adds and an increment."""
+
+    __slots__ = ("bounds", "counts", "sum", "count", "max")
+
+    def __init__(self, bounds: Iterable[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+        self.max = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+        if value > self.max:
+            self.max = value
+
+
+class BrokerMetrics:
+    """The broker's event counters. Plain attributes, incremented by the code where events happen."""
+
+    def __init__(self) -> None:
+        # RequestMetrics: {(api key, version): count}, {api key: latency histogram}
+        self.requests: dict[tuple[int, int], int] = {}
+        self.request_time_ms: dict[int, Histogram] = {}
+        # BrokerTopicMetrics (all topics)
+        self.share_fetch_requests = 0
+        self.share_fetch_failed = 0
+        self.share_ack_requests = 0
+        self.share_ack_failed = 0
+        # ShareGroupMetrics: acknowledged records by ack type (index = wire type, 0 = GAP unused)
+        self.acknowledgements = [0, 0, 0, 0, 0]
+        self.partition_load_time_ms = Histogram(WRITE_BUCKETS_MS)
+        # share coordinator: writes (WriteShareGroupState and friends), their latency, load times
+        self.share_state_writes = 0
+        self.share_state_write_time_ms = Histogram(WRITE_BUCKETS_MS)
+        self.share_state_partition_load_ms: list[float] = []
+
+    def observe_request(self, api_key: int, api_version: int, elapsed_ms: float) -> None:
+        key = (api_key, api_version)
+        requests = self.requests
+        requests[key] = requests.get(key, 0) + 1
+        hist = self.request_time_ms.get(api_key)
+        if hist is None:
+            hist = self.request_time_ms[api_key] = Histogram(LATENCY_BUCKETS_MS)
+        hist.observe(elapsed_ms)
+
+    def count_acknowledgements(self, batches) -> None:
+        """Acknowledged records by type, as Kafka's RecordAcknowledgementsPerSec counts them: a
+        batch with one type counts its whole range, per-offset types count one each."""
+        counts = self.acknowledgements
+        for first, last, types in batches:
+            if len(types) == 1:
+                t = types[0]
+                if 0 < t <= 4:
+                    counts[t] += last - first + 1
+            else:
+                for t in types:
+                    if 0 < t <= 4:
+                        counts[t] += 1
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _escape_label(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _labels(labels: Iterable[tuple[str, object]]) -> str:
+    parts = [f'{k}="{_escape_label(v)}"' for k, v in labels]
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, type_: str, help_: str,
+               samples: Iterable[tuple[tuple[tuple[str, object], ...], float]]) -> None:
+        self.lines.append(f"# HELP {name} {_escape_help(help_)}")
+        self.lines.append(f"# TYPE {name} {type_}")
+        for labels, value in samples:
+            self.lines.append(f"{name}{_labels(labels)} {_number(value)}")
+
+    def histogram(self, name: str, help_: str, series: Iterable[tuple[tuple[tuple[str, object], ...], Histogram]]) -> None:
+        self.lines.append(f"# HELP {name} {_escape_help(help_)}")
+        self.lines.append(f"# TYPE {name} histogram")
+        for labels, hist in series:
+            cumulative = 0
+            for bound, n in zip(hist.bounds, hist.counts):
+                cumulative += n
+                self.lines.append(f"{name}_bucket{_labels(labels + (('le', _number(float(bound))),))} {cumulative}")
+            self.lines.append(f"{name}_bucket{_labels(labels + (('le', '+Inf'),))} {hist.count}")
+            self.lines.append(f"{name}_sum{_labels(labels)} {_number(hist.sum)}")
+            self.lines.append(f"{name}_count{_labels(labels)} {hist.count}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def render(server: "BrokerServer") -> str:
+    """Every metric of the broker in the Prometheus text format 0.0.4."""
+    m: BrokerMetrics = server.metrics
+    out = _Writer()
+
+    # ---- kafka.network:type=RequestMetrics
+    out.family("kafka_network_requestmetrics_requests_total", "counter",
+               "Requests served, by API and version (kafka.network:type=RequestMetrics,name=RequestsPerSec).",
+               [((("request", api_name(k)), ("version", v)), n) for (k, v), n in sorted(m.requests.items())])
+    out.histogram("kafka_network_requestmetrics_totaltimems",
+                  "Time from a request read to its response written, in ms "
+                  "(kafka.network:type=RequestMetrics,name=TotalTimeMs).",
+                  [((("request", api_name(k)),), h) for k, h in sorted(m.request_time_ms.items())])
+
+    # ---- kafka.server:type=BrokerTopicMetrics (all topics)
+    for kafka_name, value, what in (
+        ("TotalShareFetchRequests", m.share_fetch_requests, "ShareFetch requests"),
+        ("FailedShareFetchRequests", m.share_fetch_failed, "ShareFetch requests that failed (any error)"),
+        ("TotalShareAcknowledgementRequests", m.share_ack_requests,
+         "Requests carrying acknowledgements (ShareAcknowledge, ShareFetch with acknowledgements)"),
+        ("FailedShareAcknowledgementRequests", m.share_ack_failed,
+         "Requests carrying acknowledgements that failed (any acknowledgement error)"),
+    ):
+        out.family(f"kafka_server_brokertopicmetrics_{kafka_name.lower()}_total", "counter",
+                   f"{what} (kafka.server:type=BrokerTopicMetrics,name={kafka_name}PerSec).", [((), value)])
+
+    # ---- kafka.server:type=ShareGroupMetrics
+    out.family("kafka_server_sharegroupmetrics_recordacknowledgements_total", "counter",
+               "Records acknowledged, by type (kafka.server:type=ShareGroupMetrics,"
+               "name=RecordAcknowledgementsPerSec,ackType=...).",
+               [((("acktype", name),), m.acknowledgements[t]) for t, name in ACK_TYPE_NAMES.items()])
+    out.histogram("kafka_server_sharegroupmetrics_partitionloadtimems",
+                  "Time to load a share partition's state, in ms "
+                  "(kafka.server:type=ShareGroupMetrics,name=PartitionLoadTimeMs).",
+                  [((), m.partition_load_time_ms)])
+
+    # ---- kafka.server:type=SharePartitionMetrics{group,topic,partition}
+    manager = server.share_partitions
+    contexts = sorted(manager.contexts.values(), key=lambda c: (c.group_id, c.topic.name, c.index))
+    per_partition = [(c, (("group", c.group_id), ("topic", c.topic.name), ("partition", c.index))) for c in contexts]
+    out.family("kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", "counter",
+               "Records whose acquisition lock timed out (kafka.server:type=SharePartitionMetrics,"
+               "name=AcquisitionLockTimeoutPerSec,group=...,topic=...,partition=...).",
+               [(labels, c.sp.lock_timeout_count) for c, labels in per_partition])
+    out.family("kafka_server_sharepartitionmetrics_inflightmessagecount", "gauge",
+               "Records in the in-flight window, SPSO to SPEO (kafka.server:type=SharePartitionMetrics,"
+               "name=InFlightMessageCount,...).",
+               [(labels, c.sp.in_flight_count) for c, labels in per_partition])
+    out.family("kafka_server_sharepartitionmetrics_inflightbatchcount", "gauge",
+               "State batches in the in-flight window (kafka.server:type=SharePartitionMetrics,"
+               "name=InFlightBatchCount,...).",
+               [(labels, len(c.sp.runs)) for c, labels in per_partition])
+
+    # ---- kafka.server:type=ShareSessionCache
+    sessions = server.share_sessions
+    out.family("kafka_server_sharesessioncache_sharesessionscount", "gauge",
+               "Open share sessions (kafka.server:type=ShareSessionCache,name=ShareSessionsCount).",
+               [((), len(sessions))])
+    out.family("kafka_server_sharesessioncache_sharepartitionscount", "gauge",
+               "Partitions in all open share sessions (kafka.server:type=ShareSessionCache,"
+               "name=SharePartitionsCount).", [((), sessions.partition_count())])
+    out.family("kafka_server_sharesessioncache_sharesessionevictions_total", "counter",
+               "Share sessions removed because their connection closed (kafka.server:type=ShareSessionCache,"
+               "name=ShareSessionEvictionsPerSec).", [((), sessions.evictions)])
+
+    # ---- kafka.server:type=DelayedOperationPurgatory,delayedOperation=ShareFetch
+    parked = len({id(f) for waiting in manager.waiters.values() for f in waiting})
+    out.family("kafka_server_delayedoperationpurgatory_numdelayedoperations", "gauge",
+               "ShareFetch requests parked waiting for records (kafka.server:type=DelayedOperationPurgatory,"
+               "name=NumDelayedOperations,delayedOperation=ShareFetch).",
+               [((("delayedoperation", "ShareFetch"),), parked)])
+
+    # ---- kafka.server:type=group-coordinator-metrics
+    by_state = dict.fromkeys(GROUP_STATES, 0)
+    groups = server.share_groups.list_groups() if server.share_groups is not None else []
+    for _group_id, state in groups:
+        by_state[state] = by_state.get(state, 0) + 1
+    out.family("kafka_server_group_coordinator_metrics_group_count", "gauge",
+               "Share groups (kafka.server:type=group-coordinator-metrics,protocol=share, group-count).",
+               [((("protocol", "share"),), len(groups))])
+    out.family("kafka_server_group_coordinator_metrics_share_group_count", "gauge",
+               "Share groups by state (kafka.server:type=group-coordinator-metrics,state=..., share-group-count).",
+               [((("state", s),), n) for s, n in by_state.items()])
+
+    # ---- kafka.server:type=share-coordinator-metrics
+    share_state = server.share_state
+    loads = m.share_state_partition_load_ms
+    out.family("kafka_server_share_coordinator_metrics_partition_load_time_max", "gauge",
+               "Longest replay of one __share_group_state partition at start-up, in ms "
+               "(share-coordinator-metrics, partition-load-time-max).", [((), max(loads) if loads else 0.0)])
+    out.family("kafka_server_share_coordinator_metrics_partition_load_time_avg", "gauge",
+               "Mean replay time of a __share_group_state partition at start-up, in ms "
+               "(share-coordinator-metrics, partition-load-time-avg).",
+               [((), sum(loads) / len(loads) if loads else 0.0)])
+    out.family("kafka_server_share_coordinator_metrics_write_total", "counter",
+               "Share-state writes (initialize, write, delete) made durable "
+               "(share-coordinator-metrics, write-total).", [((), m.share_state_writes)])
+    hist = m.share_state_write_time_ms
+    out.family("kafka_server_share_coordinator_metrics_write_latency_avg", "gauge",
+               "Mean time of a share-state write round (append, and fsync when flush is on), in ms "
+               "(share-coordinator-metrics, write-latency-avg).",
+               [((), hist.sum / hist.count if hist.count else 0.0)])
+    out.family("kafka_server_share_coordinator_metrics_write_latency_max", "gauge",
+               "Longest share-state write round, in ms (share-coordinator-metrics, write-latency-max).",
+               [((), hist.max)])
+    num = share_state.num_partitions if share_state is not None else 0
+    loaded = share_state is not None and share_state.loaded
+    out.family("kafka_server_share_coordinator_metrics_num_partitions", "gauge",
+               "__share_group_state partitions by state (share-coordinator-metrics, num-partitions).",
+               [((("state", "loading"),), 0 if loaded else num), ((("state", "active"),), num if loaded else 0),
+                ((("state", "failed"),), 0)])
+
+    # ---- quafka only
+    out.family("quafka_share_partitions", "gauge",
+               "Share partitions (group x topic partition) held in memory by this broker.", [((), len(contexts))])
+    out.histogram("quafka_share_coordinator_write_time_ms",
+                  "Share-state write rounds (one append of every queued write, and its fsync when flush is on), "
+                  "in ms.", [((), hist)])
+    out.family("quafka_share_coordinator_load_time_ms", "gauge",
+               "Time to replay __share_group_state at start-up, in ms.",
+               [((), share_state.load_time_ms if share_state is not None else 0.0)])
+    return out.text()
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+MAX_REQUEST_HEAD_BYTES = 8192
+READ_TIMEOUT_S = 10.0
+
+
+class MetricsServer:
+    """GET /metrics over HTTP/1.x, one response per connection. Anything else gets 400, 404 or 405;
+    a connection that sends garbage or stalls is closed; nothing it does affects the broker."""
+
+    def __init__(self, broker: "BrokerServer") -> None:
+        self.broker = broker
+        self._server: asyncio.base_events.Server | None = None
+        self._clients: set[asyncio.Task] = set()
+        self.host = ""
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._on_client, host, port, reuse_address=True,
+                                                  limit=MAX_REQUEST_HEAD_BYTES)
+        sock = self._server.sockets[0].getsockname()
+        self.host, self.port = sock[0], sock[1]
+        log.info("metrics on http://%s:%d/metrics", self.host, self.port)
+
+    async def close(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for task in list(self._clients):
+            task.cancel()
+        await asyncio.gather(*self._clients, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        try:
+            await asyncio.wait_for(self._serve(reader, writer), READ_TIMEOUT_S)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - a bad scrape never reaches the broker
+            log.debug("metrics connection closed: %r", exc)
+        finally:
+            self._clients.discard(task)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            await self._respond(writer, 431, "Request Header Fields Too Large", "request head too large\n")
+            return
+        except asyncio.IncompleteReadError as exc:
+            head = exc.partial
+            if b"\n\n" not in head.replace(b"\r\n", b"\n"):
+                if head.strip():
+                    await self._respond(writer, 400, "Bad Request", "malformed HTTP request\n")
+                return
+        request_line = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0]
+        parts = request_line.split()
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+            await self._respond(writer, 400, "Bad Request", "malformed HTTP request\n")
+            return
+        method, target = parts[0], parts[1].split(b"?", 1)[0]
+        if target not in (b"/metrics", b"/"):
+            await self._respond(writer, 404, "Not Found", "try /metrics\n")
+            return
+        if method not in (b"GET", b"HEAD"):
+            await self._respond(writer, 405, "Method Not Allowed", "GET only\n", extra="Allow: GET, HEAD\r\n")
+            return
+        body = render(self.broker)
+        await self._respond(writer, 200, "OK", body, content_type=CONTENT_TYPE, head_only=method == b"HEAD")
+
+    @staticmethod
+    async def _respond(writer: asyncio.StreamWriter, status: int, reason: str, body: str, *,
+                       content_type: str = "text/plain; charset=utf-8", extra: str = "",
+                       head_only: bool = False) -> None:
+        data = body.encode()
+        writer.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(data)}\r\n"
+            f"Connection: close\r\n{extra}\r\n".encode() + (b"" if head_only else data))
+        await writer.drain()

@@ -1,0 +1,209 @@
+"""Broker metrics on `metrics.listener` (issue 6, acceptance 4).
+
+The scrape parses with prometheus_client's parser; every metric listed in docs/metrics.md is there;
+every listed counter (and every histogram's `_count`) goes up during a workload of produce
+(confluent-kafka Producer), share-consume with accept, release and reject (quafka.client
+ShareConsumer, explicit mode), renew, an acquisition lock that times out, failing ShareFetch and
+ShareAcknowledge requests and a dropped connection holding a share session (the kio test client).
+Also: a bad `metrics.listener` is refused at start-up naming the key, and a scrape connection that
+sends garbage or stalls does not disturb the broker.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
+
+from quafka import EmbeddedBroker
+from quafka.broker import config as cfg
+from quafka.broker.server.metrics import CONTENT_TYPE
+from quafka.client import AcknowledgeType, ShareConsumer
+from support import set_group_configs, wait_until
+from support.share_client import ACCEPT, RENEW, ShareClient, acquired_offsets, create_topic, partition_errors
+
+pytestmark = pytest.mark.timeout(60)
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
+ROW = re.compile(r"^\| `((?:kafka|quafka)_[a-z0-9_]+)` \| (counter|gauge|histogram) \|", re.MULTILINE)
+TOPIC = "metrics-topic"
+RECORDS = 30
+
+
+def documented() -> dict[str, str]:
+    found = dict(ROW.findall(DOC.read_text()))
+    assert len(found) >= 20, "docs/metrics.md lists fewer metrics than expected: table format changed?"
+    return found
+
+
+class Scrape:
+    def __init__(self, text: str) -> None:
+        self.families = {f.name: f for f in text_string_to_metric_families(text)}
+
+    def family(self, name: str, type_: str):
+        # the parser names a counter family without its _total suffix
+        key = name[:-len("_total")] if type_ == "counter" and name.endswith("_total") else name
+        return self.families.get(key)
+
+    def total(self, name: str, type_: str, **labels) -> float:
+        family = self.family(name, type_)
+        if family is None:
+            return 0.0
+        sample_name = name + "_count" if type_ == "histogram" else name
+        return sum(s.value for s in family.samples
+                   if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def scrape(broker: EmbeddedBroker) -> Scrape:
+    with urllib.request.urlopen(broker.metrics_url, timeout=5) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == CONTENT_TYPE
+        return Scrape(resp.read().decode())
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with EmbeddedBroker(config={"metrics.listener": "http://127.0.0.1:0",
+                                "group.share.min.record.lock.duration.ms": 1000}) as b:
+        yield b
+
+
+def _workload(broker: EmbeddedBroker) -> None:
+    bootstrap = broker.bootstrap_servers
+    topic_id = create_topic(bootstrap, TOPIC)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(RECORDS):
+        producer.produce(TOPIC, f"job-{i}".encode())
+    assert producer.flush(10) == 0
+
+    # share-consume with accept / release / reject (quafka.client, explicit acknowledgement)
+    set_group_configs(bootstrap, "metrics-consumers", {"share.auto.offset.reset": "earliest"})
+    seen: dict[int, int] = {}
+    with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "metrics-consumers",
+                        "share.acknowledgement.mode": "explicit"}) as consumer:
+        consumer.subscribe([TOPIC])
+
+        def consume() -> bool:
+            for record in consumer.poll(0.5):
+                n = seen[record.offset] = seen.get(record.offset, 0) + 1
+                if record.offset % 3 == 1 and n == 1:
+                    consumer.acknowledge(record, AcknowledgeType.RELEASE)  # comes back once
+                elif record.offset % 3 == 2:
+                    consumer.acknowledge(record, AcknowledgeType.REJECT)
+                else:
+                    consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+            consumer.commit_sync(5)
+            return len(seen) == RECORDS and all(seen[o] == 2 for o in seen if o % 3 == 1)
+
+        wait_until(consume, 10, 0, message="every record consumed, released ones twice")
+
+    # renew, a lock timeout, failing requests, a dropped connection (kio test client)
+    producer.produce(TOPIC, b"held")
+    assert producer.flush(10) == 0
+    set_group_configs(bootstrap, "metrics-raw", {"share.auto.offset.reset": "earliest",
+                                                 "share.record.lock.duration.ms": "1000"})
+    tp = (topic_id, 0)
+    with ShareClient(bootstrap, "metrics-raw") as client:
+        client.join([TOPIC])
+        client.wait_for_assignment()
+        held: list[tuple[int, int]] = []  # (offset, delivery count)
+        wait_until(lambda: held.extend(acquired_offsets(client.fetch(version=2)).get(tp, [])) or held, 10, 0)
+        first, last = held[0][0], held[-1][0]
+        resp = client.acknowledge({tp: [(first, last, [RENEW])]}, version=2, is_renew_ack=True)
+        assert partition_errors(resp)[tp][0] == 0
+        # let the lock expire; the next fetch acquires the records again (delivery count 2)
+        again: list[tuple[int, int]] = []
+        wait_until(lambda: again.extend(acquired_offsets(client.fetch(version=2, max_wait_ms=200)).get(tp, []))
+                   or again, 10, 0.1)
+        assert [o for o, _ in again] == [o for o, _ in held] and all(count == 2 for _, count in again)
+        resp = client.acknowledge({tp: [(first, last, [ACCEPT])]}, version=2)
+        assert partition_errors(resp)[tp][0] == 0
+        # an acknowledgement at a stale share-session epoch -> INVALID_SHARE_SESSION_EPOCH
+        resp = client.acknowledge({tp: [(first, last, [ACCEPT])]}, version=2, epoch=client.session_epoch + 5)
+        assert resp.error_code != 0
+        # a ShareFetch naming a topic that does not exist -> UNKNOWN_TOPIC_ID on the partition
+        client.fetch(partitions={uuid.uuid4(): [0]}, version=2, max_wait_ms=0)
+        client.disconnect()  # the share session goes with the connection: an eviction
+    wait_until(lambda: len(broker.server.share_sessions) == 0, 10, 0.02)
+    producer.flush(1)
+
+
+def test_scrape_lists_every_documented_metric_and_counters_move(broker):
+    metrics = documented()
+    before = scrape(broker)
+    for name, type_ in metrics.items():
+        assert before.family(name, type_) is not None, f"{name} missing from the scrape"
+        assert before.family(name, type_).type == type_, name
+    _workload(broker)
+    after = scrape(broker)
+    for name, type_ in metrics.items():
+        family = after.family(name, type_)
+        assert family is not None and family.samples, f"{name} has no samples after the workload"
+    moved = [name for name, type_ in metrics.items() if type_ in ("counter", "histogram")]
+    assert len(moved) >= 10
+    for name in moved:
+        type_ = metrics[name]
+        assert after.total(name, type_) > before.total(name, type_), f"{name} did not increase"
+    for ack_type in ("Accept", "Release", "Reject", "Renew"):
+        name = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+        assert after.total(name, "counter", acktype=ack_type) > before.total(name, "counter", acktype=ack_type), \
+            ack_type
+    assert after.total("kafka_server_sharegroupmetrics_recordacknowledgements_total", "counter",
+                       acktype="Reject") == RECORDS // 3
+    for api in ("Produce", "ShareFetch", "ShareAcknowledge", "ShareGroupHeartbeat"):
+        assert after.total("kafka_network_requestmetrics_requests_total", "counter", request=api) > 0, api
+        assert after.total("kafka_network_requestmetrics_totaltimems", "histogram", request=api) > 0, api
+    window = after.family("kafka_server_sharepartitionmetrics_inflightmessagecount", "gauge")
+    assert {s.labels["group"] for s in window.samples} >= {"metrics-consumers", "metrics-raw"}
+    assert after.total("kafka_server_group_coordinator_metrics_group_count", "gauge", protocol="share") >= 2
+
+
+@pytest.mark.parametrize("value", ["https://127.0.0.1:0", "127.0.0.1:9404", "http://:9404", "http://h:65536",
+                                   "http://127.0.0.1"])
+def test_bad_listener_is_refused_naming_the_key(value):
+    with pytest.raises(cfg.ConfigError) as info:
+        EmbeddedBroker(config={"metrics.listener": value})
+    assert "metrics.listener" in str(info.value)
+
+
+def test_metrics_are_off_by_default(make_broker):
+    b = make_broker()
+    assert b.metrics_port is None and b.metrics_url is None
+
+
+def test_misbehaving_scrapes_do_not_disturb_the_broker(broker):
+    port = broker.metrics_port
+    assert port
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=5)  # says nothing, stays open
+    stalled.sendall(b"GET /met")
+    for garbage in (b"\x00\xff" * 5000 + b"\r\n\r\n", b"NOT HTTP AT ALL\r\n\r\n", b"\r\n\r\n", b"GET /metrics\r\n"):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(garbage)
+            s.shutdown(socket.SHUT_WR)
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+            assert reply == b"" or reply.startswith(b"HTTP/1.1 4"), reply[:80]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # connect and vanish
+        pass
+    for path, status in (("/nope", 404),):
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)
+        assert info.value.code == status
+    req = urllib.request.Request(broker.metrics_url, data=b"x", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=5)
+    assert info.value.code == 405
+    # the metrics endpoint and the Kafka listener still serve, with the stalled connection open
+    assert scrape(broker).family("kafka_network_requestmetrics_requests_total", "counter") is not None
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    producer.produce("metrics-after-garbage", b"x")
+    assert producer.flush(10) == 0
+    stalled.close()

@@ -313,3 +313,12 @@ def test_kafka_socket_and_metric_keys_are_accepted_and_only_plaintext_is():
     with pytest.raises(ConfigException) as info:
         AsyncShareConsumer(dict(base, **{"security.protocol": "SASL_SSL"}))
     assert info.value.key == "security.protocol" and "PLAINTEXT" in str(info.value)
+
+
+def test_a_batch_the_response_carries_twice_gives_its_records_once():
+    data = _batch(0, 5) + _batch(0, 5) + _batch(5, 3)  # a broker that sent the first batch twice
+    out = decode_acquired(TP, data, [_acq(1, 1, 2), _acq(3, 3, 2), _acq(6, 6, 1)], check_crcs=True)
+    assert [(r.offset, r.delivery_count) for r in out.items] == [(1, 2), (3, 2), (6, 1)] and out.acks == {}
+    overlapping = _batch(0, 5) + _batch(3, 4)  # a later batch that starts inside an earlier one
+    out = decode_acquired(TP, overlapping, [_acq(0, 6)], check_crcs=True)
+    assert [r.offset for r in out.items] == [0, 1, 2, 3, 4, 5, 6] and out.acks == {}

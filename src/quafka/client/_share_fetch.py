@@ -71,13 +71,17 @@ def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquire
             i += 1
 
     low, high = firsts[0], max(lasts)
+    done_upto = low - 1  # the last offset of the batches handled so far: each offset is handled once
     if data:
         for pos, header in rb.iter_headers(data):
             first, last = header.base_offset, header.last_offset
-            if last < low or first > high:
-                continue
+            if last < low or first > high or last <= done_upto:
+                continue  # outside the acquired offsets, or a batch the response already carried
+            if first <= done_upto:
+                first = done_upto + 1  # overlaps what came before: only its later offsets are new
+            done_upto = last
             covered.append((first, last))
-            where = f"{tp.topic}-{tp.partition} batch at offsets {first}..{last}"
+            where = f"{tp.topic}-{tp.partition} batch at offsets {header.base_offset}..{last}"
             if header.magic != 2 or (check_crcs and not rb.batch_crc_ok(data, pos, header)):
                 reason = (f"has magic {header.magic}; only magic 2 is readable" if header.magic != 2
                           else "failed its CRC32C check (check.crcs)")
@@ -97,7 +101,8 @@ def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquire
                 continue
             epoch = header.partition_leader_epoch
             i = bisect.bisect_right(firsts, first) - 1
-            if i >= 0 and last <= lasts[i]:  # the usual case: the whole batch lies in one acquired range
+            if first == header.base_offset and i >= 0 and last <= lasts[i]:
+                # the usual case: the whole batch lies in one acquired range
                 count, topic, partition = counts[i], tp.topic, tp.partition
                 items.extend([Record(topic, partition, r.offset, r.timestamp, timestamp_type, r.key, r.value,
                                      list(r.headers), epoch, count) for r in decoded])
@@ -107,7 +112,7 @@ def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquire
                 continue
             seen = set()
             for r in decoded:
-                count = count_of(r.offset)
+                count = count_of(r.offset) if r.offset >= first else None
                 if count is not None:
                     seen.add(r.offset)
                     items.append(Record(tp.topic, tp.partition, r.offset, r.timestamp, timestamp_type, r.key, r.value,

@@ -182,6 +182,7 @@ class SharePartitionManager:
         parts: list[bytes] = []
         acquired: list[AcquiredRange] = []
         total = 0
+        sent_upto = -1  # the offset after the last batch put in `parts`
         for _ in range(MAX_READS_PER_FETCH):
             offset = sp.fetch_offset(group_config.partition_max_record_locks)
             if offset is None or offset >= plog.log_end_offset or total >= max_records:
@@ -206,10 +207,14 @@ class SharePartitionManager:
                 break
             last_acquired = max(r.last_offset for r in got)
             end = next((stop for _b, last, stop in batches if last >= last_acquired), len(data))
-            parts.append(data[:end] if end < len(data) else data)
+            # a later read may start inside what an earlier one already sent: send each batch once
+            begin = next((stop for _b, last, stop in reversed(batches) if last < sent_upto), 0)
+            if begin < end:
+                parts.append(data[begin:end] if begin or end < len(data) else data)
+            sent_upto = max([sent_upto] + [last + 1 for _b, last, stop in batches if stop <= end])
             acquired.extend(got)
             total += sum(r.last_offset - r.first_offset + 1 for r in got)
-            max_bytes -= end
+            max_bytes -= max(end - begin, 0)
             if end < len(data) or max_bytes <= 0 or sp.last_acquire_throttled:
                 break
         if not acquired:

@@ -86,6 +86,7 @@ def kafka_parser_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
     parser.error = error  # type: ignore[method-assign]
     parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+    parser._kafka_errors = True  # type: ignore[attr-defined]
     return parser
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
+
+from ._common import kafka_parser_errors
 
 #: Subcommand modules, in --help order.
 COMMANDS = ("broker", "topics", "configs", "share_groups", "console_share_consumer", "console_producer",
@@ -19,14 +20,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        if importlib.util.find_spec(f"quafka.cli.{name}") is None:
-            continue  # TEMPORARY while issue 6's tools are being written
         importlib.import_module(f"quafka.cli.{name}").add_parser(sub)
+    _kafka_errors_everywhere(sub)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
     return args.func(args)
+
+
+def _kafka_errors_everywhere(sub) -> None:
+    """Bad options of any subcommand: one line and exit code 1, as Kafka's tools (not argparse's 2)."""
+    for parser in set(sub.choices.values()):
+        if not getattr(parser, "_kafka_errors", False):
+            kafka_parser_errors(parser)
+            parser._kafka_errors = True
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _kafka_errors_everywhere(action)
 
 
 if __name__ == "__main__":

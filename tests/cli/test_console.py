@@ -11,23 +11,11 @@ import sys
 
 import pytest
 from confluent_kafka import Producer
+from cli.helpers import make_topic
 from support import produce_batch, set_group_configs, wait_until
 
-from quafka import EmbeddedBroker
 from quafka.cli.main import main
 from quafka.client import Admin, PartitionReader
-
-
-@pytest.fixture(scope="module")
-def bootstrap():
-    """One broker for the module: every test uses its own topic and group."""
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap_servers
-
-
-def make_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics({topic: (partitions, 1)})
 
 
 def share_group(bootstrap: str, group: str, **extra: str) -> None:

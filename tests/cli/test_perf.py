@@ -9,9 +9,9 @@ import sys
 import time
 
 import pytest
+from cli.helpers import make_topic
 from support import produce_batch, set_group_configs
 
-from quafka import EmbeddedBroker
 from quafka.cli.main import main
 from quafka.cli.perf import java_date_format
 from quafka.client import Admin, PartitionReader
@@ -21,17 +21,6 @@ FINAL = re.compile(r"^(\d+) records sent, (\d+\.\d{6}) records/sec \((\d+\.\d\d)
 HEADER = "start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, fetch.time.ms"
 DATE = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"
 ROW = re.compile(rf"^({DATE}), ({DATE}), (\d+\.\d{{4}}), (\d+\.\d{{4}}), (\d+\.\d{{4}}), (\d+), (\d+)$")
-
-
-@pytest.fixture(scope="module")
-def bootstrap():
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap_servers
-
-
-def make_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics({topic: (partitions, 1)})
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:

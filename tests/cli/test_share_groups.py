@@ -3,28 +3,18 @@ output formats and exit codes — list, describe views, --reset-offsets (--to-da
 --execute, --export/--from-file, the refusal for a group with members), --delete-offsets, --delete."""
 
 import datetime
-import subprocess
-import sys
 
 import pytest
 
 from support import produce_batch, set_group_configs, wait_until
+
+from cli.helpers import cli, run_quafka
 
 from quafka.cli.main import main
 from quafka.client import Admin, ShareConsumer
 
 T_OLD = 1_700_000_000_000          # partition 0: offsets 0-4; partition 1: offsets 0-9
 T_NEW = T_OLD + 600_000            # partition 0: offsets 5-9
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_quafka(*args, timeout=30):
-    return subprocess.run([sys.executable, "-m", "quafka", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def table(out):

@@ -2,20 +2,8 @@
 formats (kafka-topics.sh, kafka-configs.sh) and exit codes."""
 
 import re
-import subprocess
-import sys
 
-from quafka.cli.main import main
-
-
-def cli(capsys, *args):
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_quafka(*args, timeout=30):
-    return subprocess.run([sys.executable, "-m", "quafka", *args], capture_output=True, text=True, timeout=timeout)
+from cli.helpers import cli, run_quafka
 
 
 DESCRIBE_TOPIC = re.compile(r"Topic: (\S+)\tTopicId: ([A-Za-z0-9_-]{22})\tPartitionCount: (\d+)\t"

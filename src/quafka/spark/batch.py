@@ -1,0 +1,375 @@
+"""The batch reader of ``spark.read.format("quafka")``: plain Fetch by offset through
+``quafka.client.PartitionReader``, no group, so reading has no side effects.
+
+Options:
+
+- ``kafka.bootstrap.servers`` (required), ``subscribe`` (required, comma-separated topics); other
+  ``kafka.*`` options pass through to the reader/admin clients where they know the key.
+- ``startingOffsets``: ``earliest`` (default) or JSON ``{"topic": {"0": 23, "1": -2}}`` (-2 =
+  earliest); ``latest`` / -1 is refused, as in Spark's Kafka source.
+- ``endingOffsets``: ``latest`` (default) or JSON (-1 = latest); ``earliest`` / -2 is refused.
+  Partitions missing from a JSON map take the default. Offsets are clamped to the partition's
+  [log start, high watermark].
+- ``maxRecordsPerPartition`` (default 100000): larger offset ranges are split into several Spark
+  partitions.
+- ``share.group`` is refused (a batch read joins no group).
+
+Planning (``partitions()``) runs ListOffsets through ``quafka.client.Admin`` and makes one
+``InputPartition`` per ``(topic, partition, [from, to))`` slice; ``read()`` runs on the executors.
+
+Filter pushdown: when the session sets ``spark.sql.python.filterPushdown.enabled=true`` Spark
+calls ``pushFilters`` and this reader narrows the plan: ``partition`` ``=`` / ``IN`` drop whole
+partitions, ``offset`` ``>``, ``>=``, ``<``, ``<=`` narrow the offset ranges (these filters are
+handled exactly and not re-applied by Spark), and lower bounds on ``timestamp`` (``>``, ``>=``)
+move each start offset through ListOffsets by timestamp (the first offset whose timestamp is at
+least the bound; every earlier record is older). Timestamp filters are still returned to Spark and
+re-applied, and timestamp upper bounds do not prune, because CreateTime timestamps need not grow
+with the offset. With the setting off (Spark's default) ``pushFilters`` is never called: the read
+covers the whole offset range and Spark applies every filter itself, giving the same rows.
+
+pyspark 4.3 refuses to plan a reader that overrides ``DataSourceReader.pushFilters`` while the
+setting is off (``DATA_SOURCE_PUSHDOWN_DISABLED``, in ``plan_data_source_read``: it compares
+``reader.pushFilters.__func__`` with ``DataSourceReader.pushFilters``). To work with the setting
+either way, ``pushFilters`` here is a descriptor whose bound object reports the base method as its
+``__func__`` and calls ``_push_filters`` when invoked.
+
+``subscribe=__share_group_state`` reads the share-state topic decoded with
+``quafka.client.share_state`` into ``SHARE_STATE_SCHEMA`` (one row per ShareSnapshot/ShareUpdate
+record; tombstones give a row with ``tombstone=true`` and null state columns).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from .options import SHARE_STATE_TOPIC, OptionError, Options
+
+__all__ = ["QuafkaBatchReader", "SHARE_STATE_SCHEMA", "OffsetSlice"]
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_MAX_RECORDS_PER_PARTITION = 100_000
+
+#: The decoded rows of ``__share_group_state``. ``topic`` is the topic's name when the cluster
+#: still knows the topic id, else the id (``topicId``, Kafka's base64 form). ``stateEpoch`` is null
+#: on ShareUpdate records; ``startOffset`` -1 on a ShareUpdate means "unchanged".
+#: ``deliveryState``: 0 AVAILABLE, 2 ACKNOWLEDGED, 3 ARCHIVING, 4 ARCHIVED (Kafka's codes).
+SHARE_STATE_SCHEMA = StructType([
+    StructField("group", StringType(), False),
+    StructField("topic", StringType(), False),
+    StructField("topicId", StringType(), False),
+    StructField("partition", IntegerType(), False),
+    StructField("recordType", StringType(), False),
+    StructField("tombstone", BooleanType(), False),
+    StructField("startOffset", LongType(), True),
+    StructField("stateEpoch", IntegerType(), True),
+    StructField("leaderEpoch", IntegerType(), True),
+    StructField("stateBatches", ArrayType(StructType([
+        StructField("firstOffset", LongType(), False),
+        StructField("lastOffset", LongType(), False),
+        StructField("deliveryState", IntegerType(), False),
+        StructField("deliveryCount", IntegerType(), False),
+    ])), True),
+    StructField("offset", LongType(), False),
+    StructField("timestamp", TimestampType(), False),
+])
+
+_UTC = datetime.timezone.utc
+
+
+class OffsetSlice(InputPartition):
+    """One Spark partition: records ``[start, end)`` of ``topic``-``partition``."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int,
+                 topic_names: dict[str, str] | None = None) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.topic_names = dict(topic_names or {})  # share-state reads: topic id -> name
+
+    def __repr__(self) -> str:
+        return f"OffsetSlice({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+def _client_config(options: Options, keys: Any) -> dict[str, Any]:
+    config = {k: v for k, v in options.client_config().items() if k in keys}
+    config["bootstrap.servers"] = options.bootstrap_servers()
+    return config
+
+
+def _parse_offsets(options: Options, name: str, default: int, refused: int, topics: list[str]
+                   ) -> tuple[int, dict[tuple[str, int], int]]:
+    """(default for unnamed partitions, {(topic, partition): offset or -1/-2})."""
+    raw = options.get(name)
+    if raw is None or not raw.strip():
+        return default, {}
+    text = raw.strip()
+    words = {"earliest": EARLIEST, "latest": LATEST}
+    if text.lower() in words:
+        value = words[text.lower()]
+        if value == refused:
+            raise OptionError(f"option {name!r}={text!r} is not allowed for a batch read")
+        return value, {}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise OptionError(f"option {name!r}={raw!r} is neither 'earliest', 'latest' nor JSON "
+                          '{"topic": {"partition": offset}}') from None
+    if not isinstance(parsed, dict):
+        raise OptionError(f"option {name!r}={raw!r} must be a JSON object {{\"topic\": {{\"0\": offset}}}}")
+    out: dict[tuple[str, int], int] = {}
+    for topic, parts in parsed.items():
+        if topic not in topics:
+            raise OptionError(f"option {name!r} names topic {topic!r}, which option 'subscribe' does not")
+        if not isinstance(parts, dict):
+            raise OptionError(f"option {name!r}: the value of topic {topic!r} must be a JSON object")
+        for p, offset in parts.items():
+            try:
+                partition = int(p)
+            except ValueError:
+                raise OptionError(f"option {name!r}: partition {p!r} of {topic!r} is not an integer") from None
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
+                raise OptionError(f"option {name!r}: offset {offset!r} of {topic}-{p} is not an offset, -1 or -2")
+            if offset == refused:
+                raise OptionError(f"option {name!r}: offset {offset} of {topic}-{p} is not allowed for a batch read")
+            out[(topic, partition)] = offset
+    return default, out
+
+
+def _ms(value: Any) -> int | None:
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_UTC)  # Spark sends naive UTC datetimes for TIMESTAMP
+        return int(value.timestamp() * 1000)
+    if isinstance(value, datetime.date):
+        return int(datetime.datetime(value.year, value.month, value.day, tzinfo=_UTC).timestamp() * 1000)
+    return None
+
+
+def _kafka_uuid(topic_id: Any) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
+class _BoundPushFilters:
+    """What ``reader.pushFilters`` returns: callable like a bound method, while its ``__func__``
+    is ``DataSourceReader.pushFilters`` so that pyspark does not refuse to plan with pushdown off."""
+
+    def __init__(self, reader: "QuafkaBatchReader") -> None:
+        self.__self__ = reader
+        self.__func__ = DataSourceReader.pushFilters
+
+    def __call__(self, filters: list) -> list:
+        return self.__self__._push_filters(filters)
+
+
+class _PushFilters:
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return DataSourceReader.pushFilters
+        return _BoundPushFilters(obj)
+
+
+class QuafkaBatchReader(DataSourceReader):
+    """``spark.read.format("quafka")``; see the module docstring. ``__init__`` checks the options
+    and does no I/O (the reader is pickled to the executors)."""
+
+    pushFilters = _PushFilters()
+
+    def __init__(self, options: Options, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        options.refuse(("share.group",), "is for spark.readStream (a share-group stream); a batch read "
+                       "(spark.read) reads by offset and joins no group")
+        options.refuse(("assign", "subscribePattern"), "is not supported by format(\"quafka\"); use 'subscribe'")
+        self.bootstrap = options.bootstrap_servers()
+        self.topics = options.topics()
+        self.share_state = self.topics == [SHARE_STATE_TOPIC]
+        if SHARE_STATE_TOPIC in self.topics and not self.share_state:
+            raise OptionError(f"option 'subscribe' may name {SHARE_STATE_TOPIC!r} only on its own")
+        self.starting = _parse_offsets(options, "startingOffsets", EARLIEST, LATEST, self.topics)
+        self.ending = _parse_offsets(options, "endingOffsets", LATEST, EARLIEST, self.topics)
+        self.max_records = options.integer("maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION)
+        # pushed-down constraints
+        self.pushed_partitions: set[int] | None = None
+        self.pushed_min_offset = 0  # inclusive
+        self.pushed_max_offset: int | None = None  # exclusive
+        self.pushed_min_timestamp: int | None = None  # ms, inclusive
+
+    # ------------------------------------------------------------------ pushdown (planner)
+
+    def _push_filters(self, filters: list) -> list:
+        """Take what can be applied exactly; return the filters Spark must still apply."""
+        remaining = []
+        for f in filters:
+            if not self._push_one(f):
+                remaining.append(f)
+        return remaining
+
+    def _push_one(self, f: Any) -> bool:
+        attr = getattr(f, "attribute", None)
+        if not attr or len(attr) != 1:
+            return False
+        column = attr[0]
+        if self.share_state:
+            # partition/offset/timestamp of the share-state topic's records are columns too, but
+            # "partition" there means the audited partition: leave everything to Spark
+            if column != "offset":
+                return False
+        value = f.value
+        if column == "partition" and isinstance(f, (EqualTo, In)):
+            values = set(value) if isinstance(f, In) else {value}
+            ints = {v for v in values if isinstance(v, int) and not isinstance(v, bool)}
+            if len(ints) != len(values):
+                return False
+            self.pushed_partitions = ints if self.pushed_partitions is None else self.pushed_partitions & ints
+            return True
+        if column == "offset" and isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(f, GreaterThan):
+                self.pushed_min_offset = max(self.pushed_min_offset, value + 1)
+            elif isinstance(f, GreaterThanOrEqual):
+                self.pushed_min_offset = max(self.pushed_min_offset, value)
+            elif isinstance(f, LessThan):
+                self._cap(value)
+            elif isinstance(f, LessThanOrEqual):
+                self._cap(value + 1)
+            elif isinstance(f, EqualTo):
+                self.pushed_min_offset = max(self.pushed_min_offset, value)
+                self._cap(value + 1)
+            else:
+                return False
+            return True
+        if column == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual, EqualTo)):
+            ms = _ms(value)
+            if ms is not None:
+                bound = ms  # ListOffsets(ms) = first offset with timestamp >= ms; also right for ">"
+                self.pushed_min_timestamp = bound if self.pushed_min_timestamp is None else max(
+                    self.pushed_min_timestamp, bound)
+            return False  # Spark re-applies it
+        return False
+
+    def _cap(self, end: int) -> None:
+        self.pushed_max_offset = end if self.pushed_max_offset is None else min(self.pushed_max_offset, end)
+
+    # ------------------------------------------------------------------ planning
+
+    def partitions(self) -> list[OffsetSlice]:
+        from quafka.client import Admin, KafkaException
+        from quafka.client.admin import ADMIN_CONFIG
+
+        slices: list[OffsetSlice] = []
+        with Admin(_client_config(self.options, ADMIN_CONFIG)) as admin:
+            try:
+                described = admin.describe_topics(self.topics)
+            except KafkaException as e:
+                raise OptionError(f"option 'subscribe'={','.join(self.topics)!r}: {e}") from e
+            tps = []
+            for topic in self.topics:
+                desc = described.get(topic)
+                if desc is None:
+                    raise OptionError(f"option 'subscribe' names topic {topic!r}, which does not exist")
+                for p in sorted(desc.partitions):
+                    if self.pushed_partitions is None or p in self.pushed_partitions:
+                        tps.append((topic, p))
+            for name, (default, per) in (("startingOffsets", self.starting), ("endingOffsets", self.ending)):
+                for (topic, p) in per:
+                    if p not in described[topic].partitions:
+                        raise OptionError(f"option {name!r} names partition {topic}-{p}, which does not exist")
+            if not tps:
+                return []
+            earliest = admin.list_offsets({tp: "earliest" for tp in tps})
+            latest = admin.list_offsets({tp: "latest" for tp in tps})
+            by_time = {}
+            if self.pushed_min_timestamp is not None:
+                by_time = admin.list_offsets({tp: max(0, self.pushed_min_timestamp) for tp in tps})
+            names: dict[str, str] = {}
+            if self.share_state:
+                names = {_kafka_uuid(d.topic_id): name for name, d in admin.list_topics(include_internal=True).items()
+                         if d.topic_id is not None}
+        for tp in tps:
+            low, high = earliest[tp][0], latest[tp][0]
+
+            def resolve(spec: tuple[int, dict], tp=tp, low=low, high=high) -> int:
+                offset = spec[1].get(tp, spec[0])
+                return low if offset == EARLIEST else high if offset == LATEST else min(max(offset, low), high)
+
+            start = max(resolve(self.starting), self.pushed_min_offset)
+            end = resolve(self.ending)
+            if self.pushed_max_offset is not None:
+                end = min(end, self.pushed_max_offset)
+            if tp in by_time:
+                t_offset = by_time[tp][0]
+                start = max(start, high if t_offset < 0 else t_offset)
+            while start < end:
+                stop = min(end, start + self.max_records)
+                slices.append(OffsetSlice(tp[0], tp[1], start, stop, names))
+                start = stop
+        return slices
+
+    # ------------------------------------------------------------------ reading (executors)
+
+    def read(self, partition: OffsetSlice) -> Iterator[tuple]:
+        from quafka.client import PartitionReader
+        from quafka.client.reader import READER_CONFIG
+
+        if partition.start >= partition.end:
+            return
+        with PartitionReader(_client_config(self.options, READER_CONFIG)) as reader:
+            records = reader.read(partition.topic, partition.partition, partition.start, partition.end)
+            if self.share_state:
+                yield from self._share_state_rows(records, partition.topic_names)
+                return
+            fromts = datetime.datetime.fromtimestamp
+            for r in records:
+                yield (r.key, r.value, r.topic, r.partition, r.offset, fromts(r.timestamp / 1000, _UTC),
+                       r.timestamp_type, list(r.headers), r.delivery_count)
+
+    @staticmethod
+    def _share_state_rows(records: Iterator[Any], names: dict[str, str]) -> Iterator[tuple]:
+        from quafka.client import share_state
+
+        for r in records:
+            if r.key is None:
+                continue
+            try:
+                decoded = share_state.decode_share_state_record(r.key, r.value)
+            except share_state.UnknownRecordType:
+                continue  # a record type newer than this reader: skip it
+            key, value = decoded.key, decoded.value
+            topic_id = _kafka_uuid(key.topic_id)
+            kind = "ShareSnapshot" if decoded.record_type == share_state.SHARE_SNAPSHOT else "ShareUpdate"
+            ts = datetime.datetime.fromtimestamp(r.timestamp / 1000, _UTC)
+            if value is None:
+                yield (key.group_id, names.get(topic_id, topic_id), topic_id, key.partition, kind, True,
+                       None, None, None, None, r.offset, ts)
+                continue
+            batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                       for b in value.state_batches]
+            state_epoch = getattr(value, "state_epoch", None)
+            yield (key.group_id, names.get(topic_id, topic_id), topic_id, key.partition, kind, False,
+                   value.start_offset, state_epoch, value.leader_epoch, batches, r.offset, ts)

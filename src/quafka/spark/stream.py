@@ -1,0 +1,378 @@
+"""The share-group streaming source of ``spark.readStream.format("quafka")``: design A of
+spark-notes §6.1, "runner-owned share session plus fan-out".
+
+Where things run (spark-notes §2): the long-lived runner process of the query calls
+``initialOffset``, ``latestOffset``, ``partitions`` and ``commit`` on one reader object; executors
+call ``read`` on an unpickled copy made by a planner. So:
+
+- The runner owns one ``quafka.client.ShareConsumer`` (explicit acknowledgement mode), created
+  lazily on the first runner call — never in ``__init__`` — and dropped by ``__getstate__``.
+- ``latestOffset(start, limit)`` first ACCEPTs (and ``commit_sync``s) every pending batch with
+  ``seq <= start.seq``: Spark calls it only once the batch ending at ``start`` is in the commit log,
+  and, unlike ``commit()``, it runs on every trigger, so the last batch before an idle stretch is
+  acknowledged too (the commit-timing trap, spark-notes §0). Then one long poll (~0.5 s) acquires
+  up to the limit; the records are cached under ``seq + 1`` and the end offset returned carries
+  the acquired offset ranges, so the checkpoint's ``offsets/`` log names them durably::
+
+      {"v": 1, "seq": 7, "member": "<member id>",
+       "acq": {"<topic>:<partition>": [[first, last, deliveryCount], ...]}}
+
+- ``partitions(start, end)``: a cache hit splits the cached records into ``numPartitions``
+  partitions that carry the rows (more tasks than the topic has partitions); a cache miss (a replay
+  after a restart) gives partitions carrying offset ranges that executors read with
+  ``quafka.client.PartitionReader`` (plain Fetch, no group).
+- ``commit(end)`` ACCEPTs pending batches with ``seq <= end.seq`` (a no-op when ``latestOffset``
+  already did).
+- A daemon thread RENEWs the locks of pending batches every third of the lock duration
+  (``acquisition_lock_timeout_ms()``), so a batch that runs longer than the lock is neither
+  redelivered nor duplicated.
+- A SIGTERM handler (the JVM ends the runner with SIGTERM on ``query.stop()``; ``stop()`` is never
+  called) closes the consumer, which releases the records not yet acknowledged.
+
+Acquire mode: ``share.acquire.mode=record_limit`` with ``max.poll.records`` set to the trigger's
+limit, so one poll never returns more than ``maxRecordsPerTrigger`` records (``batch_optimized``
+may hand out whole record batches, all of which would have to ride in the micro-batch because in
+explicit mode every record of a poll must be acknowledged before the next poll).
+
+Unsupported: ``asyncProgressTrackingEnabled`` (a ``writeStream`` option the source cannot see; it
+would let Spark run batch N+1 before batch N is in the commit log, breaking at-least-once — it is
+refused when given to ``readStream``), continuous triggers, two queries on one checkpoint. Records
+are ACCEPTed a whole batch at a time; per-record RELEASE/REJECT is not expressible.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from .options import OptionError, Options
+
+__all__ = ["QuafkaShareStreamReader"]
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT_S = 0.5
+COMMIT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RECORDS = 10000
+DEFAULT_LOCK_MS = 30000
+_FORCED = {"share.acknowledgement.mode": "explicit", "share.acquire.mode": "record_limit"}
+
+
+# ---------------------------------------------------------------------------------- partitions
+
+class RowsPartition(InputPartition):
+    """Rows fanned out by the runner: tuples (key, value, topic, partition, offset, timestamp_ms,
+    timestampType, headers, deliveryCount)."""
+
+    def __init__(self, index: int, rows: list[tuple]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.rows = rows
+
+
+class RangesPartition(InputPartition):
+    """A replay by offset: [(topic, partition, first, last, deliveryCount | None), ...]."""
+
+    def __init__(self, index: int, bootstrap: str, ranges: list[tuple]) -> None:
+        super().__init__(index)
+        self.index = index
+        self.bootstrap = bootstrap
+        self.ranges = ranges
+
+
+def _ts(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+
+
+def _record_row(record: Any, delivery_count: int | None) -> tuple:
+    return (record.key, record.value, record.topic, record.partition, record.offset, record.timestamp,
+            record.timestamp_type, [(k, v) for k, v in (record.headers or [])], delivery_count)
+
+
+def compact_ranges(records: list[Any]) -> dict[str, list[list[int]]]:
+    """{"topic:partition": [[first, last, deliveryCount], ...]}: consecutive offsets with the same
+    delivery count merged."""
+    out: dict[str, list[list[int]]] = {}
+    for r in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
+        key = f"{r.topic}:{r.partition}"
+        ranges = out.setdefault(key, [])
+        dc = r.delivery_count if r.delivery_count is not None else 0
+        if ranges and ranges[-1][1] + 1 == r.offset and ranges[-1][2] == dc:
+            ranges[-1][1] = r.offset
+        else:
+            ranges.append([r.offset, r.offset, dc])
+    return out
+
+
+def _split_key(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition(":")
+    return topic, int(partition)
+
+
+@dataclass
+class _Batch:
+    seq: int
+    end: dict
+    records: list = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------- the reader
+
+class QuafkaShareStreamReader(DataSourceStreamReader):
+    """At-least-once streaming source over a share group (see the module docstring)."""
+
+    def __init__(self, options: Options, schema: StructType) -> None:
+        if not isinstance(options, Options):
+            options = Options(options)
+        self.schema = schema
+        self.bootstrap = options.bootstrap_servers()
+        self.topics = options.topics()
+        self.group = options.required("share.group", "the share group the streaming source consumes through")
+        self.max_records = options.integer("maxRecordsPerTrigger", DEFAULT_MAX_RECORDS)
+        self.num_partitions = options.integer("numPartitions", 0) or None  # None: resolved in the runner
+        options.refuse(("asyncProgressTrackingEnabled",),
+                       "is not supported by the quafka share-group source (at-least-once needs every "
+                       "batch in the commit log before the next one is planned)")
+        options.refuse(("startingOffsets", "endingOffsets"),
+                       "does not apply to a share-group stream (the group's start offset and "
+                       "share.auto.offset.reset decide where it starts)")
+        config = options.client_config()
+        for key, value in _FORCED.items():
+            if key in config and str(config[key]).lower() != value:
+                raise OptionError(f"option 'kafka.{key}'={config[key]!r}: the streaming source needs {value!r}")
+        config.update(_FORCED)
+        config["group.id"] = self.group
+        config.setdefault("fetch.max.wait.ms", str(int(POLL_TIMEOUT_S * 1000)))
+        config["max.poll.records"] = str(self.max_records)
+        self.client_config = config
+        self._init_runtime()
+
+    # ------------------------------------------------------------------ pickling / runtime state
+
+    def _init_runtime(self) -> None:
+        self._consumer = None
+        self._lock = threading.Lock()  # serialises every consumer call (owner thread, renewer, SIGTERM)
+        self._pending: dict[int, _Batch] = {}
+        self._renewer: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._closed = False
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        for key in ("_consumer", "_lock", "_pending", "_renewer", "_stop", "_closed"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def _parallelism(self) -> int:
+        if self.num_partitions:
+            return self.num_partitions
+        try:
+            from pyspark import SparkContext
+
+            sc = SparkContext._active_spark_context
+            if sc is not None:
+                return max(1, int(sc.defaultParallelism))
+        except Exception:  # noqa: BLE001 - no JVM in the runner: fall back
+            pass
+        return 2
+
+    def _member(self):
+        if self._consumer is None:
+            if self._closed:
+                raise RuntimeError("the quafka share consumer was closed (SIGTERM)")
+            from quafka.client import ShareConsumer
+
+            consumer = ShareConsumer(self.client_config)
+            consumer.subscribe(self.topics)
+            self._consumer = consumer
+            self._install_sigterm()
+            self._renewer = threading.Thread(target=self._renew_loop, name="quafka-share-renewer", daemon=True)
+            self._renewer.start()
+        return self._consumer
+
+    # ------------------------------------------------------------------ acknowledgements
+
+    def _ack(self, batches: list[_Batch], ack_type) -> None:
+        """Acknowledge every record of ``batches`` and commit_sync; call with self._lock held."""
+        consumer = self._consumer
+        if consumer is None or not batches:
+            return
+        for batch in batches:
+            for r in batch.records:
+                consumer.acknowledge(r.topic, r.partition, r.offset, ack_type)
+        results = consumer.commit_sync(COMMIT_TIMEOUT_S)
+        failed = {tp: err for tp, err in results.items() if err is not None}
+        if failed:
+            log.warning("quafka stream: %s of batches %s failed: %s", ack_type.name,
+                        [b.seq for b in batches], failed)
+
+    def _accept_through(self, seq: int) -> None:
+        from quafka.client import AcknowledgeType
+
+        with self._lock:
+            done = [b for s, b in sorted(self._pending.items()) if s <= seq]
+            if not done:
+                return
+            for b in done:
+                del self._pending[b.seq]
+            self._ack(done, AcknowledgeType.ACCEPT)
+
+    def _renew_loop(self) -> None:
+        from quafka.client import AcknowledgeType
+
+        last = time.monotonic()
+        while not self._stop.wait(0.1):
+            consumer = self._consumer
+            lock_ms = consumer.acquisition_lock_timeout_ms() if consumer is not None else None
+            # the lock is known after the first fetch; before that renew often
+            interval = max(lock_ms / 3000.0, 0.1) if lock_ms else 0.5
+            if time.monotonic() - last < interval:
+                continue
+            last = time.monotonic()
+            try:
+                with self._lock:
+                    if self._closed or not self._pending:
+                        continue
+                    self._ack(list(self._pending.values()), AcknowledgeType.RENEW)
+            except Exception:  # noqa: BLE001 - keep renewing; a lost lock means a redelivery, not a loss
+                log.exception("quafka stream: renewing locks failed")
+
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum, frame):  # noqa: ARG001
+            self.close()
+            signal.signal(signal.SIGTERM, previous if callable(previous) else signal.SIG_DFL)
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        try:
+            signal.signal(signal.SIGTERM, on_sigterm)
+        except ValueError:
+            pass
+
+    def close(self) -> None:
+        """Close the consumer: records not yet acknowledged are released to the group."""
+        self._stop.set()
+        if not self._lock.acquire(timeout=5.0):
+            return  # a consumer call is stuck: the broker's lock expiry releases the records
+        try:
+            consumer, self._consumer = self._consumer, None
+            self._closed = True
+            self._pending.clear()
+            if consumer is not None:
+                try:
+                    consumer.close(5.0)
+                except Exception:  # noqa: BLE001
+                    log.exception("quafka stream: closing the share consumer failed")
+        finally:
+            self._lock.release()
+
+    def stop(self) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ Spark's calls (runner)
+
+    def initialOffset(self) -> dict:
+        return {"v": 1, "seq": 0}
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadMaxRows
+
+        return ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        seq = int(start.get("seq", 0))
+        self._member()
+        self._accept_through(seq)
+        with self._lock:
+            later = [b for s, b in sorted(self._pending.items()) if s > seq]
+            if later:
+                # planned but not yet run (should not happen): offer the same batch again, never poll
+                # with records unacknowledged (explicit mode forbids it)
+                return later[-1].end
+            cap = self.max_records
+            max_rows = getattr(limit, "max_rows", None)
+            if max_rows is not None:
+                cap = max(1, min(cap, int(max_rows)))
+            consumer = self._consumer
+            try:
+                consumer.config["max.poll.records"] = cap
+            except Exception:  # noqa: BLE001 - read-only config: the construction-time cap stays
+                pass
+            records = consumer.poll(POLL_TIMEOUT_S)
+            if not records:
+                return start
+            end = {"v": 1, "seq": seq + 1, "member": consumer.member_id, "acq": compact_ranges(records)}
+            self._pending[seq + 1] = _Batch(seq + 1, end, records)
+            return end
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        n = self._parallelism()
+        seq = int(end.get("seq", 0))
+        batch = self._pending.get(seq)
+        if batch is not None and batch.end.get("member") == end.get("member"):
+            rows = [_record_row(r, r.delivery_count) for r in batch.records]
+            size = -(-len(rows) // n) if rows else 1
+            return [RowsPartition(i, rows[i * size:(i + 1) * size]) for i in range(n)
+                    if rows[i * size:(i + 1) * size]] or [RowsPartition(0, [])]
+        # replay after a restart: read the logged ranges by offset on the executors
+        ranges = []
+        for key, spans in (end.get("acq") or {}).items():
+            topic, partition = _split_key(key)
+            for first, last, dc in spans:
+                ranges.append((topic, partition, int(first), int(last), int(dc) if dc else None))
+        total = sum(last - first + 1 for _, _, first, last, _ in ranges)
+        if not total:
+            return [RangesPartition(0, self.bootstrap, [])]
+        size = -(-total // n)
+        parts: list[list[tuple]] = [[]]
+        room = size
+        for topic, partition, first, last, dc in ranges:
+            while first <= last:
+                if room == 0:
+                    parts.append([])
+                    room = size
+                take = min(room, last - first + 1)
+                parts[-1].append((topic, partition, first, first + take - 1, dc))
+                first += take
+                room -= take
+        return [RangesPartition(i, self.bootstrap, p) for i, p in enumerate(parts)]
+
+    def commit(self, end: dict) -> None:
+        self._accept_through(int(end.get("seq", 0)))
+
+    # ------------------------------------------------------------------ executors
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        if isinstance(partition, RowsPartition):
+            for key, value, topic, part, offset, ts, ts_type, headers, dc in partition.rows:
+                yield (key, value, topic, part, offset, _ts(ts), ts_type, headers, dc)
+            return
+        if not partition.ranges:
+            return
+        from quafka.client import PartitionReader
+
+        with PartitionReader({"bootstrap.servers": partition.bootstrap}) as reader:
+            for topic, part, first, last, dc in partition.ranges:
+                for r in reader.read(topic, part, first, last + 1):
+                    yield (r.key, r.value, r.topic, r.partition, r.offset, _ts(r.timestamp), r.timestamp_type,
+                           [(k, v) for k, v in (r.headers or [])], dc)

@@ -1,0 +1,304 @@
+"""The share-group streaming source (quafka.spark.stream): fan-out to more tasks than topic
+partitions, acknowledgement after Spark's commit (including the idle tail), replay from the
+checkpoint after a failed batch, and lock renewal during a long batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from confluent_kafka import Producer
+
+from quafka import EmbeddedBroker
+from quafka.client import Admin
+
+pytestmark = pytest.mark.spark
+
+LOCK_MS = 5000
+
+
+@pytest.fixture(scope="module")
+def broker():
+    """A broker whose groups may use 5 s record locks (the default minimum is 15 s)."""
+    with EmbeddedBroker(config={"group.share.min.record.lock.duration.ms": 5000}) as b:
+        yield b.bootstrap_servers
+
+
+def make_topic(bootstrap: str, n: int) -> tuple[str, str]:
+    topic, group = f"st-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({topic: (1, 1)})
+        admin.alter_configs("group", group, {"share.auto.offset.reset": "earliest",
+                                             "share.assignment.interval.ms": "0",
+                                             "share.record.lock.duration.ms": str(LOCK_MS)})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        producer.produce(topic, value=str(i).encode(), key=b"k")
+    assert producer.flush(30) == 0
+    return topic, group
+
+
+def group_state(bootstrap: str, group: str, topic: str) -> tuple[int, int]:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        return admin.list_share_group_offsets(group, [topic]).get((topic, 0), (-1, -1))
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def wait_drained(bootstrap: str, group: str, topic: str, n: int, timeout: float = 40.0) -> None:
+    wait_for(lambda: group_state(bootstrap, group, topic) == (n, 0), timeout,
+             f"start offset {n} and lag 0 (now {group_state(bootstrap, group, topic)})")
+
+
+class Sink:
+    """foreachBatch target (runs in this driver process): values per batch and partition ids."""
+
+    def __init__(self, fail_batch: int | None = None, sleep_batch: tuple[int, float] | None = None) -> None:
+        self.lock = threading.Lock()
+        self.values: list[int] = []
+        self.batches: list[tuple[int, int, set[int]]] = []  # (batch id, rows, spark partition ids)
+        self.batch_values: dict[int, set[int]] = {}
+        self.delivery_counts: Counter = Counter()
+        self.failed_values: set[int] = set()
+        self.fail_batch = fail_batch
+        self.sleep_batch = sleep_batch
+        self.block_batch: int | None = None  # this batch waits for `release`, then fails
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, df, batch_id: int) -> None:
+        from pyspark.sql.functions import spark_partition_id
+
+        rows = df.select("value", "deliveryCount", "partition", spark_partition_id().alias("pid")).collect()
+        values = [int(r.value) for r in rows]
+        if self.fail_batch is not None and rows and batch_id == self.fail_batch:
+            self.failed_values = set(values)
+            raise RuntimeError(f"injected failure in batch {batch_id}")
+        if self.block_batch is not None and rows and batch_id == self.block_batch:
+            self.failed_values = set(values)
+            self.entered.set()
+            self.release.wait(30)
+            raise RuntimeError(f"batch {batch_id} interrupted by query.stop()")
+        if self.sleep_batch is not None and rows and batch_id == self.sleep_batch[0]:
+            time.sleep(self.sleep_batch[1])
+        with self.lock:
+            self.values.extend(values)
+            self.batches.append((batch_id, len(rows), {r.pid for r in rows}))
+            self.batch_values[batch_id] = set(values)
+            self.delivery_counts.update(r.deliveryCount for r in rows)
+
+    def seen(self) -> set[int]:
+        with self.lock:
+            return set(self.values)
+
+
+def start(spark, bootstrap, topic, group, checkpoint, sink, **options):
+    reader = (spark.readStream.format("quafka")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic)
+              .option("share.group", group))
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return (reader.load().writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path):
+    n = 4000
+    topic, group = make_topic(broker, n)
+    sink = Sink()
+    query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=4, maxRecordsPerTrigger=1500)
+    try:
+        wait_for(lambda: len(sink.seen()) == n or query.exception() is not None, 60, "all records in the sink")
+        assert query.exception() is None, query.exception()
+        # the idle tail is acknowledged by latestOffset (no commit() comes for the last batch)
+        wait_drained(broker, group, topic, n)
+    finally:
+        query.stop()
+    assert sorted(sink.values) == list(range(n))  # every record exactly once
+    assert all(rows <= 1500 for _, rows, _ in sink.batches)  # maxRecordsPerTrigger honoured
+    big = [pids for _, rows, pids in sink.batches if rows >= 4]
+    assert big and all(pids == {0, 1, 2, 3} for pids in big), sink.batches  # 4 tasks from 1 topic partition
+    assert set(sink.delivery_counts) == {1}
+
+
+def restart_and_check(spark, broker, topic, group, checkpoint, n, failing: Sink) -> None:
+    sink = Sink()
+    query = start(spark, broker, topic, group, checkpoint, sink, numPartitions=2, maxRecordsPerTrigger=1000)
+    try:
+        wait_for(lambda: failing.seen() | sink.seen() == set(range(n)) or query.exception() is not None,
+                 60, "all records after the restart")
+        assert query.exception() is None, query.exception()
+        wait_drained(broker, group, topic, n)
+    finally:
+        query.stop()
+    # the restart reruns batch 1 first, read by offset from the ranges the checkpoint names
+    assert sink.batches[0][0] == 1 and sink.batch_values[1] == failing.failed_values
+    everything = Counter(failing.values) + Counter(sink.values)
+    assert set(everything) == set(range(n))  # nothing missing
+    duplicates = {v for v, c in everything.items() if c > 1}
+    assert duplicates <= failing.failed_values, sorted(duplicates - failing.failed_values)[:10]
+    assert not set(failing.values) & failing.failed_values  # the failed batch never reached the sink before
+
+
+def test_stop_mid_batch_then_restart(spark, broker, tmp_path):
+    n = 3000
+    topic, group = make_topic(broker, n)
+    checkpoint = tmp_path / "cp"
+    failing = Sink()
+    failing.block_batch = 1
+    query = start(spark, broker, topic, group, checkpoint, failing, numPartitions=2, maxRecordsPerTrigger=1000)
+    assert failing.entered.wait(60), query.exception()
+    stopper = threading.Thread(target=query.stop)
+    stopper.start()
+    time.sleep(0.5)  # let stop() begin while batch 1 is still running
+    failing.release.set()
+    stopper.join(60)
+    assert not stopper.is_alive() and not query.isActive
+    assert failing.failed_values and failing.seen()
+    restart_and_check(spark, broker, topic, group, checkpoint, n, failing)
+
+
+def test_failed_batch_is_replayed_from_the_checkpoint(spark, broker, tmp_path):
+    n = 3000
+    topic, group = make_topic(broker, n)
+    checkpoint = tmp_path / "cp"
+    failing = Sink(fail_batch=1)
+    query = start(spark, broker, topic, group, checkpoint, failing, numPartitions=2, maxRecordsPerTrigger=1000)
+    wait_for(lambda: query.exception() is not None or not query.isActive, 60, "the injected failure")
+    assert "injected failure" in str(query.exception())
+    query.stop()
+    assert failing.failed_values and failing.seen()  # batch 0 went through, batch 1 failed
+    restart_and_check(spark, broker, topic, group, checkpoint, n, failing)
+
+
+DRIVER = """
+import os, sys, time
+from pyspark.sql import SparkSession
+bootstrap, topic, group, checkpoint, out = sys.argv[1:6]
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+
+def sink(df, batch_id):
+    values = [int(r.value) for r in df.select("value").collect()]
+    if not values:
+        return
+    if batch_id == 1:  # the batch in flight when the driver is killed
+        with open(os.path.join(out, "inflight.tmp"), "w") as f:
+            f.write(" ".join(map(str, values)))
+        os.rename(os.path.join(out, "inflight.tmp"), os.path.join(out, "inflight"))
+        time.sleep(120)
+    with open(os.path.join(out, f"batch-{batch_id}.tmp"), "w") as f:
+        f.write(" ".join(map(str, values)))
+    os.rename(os.path.join(out, f"batch-{batch_id}.tmp"), os.path.join(out, f"batch-{batch_id}"))
+
+(spark.readStream.format("quafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+ .option("share.group", group).option("maxRecordsPerTrigger", "1000").option("numPartitions", "2").load()
+ .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+ .trigger(processingTime="200 milliseconds").start().awaitTermination())
+"""
+
+
+def test_sigkill_of_the_driver_then_restart(spark, broker, tmp_path):
+    n = 3000
+    topic, group = make_topic(broker, n)
+    checkpoint, out = tmp_path / "cp", tmp_path / "out"
+    out.mkdir()
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.Popen([sys.executable, str(script), broker, topic, group, str(checkpoint), str(out)],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (out / "inflight").exists() or proc.poll() is not None, 90, "batch 1 in the driver")
+        assert proc.poll() is None, "the driver subprocess ended early"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and the JVM's Python workers
+        proc.wait(30)
+    failing = Sink()
+    failing.failed_values = {int(v) for v in (out / "inflight").read_text().split()}
+    for f in out.glob("batch-*"):
+        failing.values.extend(int(v) for v in f.read_text().split())
+    assert failing.values  # batch 0 reached the sink before the kill
+    restart_and_check(spark, broker, topic, group, str(checkpoint), n, failing)
+
+
+def test_long_batch_is_renewed_not_redelivered(spark, broker, tmp_path):
+    n = 300
+    topic, group = make_topic(broker, n)
+    sink = Sink(sleep_batch=(0, 3 * LOCK_MS / 1000))
+    query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=2)
+    try:
+        wait_for(lambda: len(sink.seen()) == n or query.exception() is not None, 60, "the long batch")
+        assert query.exception() is None, query.exception()
+        wait_drained(broker, group, topic, n)
+    finally:
+        query.stop()
+    assert sorted(sink.values) == list(range(n))  # neither redelivered nor duplicated
+    assert set(sink.delivery_counts) == {1}
+
+
+# ---------------------------------------------------------------------- no Spark query needed
+
+def test_options_checked_and_reader_pickles_without_client():
+    import pickle
+
+    from quafka.spark.datasource import RECORD_SCHEMA
+    from quafka.spark.options import OptionError, Options
+    from quafka.spark.stream import QuafkaShareStreamReader
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}
+    with pytest.raises(OptionError, match="share.group"):
+        QuafkaShareStreamReader(Options(base), RECORD_SCHEMA)
+    with pytest.raises(OptionError, match="asyncProgressTrackingEnabled"):
+        QuafkaShareStreamReader(Options({**base, "share.group": "g", "asyncProgressTrackingEnabled": "true"}),
+                                RECORD_SCHEMA)
+    with pytest.raises(OptionError, match="share.acknowledgement.mode"):
+        QuafkaShareStreamReader(Options({**base, "share.group": "g",
+                                         "kafka.share.acknowledgement.mode": "implicit"}), RECORD_SCHEMA)
+    reader = QuafkaShareStreamReader(Options({**base, "share.group": "g", "maxRecordsPerTrigger": "7",
+                                              "kafka.client.id": "x"}), RECORD_SCHEMA)
+    assert reader._consumer is None  # no I/O in __init__
+    assert reader.getDefaultReadLimit().max_rows == 7
+    assert reader.client_config["client.id"] == "x" and reader.client_config["group.id"] == "g"
+    reader._consumer = object()  # stands for a live client: never pickled
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._consumer is None and copy._pending == {} and copy.max_records == 7
+
+
+def test_compact_ranges_and_replay_partitions():
+    from quafka.client import Record
+    from quafka.spark.datasource import RECORD_SCHEMA
+    from quafka.spark.options import Options
+    from quafka.spark.stream import QuafkaShareStreamReader, RangesPartition, compact_ranges
+
+    def rec(offset, dc, partition=0):
+        return Record(topic="t", partition=partition, offset=offset, timestamp=0, timestamp_type=0, key=None,
+                      value=b"", headers=[], leader_epoch=0, delivery_count=dc)
+
+    records = [rec(o, 1) for o in (0, 1, 2, 5, 6)] + [rec(7, 2), rec(3, 1, partition=1)]
+    acq = compact_ranges(records)
+    assert acq == {"t:0": [[0, 2, 1], [5, 6, 1], [7, 7, 2]], "t:1": [[3, 3, 1]]}
+    reader = QuafkaShareStreamReader(Options({"kafka.bootstrap.servers": "b:1", "subscribe": "t",
+                                              "share.group": "g", "numPartitions": "3"}), RECORD_SCHEMA)
+    parts = reader.partitions({"v": 1, "seq": 0}, {"v": 1, "seq": 1, "member": "m", "acq": acq})  # cache miss
+    assert all(isinstance(p, RangesPartition) for p in parts) and len(parts) == 3
+    spans = [(t, p, f, l, dc) for part in parts for (t, p, f, l, dc) in part.ranges]
+    covered = sorted((t, p, o, dc) for t, p, f, l, dc in spans for o in range(f, l + 1))
+    assert covered == sorted((r.topic, r.partition, r.offset, r.delivery_count) for r in records)

@@ -118,10 +118,10 @@ def start(spark, bootstrap, topic, group, checkpoint, sink, **options):
 
 
 def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path):
-    n = 4000
+    n = 10_000  # as the issue asks
     topic, group = make_topic(broker, n)
     sink = Sink()
-    query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=4, maxRecordsPerTrigger=1500)
+    query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=4, maxRecordsPerTrigger=3000)
     try:
         wait_for(lambda: len(sink.seen()) == n or query.exception() is not None, 60, "all records in the sink")
         assert query.exception() is None, query.exception()
@@ -130,7 +130,7 @@ def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path):
     finally:
         query.stop()
     assert sorted(sink.values) == list(range(n))  # every record exactly once
-    assert all(rows <= 1500 for _, rows, _ in sink.batches)  # maxRecordsPerTrigger honoured
+    assert all(rows <= 3000 for _, rows, _ in sink.batches)  # maxRecordsPerTrigger honoured
     big = [pids for _, rows, pids in sink.batches if rows >= 4]
     assert big and all(pids == {0, 1, 2, 3} for pids in big), sink.batches  # 4 tasks from 1 topic partition
     assert set(sink.delivery_counts) == {1}

@@ -10,10 +10,11 @@ Output follows Kafka 4.4's TopicCommand: ``Created topic X.``; ``--list`` prints
 from __future__ import annotations
 
 import argparse
-import base64
 import re
 from typing import Any
 from uuid import UUID
+
+from quafka.client.share_state import kafka_uuid_str
 
 from ._common import ToolError, add_bootstrap, kafka_parser_errors, open_admin, run_tool
 from .configs import describe_config_entries, parse_add_config
@@ -74,9 +75,7 @@ def add_parser(sub) -> None:
 
 def kafka_uuid(topic_id: UUID | None) -> str:
     """Kafka prints Uuids as URL-safe base64 without padding (22 characters)."""
-    if topic_id is None:
-        return "AAAAAAAAAAAAAAAAAAAAAA"
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+    return kafka_uuid_str(topic_id if topic_id is not None else UUID(int=0))
 
 
 def _check_args(args: argparse.Namespace) -> str:

@@ -32,6 +32,7 @@ from quafka.protocol.coordinator_records import (  # noqa: F401
     encode_share_state_record,
     encode_share_state_value,
     group_partition,
+    kafka_uuid_str,
     share_state_partition,
 )
 
@@ -65,5 +66,6 @@ __all__ = [
     "encode_share_state_record",
     "encode_share_state_value",
     "group_partition",
+    "kafka_uuid_str",
     "share_state_partition",
 ]

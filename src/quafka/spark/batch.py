@@ -40,7 +40,6 @@ record; tombstones give a row with ``tombstone=true`` and null state columns).
 
 from __future__ import annotations
 
-import base64
 import datetime
 import json
 from typing import Any, Iterator
@@ -66,6 +65,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from quafka.client.share_state import kafka_uuid_str
+
+from .datasource import record_row, utc_datetime
 from .options import SHARE_STATE_TOPIC, OptionError, Options
 
 __all__ = ["QuafkaBatchReader", "SHARE_STATE_SCHEMA", "OffsetSlice"]
@@ -170,10 +172,6 @@ def _ms(value: Any) -> int | None:
     if isinstance(value, datetime.date):
         return int(datetime.datetime(value.year, value.month, value.day, tzinfo=_UTC).timestamp() * 1000)
     return None
-
-
-def _kafka_uuid(topic_id: Any) -> str:
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
 
 
 class _BoundPushFilters:
@@ -309,7 +307,7 @@ class QuafkaBatchReader(DataSourceReader):
                 by_time = admin.list_offsets({tp: max(0, self.pushed_min_timestamp) for tp in tps})
             names: dict[str, str] = {}
             if self.share_state:
-                names = {_kafka_uuid(d.topic_id): name for name, d in admin.list_topics(include_internal=True).items()
+                names = {kafka_uuid_str(d.topic_id): name for name, d in admin.list_topics(include_internal=True).items()
                          if d.topic_id is not None}
         for tp in tps:
             low, high = earliest[tp][0], latest[tp][0]
@@ -344,10 +342,8 @@ class QuafkaBatchReader(DataSourceReader):
             if self.share_state:
                 yield from self._share_state_rows(records, partition.topic_names)
                 return
-            fromts = datetime.datetime.fromtimestamp
             for r in records:
-                yield (r.key, r.value, r.topic, r.partition, r.offset, fromts(r.timestamp / 1000, _UTC),
-                       r.timestamp_type, list(r.headers), r.delivery_count)
+                yield record_row(r, None)
 
     @staticmethod
     def _share_state_rows(records: Iterator[Any], names: dict[str, str]) -> Iterator[tuple]:
@@ -361,9 +357,9 @@ class QuafkaBatchReader(DataSourceReader):
             except share_state.UnknownRecordType:
                 continue  # a record type newer than this reader: skip it
             key, value = decoded.key, decoded.value
-            topic_id = _kafka_uuid(key.topic_id)
+            topic_id = kafka_uuid_str(key.topic_id)
             kind = "ShareSnapshot" if decoded.record_type == share_state.SHARE_SNAPSHOT else "ShareUpdate"
-            ts = datetime.datetime.fromtimestamp(r.timestamp / 1000, _UTC)
+            ts = utc_datetime(r.timestamp)
             if value is None:
                 yield (key.group_id, names.get(topic_id, topic_id), topic_id, key.partition, kind, True,
                        None, None, None, None, r.offset, ts)

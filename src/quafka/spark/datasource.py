@@ -12,6 +12,9 @@ Options are checked when Spark asks for the reader or writer (at query start); s
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from typing import Any
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -32,7 +35,7 @@ from pyspark.sql.types import (
 
 from .options import SHARE_STATE_TOPIC, Options
 
-__all__ = ["QuafkaDataSource", "RECORD_SCHEMA"]
+__all__ = ["QuafkaDataSource", "RECORD_SCHEMA", "record_row", "utc_datetime"]
 
 #: Spark's Kafka source columns, plus deliveryCount (null when read by offset).
 RECORD_SCHEMA = StructType([
@@ -47,6 +50,17 @@ RECORD_SCHEMA = StructType([
                                                  StructField("value", BinaryType(), True)])), True),
     StructField("deliveryCount", IntegerType(), True),
 ])
+
+
+def utc_datetime(timestamp_ms: int) -> datetime:
+    """A record timestamp (epoch milliseconds) as Spark's TimestampType value."""
+    return datetime.fromtimestamp(timestamp_ms / 1000, timezone.utc)
+
+
+def record_row(record: Any, delivery_count: int | None) -> tuple:
+    """A ``quafka.client.Record`` as a row of RECORD_SCHEMA."""
+    return (record.key, record.value, record.topic, record.partition, record.offset,
+            utc_datetime(record.timestamp), record.timestamp_type, list(record.headers or ()), delivery_count)
 
 
 class QuafkaDataSource(DataSource):

@@ -42,19 +42,18 @@ are ACCEPTed a whole batch at a time; per-record RELEASE/REJECT is not expressib
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from .datasource import record_row
 from .options import OptionError, Options
 
 __all__ = ["QuafkaShareStreamReader"]
@@ -88,15 +87,6 @@ class RangesPartition(InputPartition):
         self.index = index
         self.bootstrap = bootstrap
         self.ranges = ranges
-
-
-def _ts(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
-
-
-def _record_row(record: Any, delivery_count: int | None) -> tuple:
-    return (record.key, record.value, record.topic, record.partition, record.offset, record.timestamp,
-            record.timestamp_type, [(k, v) for k, v in (record.headers or [])], delivery_count)
 
 
 def compact_ranges(records: list[Any]) -> dict[str, list[list[int]]]:
@@ -330,7 +320,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         seq = int(end.get("seq", 0))
         batch = self._pending.get(seq)
         if batch is not None and batch.end.get("member") == end.get("member"):
-            rows = [_record_row(r, r.delivery_count) for r in batch.records]
+            rows = [record_row(r, r.delivery_count) for r in batch.records]
             size = -(-len(rows) // n) if rows else 1
             return [RowsPartition(i, rows[i * size:(i + 1) * size]) for i in range(n)
                     if rows[i * size:(i + 1) * size]] or [RowsPartition(0, [])]
@@ -364,8 +354,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         if isinstance(partition, RowsPartition):
-            for key, value, topic, part, offset, ts, ts_type, headers, dc in partition.rows:
-                yield (key, value, topic, part, offset, _ts(ts), ts_type, headers, dc)
+            yield from partition.rows
             return
         if not partition.ranges:
             return
@@ -374,5 +363,4 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         with PartitionReader({"bootstrap.servers": partition.bootstrap}) as reader:
             for topic, part, first, last, dc in partition.ranges:
                 for r in reader.read(topic, part, first, last + 1):
-                    yield (r.key, r.value, r.topic, r.partition, r.offset, _ts(r.timestamp), r.timestamp_type,
-                           [(k, v) for k, v in (r.headers or [])], dc)
+                    yield record_row(r, dc)

@@ -22,7 +22,8 @@ def spark():
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
+               # 3, not the 2 of local[2]: the stream test checks numPartitions defaults to it
+               .config("spark.default.parallelism", "3")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session

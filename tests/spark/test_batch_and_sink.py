@@ -3,15 +3,16 @@ and the option errors)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import GreaterThanOrEqual, In, LessThan
+from pyspark.sql.datasource import GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
-from quafka.client import Admin, ShareConsumer
+from quafka.client import Admin, NewTopic, PartitionReader, ShareConsumer
 from quafka.spark.batch import QuafkaBatchReader
 from quafka.spark.datasource import RECORD_SCHEMA
 from quafka.spark.options import OptionError, Options
@@ -105,13 +106,84 @@ def test_timestamp_lower_bound_moves_the_start_offset(bootstrap):
     for i in range(6):
         producer.produce(topic, value=b"x", partition=0, timestamp=base + i * 1000)
     assert producer.flush(30) == 0
-    import datetime
 
     reader = QuafkaBatchReader(Options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}), RECORD_SCHEMA)
     bound = GreaterThanOrEqual(("timestamp",), datetime.datetime.fromtimestamp((base + 4000) / 1000,
                                                                                datetime.timezone.utc))
     assert list(reader.pushFilters([bound])) == [bound]  # Spark re-applies timestamp filters
     assert [(s.start, s.end) for s in reader.partitions()] == [(4, 6)]
+
+
+def _with_pushdown(spark, enabled: bool, fn):
+    before = spark.conf.get(PUSHDOWN, "false")
+    try:
+        spark.conf.set(PUSHDOWN, "true" if enabled else "false")
+        return fn()
+    finally:
+        spark.conf.set(PUSHDOWN, before)
+
+
+def _utc(ms: int, micros: int = 0) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc) + datetime.timedelta(microseconds=micros)
+
+
+def test_timestamp_range_on_log_append_time_topic_narrows_both_ends(spark, bootstrap):
+    """The broker stamps LogAppendTime records, so timestamps grow with the offset and an upper
+    bound caps the end offset too; pushdown off and on give the same rows."""
+    topic = "appended"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, {"message.timestamp.type": "LogAppendTime"})])
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(6):  # one batch per millisecond: distinct append times
+        producer.produce(topic, value=f"a{i}".encode(), partition=0, timestamp=1)  # CreateTime ignored
+        assert producer.flush(30) == 0
+        sent_ms = time.time_ns() // 1_000_000
+        deadline = time.monotonic() + 5
+        while time.time_ns() // 1_000_000 <= sent_ms + 1 and time.monotonic() < deadline:
+            pass
+    with PartitionReader({"bootstrap.servers": bootstrap}) as log:
+        ms = [r.timestamp for r in log.read(topic, 0, 0, 6)]
+    assert ms == sorted(ms) and len(set(ms)) == 6 and ms[0] > 1, ms  # broker-stamped, increasing
+
+    low, high = _utc(ms[1]), _utc(ms[3], 500)  # 0.5 ms past record 3: "<=" must keep it
+
+    def filtered():
+        df = _reader(spark, bootstrap, subscribe=topic)
+        df = df.where((F.col("timestamp") >= F.lit(low)) & (F.col("timestamp") <= F.lit(high)))
+        return sorted(r.offset for r in df.select("offset").collect())
+
+    assert _with_pushdown(spark, False, filtered) == [1, 2, 3]
+    assert _with_pushdown(spark, True, filtered) == [1, 2, 3]
+
+    reader = QuafkaBatchReader(Options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}), RECORD_SCHEMA)
+    bounds = [GreaterThanOrEqual(("timestamp",), low), LessThanOrEqual(("timestamp",), high)]
+    assert list(reader.pushFilters(bounds)) == bounds  # Spark re-applies timestamp filters
+    assert [(s.start, s.end) for s in reader.partitions()] == [(1, 4)]
+    reader = QuafkaBatchReader(Options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}), RECORD_SCHEMA)
+    reader.pushFilters([LessThan(("timestamp",), _utc(ms[2]))])
+    assert [(s.start, s.end) for s in reader.partitions()] == [(0, 2)]
+
+
+def test_timestamp_upper_bound_does_not_prune_create_time(spark, bootstrap):
+    """Producer timestamps need not grow with the offset: an upper bound must not cap the end."""
+    topic = "unordered"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({topic: (1, 1)})
+    base = 1_700_000_000_000
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for delta in (5000, 1000, 3000, 2000):
+        producer.produce(topic, value=b"x", partition=0, timestamp=base + delta)
+    assert producer.flush(30) == 0
+
+    def filtered():
+        df = _reader(spark, bootstrap, subscribe=topic).where(F.col("timestamp") < F.lit(_utc(base + 2500)))
+        return sorted(r.offset for r in df.select("offset").collect())
+
+    assert _with_pushdown(spark, False, filtered) == [1, 3]
+    assert _with_pushdown(spark, True, filtered) == [1, 3]
+    reader = QuafkaBatchReader(Options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}), RECORD_SCHEMA)
+    reader.pushFilters([LessThan(("timestamp",), _utc(base + 2500))])
+    assert [(s.start, s.end) for s in reader.partitions()] == [(0, 4)]
 
 
 def test_sink_round_trip(spark, bootstrap):

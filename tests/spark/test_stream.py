@@ -117,6 +117,23 @@ def start(spark, bootstrap, topic, group, checkpoint, sink, **options):
             .trigger(processingTime="200 milliseconds").start())
 
 
+def test_num_partitions_defaults_to_spark_default_parallelism(spark, broker, tmp_path):
+    """No numPartitions: the runner fans each batch out into spark.default.parallelism (3, set by
+    the session fixture) tasks, read from the driver JVM's launch configuration."""
+    assert spark.sparkContext.defaultParallelism == 3
+    n = 600
+    topic, group = make_topic(broker, n)
+    sink = Sink()
+    query = start(spark, broker, topic, group, tmp_path / "cp", sink, maxRecordsPerTrigger=200)
+    try:
+        wait_for(lambda: len(sink.seen()) == n or query.exception() is not None, 60, "all records in the sink")
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    big = [pids for _, rows, pids in sink.batches if rows >= 3]
+    assert big and all(pids == {0, 1, 2} for pids in big), sink.batches
+
+
 def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path):
     n = 10_000  # as the issue asks
     topic, group = make_topic(broker, n)

@@ -20,12 +20,24 @@ Planning (``partitions()``) runs ListOffsets through ``quafka.client.Admin`` and
 Filter pushdown: when the session sets ``spark.sql.python.filterPushdown.enabled=true`` Spark
 calls ``pushFilters`` and this reader narrows the plan: ``partition`` ``=`` / ``IN`` drop whole
 partitions, ``offset`` ``>``, ``>=``, ``<``, ``<=`` narrow the offset ranges (these filters are
-handled exactly and not re-applied by Spark), and lower bounds on ``timestamp`` (``>``, ``>=``)
-move each start offset through ListOffsets by timestamp (the first offset whose timestamp is at
-least the bound; every earlier record is older). Timestamp filters are still returned to Spark and
-re-applied, and timestamp upper bounds do not prune, because CreateTime timestamps need not grow
-with the offset. With the setting off (Spark's default) ``pushFilters`` is never called: the read
-covers the whole offset range and Spark applies every filter itself, giving the same rows.
+handled exactly and not re-applied by Spark), and ``timestamp`` bounds narrow the offset ranges
+through ListOffsets by timestamp, which answers the first offset whose timestamp is at least T
+(every earlier record is older):
+
+- lower bounds (``>``, ``>=``, ``=``) move each start offset to ListOffsets(T), on every topic;
+- upper bounds (``<``, ``<=``, ``=``) move each end offset to ListOffsets(T') with T' the first
+  millisecond past the bound — but only on topics whose ``message.timestamp.type`` is
+  ``LogAppendTime``: there the broker stamps each batch as it appends it, so timestamps grow with
+  the offset and every later record is too new. A ``CreateTime`` topic keeps the producers'
+  timestamps, which need not grow (a record after ListOffsets(T') may still be older than T), so
+  upper bounds do not prune there. (Kafka's own time index makes the same assumption; records
+  written before a topic was switched to LogAppendTime keep their CreateTime, so do not rely on
+  upper-bound pruning for a switched topic's older records.)
+
+Bounds are rounded outwards to whole milliseconds, and timestamp filters are always returned to
+Spark, which re-applies them: pushdown only reads less. With the setting off (Spark's default)
+``pushFilters`` is never called: the read covers the whole offset range and Spark applies every
+filter itself, giving the same rows.
 
 pyspark 4.3 refuses to plan a reader that overrides ``DataSourceReader.pushFilters`` while the
 setting is off (``DATA_SOURCE_PUSHDOWN_DISABLED``, in ``plan_data_source_read``: it compares
@@ -164,14 +176,28 @@ def _parse_offsets(options: Options, name: str, default: int, refused: int, topi
     return default, out
 
 
-def _ms(value: Any) -> int | None:
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
+def _ms(value: Any, ceil: bool = False) -> int | None:
+    """A filter's TIMESTAMP/DATE value as epoch milliseconds, floored (or ceiled); exact, no float
+    rounding."""
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=_UTC)  # Spark sends naive UTC datetimes for TIMESTAMP
-        return int(value.timestamp() * 1000)
-    if isinstance(value, datetime.date):
-        return int(datetime.datetime(value.year, value.month, value.day, tzinfo=_UTC).timestamp() * 1000)
-    return None
+    elif isinstance(value, datetime.date):
+        value = datetime.datetime(value.year, value.month, value.day, tzinfo=_UTC)
+    else:
+        return None
+    delta = value - _EPOCH
+    return -((-delta) // _ONE_MS) if ceil else delta // _ONE_MS
+
+
+def _log_append_time(admin: Any, topic: str) -> bool:
+    """Whether the broker stamps the topic's records (timestamps grow with the offset)."""
+    value = admin.describe_configs("topic", topic).get("message.timestamp.type")
+    return str(value) == "LogAppendTime"
 
 
 class _BoundPushFilters:
@@ -218,6 +244,7 @@ class QuafkaBatchReader(DataSourceReader):
         self.pushed_min_offset = 0  # inclusive
         self.pushed_max_offset: int | None = None  # exclusive
         self.pushed_min_timestamp: int | None = None  # ms, inclusive
+        self.pushed_max_timestamp: int | None = None  # ms, exclusive (LogAppendTime topics only)
 
     # ------------------------------------------------------------------ pushdown (planner)
 
@@ -262,12 +289,20 @@ class QuafkaBatchReader(DataSourceReader):
             else:
                 return False
             return True
-        if column == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual, EqualTo)):
-            ms = _ms(value)
-            if ms is not None:
-                bound = ms  # ListOffsets(ms) = first offset with timestamp >= ms; also right for ">"
-                self.pushed_min_timestamp = bound if self.pushed_min_timestamp is None else max(
-                    self.pushed_min_timestamp, bound)
+        if column == "timestamp":
+            ms = _ms(value)  # floor to the millisecond
+            if ms is None:
+                return False
+            if isinstance(f, (GreaterThan, GreaterThanOrEqual, EqualTo)):
+                # ListOffsets(ms) = first offset with timestamp >= ms; also right for ">"
+                self.pushed_min_timestamp = ms if self.pushed_min_timestamp is None else max(
+                    self.pushed_min_timestamp, ms)
+            if isinstance(f, (LessThan, LessThanOrEqual, EqualTo)):
+                # the first millisecond no matching record can have; on a LogAppendTime topic every
+                # record at or after ListOffsets(until) is that new
+                until = ms if isinstance(f, LessThan) and _ms(value, ceil=True) == ms else ms + 1
+                self.pushed_max_timestamp = until if self.pushed_max_timestamp is None else min(
+                    self.pushed_max_timestamp, until)
             return False  # Spark re-applies it
         return False
 
@@ -305,6 +340,11 @@ class QuafkaBatchReader(DataSourceReader):
             by_time = {}
             if self.pushed_min_timestamp is not None:
                 by_time = admin.list_offsets({tp: max(0, self.pushed_min_timestamp) for tp in tps})
+            until_time = {}
+            if self.pushed_max_timestamp is not None:
+                appended = {topic for topic in {t for t, _ in tps} if _log_append_time(admin, topic)}
+                until_time = admin.list_offsets({tp: max(0, self.pushed_max_timestamp) for tp in tps
+                                                 if tp[0] in appended})
             names: dict[str, str] = {}
             if self.share_state:
                 names = {kafka_uuid_str(d.topic_id): name for name, d in admin.list_topics(include_internal=True).items()
@@ -323,6 +363,8 @@ class QuafkaBatchReader(DataSourceReader):
             if tp in by_time:
                 t_offset = by_time[tp][0]
                 start = max(start, high if t_offset < 0 else t_offset)
+            if tp in until_time and until_time[tp][0] >= 0:  # -1: no record that new, no cap
+                end = min(end, until_time[tp][0])
             while start < end:
                 stop = min(end, start + self.max_records)
                 slices.append(OffsetSlice(tp[0], tp[1], start, stop, names))

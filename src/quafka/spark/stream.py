@@ -18,7 +18,9 @@ call ``read`` on an unpickled copy made by a planner. So:
        "acq": {"<topic>:<partition>": [[first, last, deliveryCount], ...]}}
 
 - ``partitions(start, end)``: a cache hit splits the cached records into ``numPartitions``
-  partitions that carry the rows (more tasks than the topic has partitions); a cache miss (a replay
+  partitions (default ``spark.default.parallelism``, read from the driver JVM's launch
+  configuration by ``parallelism.py``) that carry the rows (more tasks than the topic has
+  partitions); a cache miss (a replay
   after a restart) gives partitions carrying offset ranges that executors read with
   ``quafka.client.PartitionReader`` (plain Fetch, no group).
 - ``commit(end)`` ACCEPTs pending batches with ``seq <= end.seq`` (a no-op when ``latestOffset``
@@ -64,6 +66,7 @@ POLL_TIMEOUT_S = 0.5
 COMMIT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RECORDS = 10000
 DEFAULT_LOCK_MS = 30000
+FALLBACK_PARALLELISM = 2
 _FORCED = {"share.acknowledgement.mode": "explicit", "share.acquire.mode": "record_limit"}
 
 
@@ -156,10 +159,11 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
+        self._default_parallelism: int | None = None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        for key in ("_consumer", "_lock", "_pending", "_renewer", "_stop", "_closed"):
+        for key in ("_consumer", "_lock", "_pending", "_renewer", "_stop", "_closed", "_default_parallelism"):
             state.pop(key, None)
         return state
 
@@ -168,17 +172,19 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         self._init_runtime()
 
     def _parallelism(self) -> int:
+        """numPartitions, else spark.default.parallelism of the driver JVM (``parallelism.py``),
+        else 2 — Spark's own minimum for cluster schedulers."""
         if self.num_partitions:
             return self.num_partitions
-        try:
-            from pyspark import SparkContext
+        if self._default_parallelism is None:
+            from .parallelism import runner_default_parallelism
 
-            sc = SparkContext._active_spark_context
-            if sc is not None:
-                return max(1, int(sc.defaultParallelism))
-        except Exception:  # noqa: BLE001 - no JVM in the runner: fall back
-            pass
-        return 2
+            try:
+                self._default_parallelism = runner_default_parallelism() or FALLBACK_PARALLELISM
+            except Exception:  # noqa: BLE001 - an unreadable launch configuration: fall back
+                log.exception("quafka stream: reading spark.default.parallelism failed")
+                self._default_parallelism = FALLBACK_PARALLELISM
+        return self._default_parallelism
 
     def _member(self):
         if self._consumer is None:

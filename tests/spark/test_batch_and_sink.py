@@ -186,6 +186,41 @@ def test_timestamp_upper_bound_does_not_prune_create_time(spark, bootstrap):
     assert [(s.start, s.end) for s in reader.partitions()] == [(0, 4)]
 
 
+def test_timestamp_options_as_in_spark_kafka_source(spark, bootstrap):
+    """startingTimestamp / endingTimestamp / *OffsetsByTimestamp (+ strategy): ListOffsets by
+    timestamp, with Spark's Kafka source's precedence and rules."""
+    topic = "timed"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({topic: (2, 1)})
+    base = 1_700_000_000_000
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(2):
+        for i in range(5):  # partition p, offset i: timestamp base + i s (+ 100 ms on partition 1)
+            producer.produce(topic, value=f"{p}-{i}".encode(), partition=p, timestamp=base + i * 1000 + p * 100)
+    assert producer.flush(30) == 0
+
+    def read(**options):
+        return sorted((r.partition, r.offset) for r in _reader(spark, bootstrap, subscribe=topic, **options)
+                      .select("partition", "offset").collect())
+
+    # global bounds: [first offset with ts >= base+1000, first offset with ts >= base+3050)
+    assert read(startingTimestamp=str(base + 1000), endingTimestamp=str(base + 3050)) == [
+        (0, 1), (0, 2), (0, 3), (1, 1), (1, 2)]
+    # the timestamp options win over startingOffsets / endingOffsets
+    assert read(startingTimestamp=str(base + 4000), startingOffsets="earliest") == [(0, 4), (1, 4)]
+    # per partition; an end past every record is the latest offset
+    by = json.dumps({topic: {"0": base + 3000, "1": base}})
+    assert read(startingOffsetsByTimestamp=by, endingOffsetsByTimestamp=json.dumps(
+        {topic: {"0": base + 9999, "1": base + 1000}})) == [(0, 3), (0, 4), (1, 0)]
+    # a start past every record: an error naming the partition, or the latest offset on request
+    with pytest.raises(Exception, match="startingTimestamp.*no record of timed-0"):
+        read(startingTimestamp=str(base + 9999))
+    assert read(startingTimestamp=str(base + 4050), startingOffsetsByTimestampStrategy="latest") == [(1, 4)]
+    # a by-timestamp map names every partition, as Spark requires
+    with pytest.raises(Exception, match="startingOffsetsByTimestamp.*missing: timed-1"):
+        read(startingOffsetsByTimestamp=json.dumps({topic: {"0": base}}))
+
+
 def test_sink_round_trip(spark, bootstrap):
     topic = "roundtrip"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
@@ -243,6 +278,14 @@ def test_share_group_state_read_decodes_the_acknowledged_records(spark, bootstra
      "startingOffsets"),
     ({"kafka.bootstrap.servers": "x:1", "subscribe": TOPIC, "maxRecordsPerPartition": "0"},
      "maxRecordsPerPartition"),
+    ({"kafka.bootstrap.servers": "x:1", "subscribe": TOPIC, "startingTimestamp": "soon"}, "startingTimestamp"),
+    ({"kafka.bootstrap.servers": "x:1", "subscribe": TOPIC, "endingTimestamp": "-5"}, "endingTimestamp"),
+    ({"kafka.bootstrap.servers": "x:1", "subscribe": TOPIC, "startingOffsetsByTimestamp": '{"%s": {"0": "x"}}' % TOPIC},
+     "startingOffsetsByTimestamp"),
+    ({"kafka.bootstrap.servers": "x:1", "subscribe": TOPIC, "endingOffsetsByTimestamp": "[]"},
+     "endingOffsetsByTimestamp"),
+    ({"kafka.bootstrap.servers": "x:1", "subscribe": TOPIC, "startingTimestamp": "1",
+      "startingOffsetsByTimestampStrategy": "earliest"}, "startingOffsetsByTimestampStrategy"),
 ])
 def test_reader_option_errors_name_the_option(options, named):
     with pytest.raises(OptionError, match=named):

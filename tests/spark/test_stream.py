@@ -289,6 +289,9 @@ def test_options_checked_and_reader_pickles_without_client():
     with pytest.raises(OptionError, match="share.acknowledgement.mode"):
         QuafkaShareStreamReader(Options({**base, "share.group": "g",
                                          "kafka.share.acknowledgement.mode": "implicit"}), RECORD_SCHEMA)
+    for name in ("startingOffsets", "startingTimestamp", "endingOffsetsByTimestamp"):
+        with pytest.raises(OptionError, match=f"{name}.*does not apply to a share-group stream"):
+            QuafkaShareStreamReader(Options({**base, "share.group": "g", name: "1"}), RECORD_SCHEMA)
     reader = QuafkaShareStreamReader(Options({**base, "share.group": "g", "maxRecordsPerTrigger": "7",
                                               "kafka.client.id": "x"}), RECORD_SCHEMA)
     assert reader._consumer is None  # no I/O in __init__

@@ -5,11 +5,10 @@ Options:
 
 - ``kafka.bootstrap.servers`` (required), ``subscribe`` (required, comma-separated topics); other
   ``kafka.*`` options pass through to the reader/admin clients where they know the key.
-- ``startingOffsets``: ``earliest`` (default) or JSON ``{"topic": {"0": 23, "1": -2}}`` (-2 =
-  earliest); ``latest`` / -1 is refused, as in Spark's Kafka source.
-- ``endingOffsets``: ``latest`` (default) or JSON (-1 = latest); ``earliest`` / -2 is refused.
-  Partitions missing from a JSON map take the default. Offsets are clamped to the partition's
-  [log start, high watermark].
+- ``startingOffsets`` / ``endingOffsets`` (``earliest`` / ``latest`` or JSON per partition),
+  ``startingTimestamp`` / ``endingTimestamp``, ``startingOffsetsByTimestamp`` /
+  ``endingOffsetsByTimestamp`` and ``startingOffsetsByTimestampStrategy``, as in Spark's Kafka
+  source (``offset_specs.py``).
 - ``maxRecordsPerPartition`` (default 100000): larger offset ranges are split into several Spark
   partitions.
 - ``share.group`` is refused (a batch read joins no group).
@@ -53,7 +52,6 @@ record; tombstones give a row with ``tombstone=true`` and null state columns).
 from __future__ import annotations
 
 import datetime
-import json
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import (
@@ -80,12 +78,11 @@ from pyspark.sql.types import (
 from quafka.client.share_state import kafka_uuid_str
 
 from .datasource import record_row, utc_datetime
+from .offset_specs import parse_spec
 from .options import SHARE_STATE_TOPIC, OptionError, Options
 
 __all__ = ["QuafkaBatchReader", "SHARE_STATE_SCHEMA", "OffsetSlice"]
 
-EARLIEST = -2
-LATEST = -1
 DEFAULT_MAX_RECORDS_PER_PARTITION = 100_000
 
 #: The decoded rows of ``__share_group_state``. ``topic`` is the topic's name when the cluster
@@ -137,45 +134,6 @@ def _client_config(options: Options, keys: Any) -> dict[str, Any]:
     return config
 
 
-def _parse_offsets(options: Options, name: str, default: int, refused: int, topics: list[str]
-                   ) -> tuple[int, dict[tuple[str, int], int]]:
-    """(default for unnamed partitions, {(topic, partition): offset or -1/-2})."""
-    raw = options.get(name)
-    if raw is None or not raw.strip():
-        return default, {}
-    text = raw.strip()
-    words = {"earliest": EARLIEST, "latest": LATEST}
-    if text.lower() in words:
-        value = words[text.lower()]
-        if value == refused:
-            raise OptionError(f"option {name!r}={text!r} is not allowed for a batch read")
-        return value, {}
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        raise OptionError(f"option {name!r}={raw!r} is neither 'earliest', 'latest' nor JSON "
-                          '{"topic": {"partition": offset}}') from None
-    if not isinstance(parsed, dict):
-        raise OptionError(f"option {name!r}={raw!r} must be a JSON object {{\"topic\": {{\"0\": offset}}}}")
-    out: dict[tuple[str, int], int] = {}
-    for topic, parts in parsed.items():
-        if topic not in topics:
-            raise OptionError(f"option {name!r} names topic {topic!r}, which option 'subscribe' does not")
-        if not isinstance(parts, dict):
-            raise OptionError(f"option {name!r}: the value of topic {topic!r} must be a JSON object")
-        for p, offset in parts.items():
-            try:
-                partition = int(p)
-            except ValueError:
-                raise OptionError(f"option {name!r}: partition {p!r} of {topic!r} is not an integer") from None
-            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
-                raise OptionError(f"option {name!r}: offset {offset!r} of {topic}-{p} is not an offset, -1 or -2")
-            if offset == refused:
-                raise OptionError(f"option {name!r}: offset {offset} of {topic}-{p} is not allowed for a batch read")
-            out[(topic, partition)] = offset
-    return default, out
-
-
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
 _ONE_MS = datetime.timedelta(milliseconds=1)
 
@@ -192,6 +150,11 @@ def _ms(value: Any, ceil: bool = False) -> int | None:
         return None
     delta = value - _EPOCH
     return -((-delta) // _ONE_MS) if ceil else delta // _ONE_MS
+
+
+def _by_time(admin: Any, lookups: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """ListOffsets by timestamp: {tp: first offset with timestamp >= ms, or -1}."""
+    return {tp: found[0] for tp, found in admin.list_offsets(lookups).items()} if lookups else {}
 
 
 def _log_append_time(admin: Any, topic: str) -> bool:
@@ -236,8 +199,8 @@ class QuafkaBatchReader(DataSourceReader):
         self.share_state = self.topics == [SHARE_STATE_TOPIC]
         if SHARE_STATE_TOPIC in self.topics and not self.share_state:
             raise OptionError(f"option 'subscribe' may name {SHARE_STATE_TOPIC!r} only on its own")
-        self.starting = _parse_offsets(options, "startingOffsets", EARLIEST, LATEST, self.topics)
-        self.ending = _parse_offsets(options, "endingOffsets", LATEST, EARLIEST, self.topics)
+        self.starting = parse_spec(options, "starting", self.topics)
+        self.ending = parse_spec(options, "ending", self.topics)
         self.max_records = options.integer("maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_PARTITION)
         # pushed-down constraints
         self.pushed_partitions: set[int] | None = None
@@ -329,42 +292,37 @@ class QuafkaBatchReader(DataSourceReader):
                 for p in sorted(desc.partitions):
                     if self.pushed_partitions is None or p in self.pushed_partitions:
                         tps.append((topic, p))
-            for name, (default, per) in (("startingOffsets", self.starting), ("endingOffsets", self.ending)):
-                for (topic, p) in per:
-                    if p not in described[topic].partitions:
-                        raise OptionError(f"option {name!r} names partition {topic}-{p}, which does not exist")
+            partitions = {topic: described[topic].partitions for topic in self.topics}
+            self.starting.check_partitions(partitions)
+            self.ending.check_partitions(partitions)
             if not tps:
                 return []
             earliest = admin.list_offsets({tp: "earliest" for tp in tps})
             latest = admin.list_offsets({tp: "latest" for tp in tps})
-            by_time = {}
+            start_time = _by_time(admin, self.starting.time_lookups(tps))
+            end_time = _by_time(admin, self.ending.time_lookups(tps))
+            since_time: dict[tuple[str, int], int] = {}  # pushed-down timestamp bounds
             if self.pushed_min_timestamp is not None:
-                by_time = admin.list_offsets({tp: max(0, self.pushed_min_timestamp) for tp in tps})
-            until_time = {}
+                since_time = _by_time(admin, {tp: max(0, self.pushed_min_timestamp) for tp in tps})
+            until_time: dict[tuple[str, int], int] = {}
             if self.pushed_max_timestamp is not None:
                 appended = {topic for topic in {t for t, _ in tps} if _log_append_time(admin, topic)}
-                until_time = admin.list_offsets({tp: max(0, self.pushed_max_timestamp) for tp in tps
-                                                 if tp[0] in appended})
+                until_time = _by_time(admin, {tp: max(0, self.pushed_max_timestamp) for tp in tps
+                                              if tp[0] in appended})
             names: dict[str, str] = {}
             if self.share_state:
                 names = {kafka_uuid_str(d.topic_id): name for name, d in admin.list_topics(include_internal=True).items()
                          if d.topic_id is not None}
         for tp in tps:
             low, high = earliest[tp][0], latest[tp][0]
-
-            def resolve(spec: tuple[int, dict], tp=tp, low=low, high=high) -> int:
-                offset = spec[1].get(tp, spec[0])
-                return low if offset == EARLIEST else high if offset == LATEST else min(max(offset, low), high)
-
-            start = max(resolve(self.starting), self.pushed_min_offset)
-            end = resolve(self.ending)
+            start = max(self.starting.resolve(tp, low, high, start_time.get), self.pushed_min_offset)
+            end = self.ending.resolve(tp, low, high, end_time.get)
             if self.pushed_max_offset is not None:
                 end = min(end, self.pushed_max_offset)
-            if tp in by_time:
-                t_offset = by_time[tp][0]
-                start = max(start, high if t_offset < 0 else t_offset)
-            if tp in until_time and until_time[tp][0] >= 0:  # -1: no record that new, no cap
-                end = min(end, until_time[tp][0])
+            if tp in since_time:
+                start = max(start, high if since_time[tp] < 0 else since_time[tp])
+            if until_time.get(tp, -1) >= 0:  # -1: no record that new, no cap
+                end = min(end, until_time[tp])
             while start < end:
                 stop = min(end, start + self.max_records)
                 slices.append(OffsetSlice(tp[0], tp[1], start, stop, names))

@@ -136,7 +136,9 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         options.refuse(("asyncProgressTrackingEnabled",),
                        "is not supported by the quafka share-group source (at-least-once needs every "
                        "batch in the commit log before the next one is planned)")
-        options.refuse(("startingOffsets", "endingOffsets"),
+        options.refuse(("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+                        "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+                        "startingOffsetsByTimestampStrategy"),
                        "does not apply to a share-group stream (the group's start offset and "
                        "share.auto.offset.reset decide where it starts)")
         config = options.client_config()

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from quafka.client._share_acks import GAP, AcknowledgeType, Acknowledgements, ack_batches
-from quafka.client._share_fetch import ShareFetchBuffer, decode_acquired
+from quafka.client._share_fetch import ShareFetchBuffer, decode_acquired, raw_acquired
 from quafka.client._share_membership import INPUTS, TRANSITIONS, MemberState, ShareMembership
 from quafka.client._share_session import INT32_MAX, ShareSession, next_epoch
 from quafka.client.errors import CorruptRecordException, IllegalStateException
@@ -322,3 +322,60 @@ def test_a_batch_the_response_carries_twice_gives_its_records_once():
     overlapping = _batch(0, 5) + _batch(3, 4)  # a later batch that starts inside an earlier one
     out = decode_acquired(TP, overlapping, [_acq(0, 6)], check_crcs=True)
     assert [r.offset for r in out.items] == [0, 1, 2, 3, 4, 5, 6] and out.acks == {}
+
+
+# ----------------------------------------------------------------------------- undecoded (poll_batches)
+
+
+def test_raw_acquired_keeps_covered_ranges_and_releases_the_rest():
+    data = _batch(0, 3) + _control(3) + _batch(4, 2)  # offsets 0..5
+    item, releases = raw_acquired(TP, data, [_acq(1, 4, 2), _acq(5, 8, 1)])
+    assert item.acquired == [(1, 4, 2), (5, 5, 1)] and item.count == 5
+    assert releases == {6: A.RELEASE, 7: A.RELEASE, 8: A.RELEASE}  # no batch carried them
+    assert [(r.offset, r.delivery_count) for r in item.records()] == [(1, 2), (2, 2), (4, 2), (5, 1)]  # 3: control
+    assert raw_acquired(TP, b"", [_acq(0, 1)]) == (None, {0: A.RELEASE, 1: A.RELEASE})
+    assert raw_acquired(TP, data, []) == (None, {})
+
+
+@pytest.mark.parametrize("max_count", [1, 3, 4, 7, 100])
+def test_split_cuts_at_batch_boundaries_and_covers_every_offset_once(max_count):
+    data = _batch(0, 4) + _batch(4, 4) + _batch(8, 4) + _batch(0, 4) + _batch(12, 4)  # one batch sent twice
+    item, _ = raw_acquired(TP, data, [_acq(1, 9, 1), _acq(10, 15, 2)])
+    pieces = item.split(max_count)
+    offsets = [o for p in pieces for o in p.offsets()]
+    assert offsets == item.offsets() == list(range(1, 16))
+    records = [(r.offset, r.delivery_count, r.value) for p in pieces for r in p.records()]
+    assert records == [(r.offset, r.delivery_count, r.value) for r in item.records()]
+    assert all(p.data for p in pieces) and (len(pieces) == 1) == (max_count >= 15)
+
+
+def test_split_groups_whole_batches_until_the_count_is_reached():
+    data = _batch(0, 4) + _batch(4, 4) + _batch(8, 4) + _batch(0, 4) + _batch(12, 4)
+    item, _ = raw_acquired(TP, data, [_acq(1, 9, 1), _acq(10, 15, 2)])
+    # 1..3 is short of 4, so the second batch joins it; the repeated batch 0..3 adds nothing new
+    assert [p.acquired for p in item.split(4)] == [[(1, 7, 1)], [(8, 9, 1), (10, 11, 2)], [(12, 15, 2)]]
+
+
+def test_split_shares_a_big_batch_among_pieces():
+    item, _ = raw_acquired(TP, _batch(0, 10) + _batch(10, 2), [_acq(1, 11, 1)])
+    pieces = item.split(3)
+    assert [p.acquired for p in pieces] == [[(1, 3, 1)], [(4, 6, 1)], [(7, 9, 1)], [(10, 11, 1)]]
+    assert [r.offset for p in pieces for r in p.records()] == list(range(1, 12))
+
+
+def test_acknowledge_range_needs_delivered_offsets_and_explicit_mode():
+    book = Acknowledgements(explicit=True)
+    book.on_delivered_ranges(TP, [(0, 4, 1), (7, 8, 2)])
+    assert len(book.unacknowledged()) == 7
+    with pytest.raises(IllegalStateException, match="offset 5"):
+        book.acknowledge_range(TP, 3, 7, A.ACCEPT)  # 5 and 6 were never delivered
+    book.acknowledge_range(TP, 0, 4, A.ACCEPT)
+    book.acknowledge_range(TP, 7, 8, A.RENEW)
+    assert book.unacknowledged() == []
+    assert book.take_pending() == {TP: {0: A.ACCEPT, 1: A.ACCEPT, 2: A.ACCEPT, 3: A.ACCEPT, 4: A.ACCEPT,
+                                        7: A.RENEW, 8: A.RENEW}}
+    book.on_renewed(TP, {7, 8})
+    assert book.take_renewed() == []  # undecoded: nothing to hand out again
+    book.acknowledge_range(TP, 7, 8, A.ACCEPT)  # renewed records stay delivered
+    with pytest.raises(IllegalStateException, match="explicit"):
+        Acknowledgements(explicit=False).acknowledge_range(TP, 0, 0, A.ACCEPT)

@@ -303,22 +303,21 @@ def test_options_checked_and_reader_pickles_without_client():
 
 
 def test_compact_ranges_and_replay_partitions():
-    from quafka.client import Record
+    from quafka.client import AcquiredBatches
     from quafka.spark.datasource import RECORD_SCHEMA
     from quafka.spark.options import Options
     from quafka.spark.stream import QuafkaShareStreamReader, RangesPartition, compact_ranges
 
-    def rec(offset, dc, partition=0):
-        return Record(topic="t", partition=partition, offset=offset, timestamp=0, timestamp_type=0, key=None,
-                      value=b"", headers=[], leader_epoch=0, delivery_count=dc)
-
-    records = [rec(o, 1) for o in (0, 1, 2, 5, 6)] + [rec(7, 2), rec(3, 1, partition=1)]
-    acq = compact_ranges(records)
-    assert acq == {"t:0": [[0, 2, 1], [5, 6, 1], [7, 7, 2]], "t:1": [[3, 3, 1]]}
+    items = [AcquiredBatches("t", 0, b"", [(0, 2, 1), (5, 6, 1), (7, 7, 2)]), AcquiredBatches("t", 1, b"", [(3, 3, 1)]),
+             AcquiredBatches("t", 0, b"", [(8, 9, 2)])]
+    acq = compact_ranges(items)
+    assert acq == {"t:0": [[0, 2, 1], [5, 6, 1], [7, 9, 2]], "t:1": [[3, 3, 1]]}
+    records = [(t, p, o, dc) for i in items for t, p in [(i.topic, i.partition)]
+               for f, l, dc in i.acquired for o in range(f, l + 1)]
     reader = QuafkaShareStreamReader(Options({"kafka.bootstrap.servers": "b:1", "subscribe": "t",
                                               "share.group": "g", "numPartitions": "3"}), RECORD_SCHEMA)
     parts = reader.partitions({"v": 1, "seq": 0}, {"v": 1, "seq": 1, "member": "m", "acq": acq})  # cache miss
     assert all(isinstance(p, RangesPartition) for p in parts) and len(parts) == 3
     spans = [(t, p, f, l, dc) for part in parts for (t, p, f, l, dc) in part.ranges]
     covered = sorted((t, p, o, dc) for t, p, f, l, dc in spans for o in range(f, l + 1))
-    assert covered == sorted((r.topic, r.partition, r.offset, r.delivery_count) for r in records)
+    assert covered == sorted(records)

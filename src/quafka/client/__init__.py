@@ -10,6 +10,7 @@ errors, and ``share_state`` (the share-state record codecs). See docs/client.md.
 
 from . import share_state
 from ._share_acks import AcknowledgeType
+from ._share_fetch import AcquiredBatches
 from .admin import (
     Admin,
     AsyncAdmin,
@@ -40,6 +41,7 @@ from .share_consumer import AsyncShareConsumer, ShareConsumer
 
 __all__ = [
     "AcknowledgeType",
+    "AcquiredBatches",
     "Admin",
     "AsyncAdmin",
     "AsyncPartitionReader",

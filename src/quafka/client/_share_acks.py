@@ -93,6 +93,27 @@ class Acknowledgements:
                     current = delivered[TopicPartition(topic, partition)] = {}
             current[record.offset] = record
 
+    def on_delivered_ranges(self, tp: TopicPartition, ranges: list[tuple[int, int, int]]) -> None:
+        """poll_batches: the acquired offsets are delivered (undecoded: no Record kept)."""
+        current = self.delivered.setdefault(TopicPartition(*tp), {})
+        for first, last, _count in ranges:
+            current.update(dict.fromkeys(range(first, last + 1)))
+
+    def acknowledge_range(self, tp: TopicPartition, first: int, last: int, ack_type: int) -> None:
+        """Acknowledge every offset of ``first..last`` (all delivered and unacknowledged-able)."""
+        if not self.explicit:
+            raise IllegalStateException("acknowledge_range() needs share.acknowledgement.mode=explicit")
+        delivered = self.delivered.get(tp)
+        missing = next((o for o in range(first, last + 1) if delivered is None or o not in delivered), None)
+        if missing is not None:
+            raise IllegalStateException(f"{tp[0]}-{tp[1]} offset {missing} is not a record delivered to the "
+                                        f"application and still unacknowledged (already committed, or never "
+                                        f"returned by poll_batches())")
+        acked = self.acked.get(tp)
+        if acked is None:
+            acked = self.acked[TopicPartition(*tp)] = {}
+        acked.update(dict.fromkeys(range(first, last + 1), ack_type))
+
     def on_failed(self, tp: TopicPartition, offset: int) -> None:
         self.failed.setdefault(tp, {})[offset] = AcknowledgeType.RELEASE
 

@@ -14,6 +14,12 @@ dropped. Every acquired offset ends in exactly one of:
 
 ``ShareFetchBuffer`` keeps decoded partitions in arrival order; ``take`` hands out records up to a
 limit, stopping before an error item that is not first (the error is raised by the poll after).
+
+``poll_batches`` (a quafka extension, for consumers that decode elsewhere, such as the Spark
+source's runner fanning records out to executors) skips the per-record decoding: ``raw_acquired``
+reads only the batch headers and hands out one ``AcquiredBatches`` per partition — the response's
+record bytes and the acquired ranges that its batches cover (acquired offsets no batch covers are
+RELEASEd, as above). ``AcquiredBatches.records()`` decodes later, with the rules above.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from ._share_acks import GAP, AcknowledgeType
 from .errors import CorruptRecordException, KafkaException
 from .records import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Record, TopicPartition
 
-__all__ = ["DecodedPartition", "ShareFetchBuffer", "decode_acquired"]
+__all__ = ["AcquiredBatches", "DecodedPartition", "ShareFetchBuffer", "decode_acquired", "raw_acquired"]
 
 
 class DecodedPartition(NamedTuple):
@@ -44,8 +50,125 @@ class DecodedPartition(NamedTuple):
 
 
 def _acquired_ranges(acquired) -> tuple[list[int], list[int], list[int]]:
-    ranges = sorted((a.first_offset, a.last_offset, a.delivery_count) for a in acquired)
+    ranges = sorted(_as_triple(a) for a in acquired)
     return [r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges]
+
+
+def _as_triple(a) -> tuple[int, int, int]:
+    if isinstance(a, tuple):
+        return a[0], a[1], a[2]
+    return a.first_offset, a.last_offset, a.delivery_count
+
+
+class AcquiredBatches(NamedTuple):
+    """Records acquired from one partition, undecoded: ``data`` holds whole v2 record batches and
+    ``acquired`` the (first, last, delivery count) ranges of acquired offsets that those batches
+    cover, in offset order. Picklable; ``records()`` decodes it anywhere."""
+
+    topic: str
+    partition: int
+    data: bytes
+    acquired: list[tuple[int, int, int]]
+
+    @property
+    def count(self) -> int:
+        """Acquired offsets (records, plus offsets of control records or compacted gaps)."""
+        return sum(last - first + 1 for first, last, _ in self.acquired)
+
+    def offsets(self) -> list[int]:
+        return [o for first, last, _ in self.acquired for o in range(first, last + 1)]
+
+    def records(self, check_crcs: bool = True) -> list:
+        """The acquired records in offset order (Record, or CorruptRecordException in place of a
+        batch that fails its CRC or does not decode), as ``poll`` would have returned them."""
+        return decode_acquired(TopicPartition(self.topic, self.partition), self.data, self.acquired,
+                               check_crcs=check_crcs).items
+
+    def split(self, max_count: int) -> list["AcquiredBatches"]:
+        """Consecutive pieces of about ``max_count`` acquired offsets each, cut at batch
+        boundaries; a batch holding twice that or more is shared by pieces of ``max_count``
+        offsets (each carries its bytes)."""
+        if self.count <= max_count:
+            return [self]
+        pieces: list[AcquiredBatches] = []
+        start_pos = 0
+        first_offset = None
+        done_upto = -1  # the last offset of the pieces cut so far: each offset goes to one piece
+        pending = 0
+        view = memoryview(self.data)
+
+        def cut(end_pos: int, low: int, high: int) -> None:
+            ranges = [(max(f, low), min(l, high), dc) for f, l, dc in self.acquired if f <= high and l >= low]
+            if ranges:
+                pieces.append(AcquiredBatches(self.topic, self.partition, bytes(view[start_pos:end_pos]), ranges))
+
+        for pos, header in rb.iter_headers(self.data):
+            if first_offset is None:
+                first_offset, start_pos = max(header.base_offset, done_upto + 1), pos
+            pending += sum(min(l, header.last_offset) - max(f, header.base_offset) + 1
+                           for f, l, _ in self.acquired if f <= header.last_offset and l >= header.base_offset)
+            if pending >= max_count and header.last_offset >= first_offset:
+                cut(pos + header.size_bytes, first_offset, header.last_offset)
+                done_upto = header.last_offset
+                first_offset, pending = None, 0
+        if first_offset is not None:
+            cut(len(self.data), first_offset, max(l for _, l, _ in self.acquired))
+        # a piece far over the count holds a big batch: share its bytes among pieces of ranges
+        # (each decodes the batch and keeps its own offsets)
+        out: list[AcquiredBatches] = []
+        for piece in pieces:
+            if piece.count < 2 * max_count:
+                out.append(piece)
+                continue
+            chunk: list[tuple[int, int, int]] = []
+            room = max_count
+            for first, last, dc in piece.acquired:
+                while first <= last:
+                    take = min(room, last - first + 1)
+                    chunk.append((first, first + take - 1, dc))
+                    first += take
+                    room -= take
+                    if room == 0:
+                        out.append(piece._replace(acquired=chunk))
+                        chunk, room = [], max_count
+            if chunk:
+                out.append(piece._replace(acquired=chunk))
+        return out
+
+
+def raw_acquired(tp: TopicPartition, data: bytes | memoryview | None,
+                 acquired) -> tuple[AcquiredBatches | None, dict[int, int]]:
+    """One ShareFetch partition, undecoded: (the covered acquired ranges with the record bytes, or
+    None; RELEASE for acquired offsets no complete batch covers). Reads batch headers only."""
+    firsts, lasts, counts = _acquired_ranges(acquired)
+    if not firsts:
+        return None, {}
+    covered: list[tuple[int, int]] = []
+    if data:
+        for _pos, header in rb.iter_headers(data):
+            if covered and header.base_offset <= covered[-1][1] + 1:
+                covered[-1] = (covered[-1][0], max(covered[-1][1], header.last_offset))
+            else:
+                covered.append((header.base_offset, header.last_offset))
+        covered.sort()
+    ranges: list[tuple[int, int, int]] = []
+    releases: dict[int, int] = {}
+    for first, last, count in zip(firsts, lasts, counts):
+        offset = first
+        for c_first, c_last in covered:
+            if c_last < offset or c_first > last:
+                continue
+            if c_first > offset:
+                releases.update((o, AcknowledgeType.RELEASE) for o in range(offset, c_first))
+                offset = c_first
+            top = min(c_last, last)
+            ranges.append((offset, top, count))
+            offset = top + 1
+        if offset <= last:
+            releases.update((o, AcknowledgeType.RELEASE) for o in range(offset, last + 1))
+    if not ranges:
+        return None, releases
+    return AcquiredBatches(tp.topic, tp.partition, bytes(data), ranges), releases
 
 
 def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquired, *, check_crcs: bool) -> DecodedPartition:
@@ -207,7 +330,11 @@ class ShareFetchBuffer:
         for part in self._parts:
             tp, items, index, _clean = part
             if tp in partitions:
-                dropped.setdefault(tp, []).extend(i.offset for i in items[index:] if isinstance(i, Record))
+                for i in items[index:]:
+                    if isinstance(i, Record):
+                        dropped.setdefault(tp, []).append(i.offset)
+                    elif isinstance(i, AcquiredBatches):
+                        dropped.setdefault(tp, []).extend(i.offsets())
             else:
                 kept.append(part)
         self._parts = kept

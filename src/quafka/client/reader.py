@@ -79,6 +79,14 @@ class AsyncPartitionReader(AsyncClient):
                    max_bytes: int | None = None) -> AsyncIterator[Record]:
         """Yield the records of ``topic``-``partition`` from ``start_offset`` to ``end_offset``
         (exclusive; None: the high watermark)."""
+        async for chunk in self.read_chunks(topic, partition, start_offset, end_offset, max_bytes):
+            for record in chunk:
+                yield record
+
+    async def read_chunks(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+                          max_bytes: int | None = None) -> AsyncIterator[list[Record]]:
+        """As ``read``, one list of records per Fetch response (what the sync reader hands across
+        threads: one hop per response, not per record)."""
         if start_offset < 0:
             raise KafkaException(f"start_offset must be >= 0, got {start_offset}", ErrorCode.offset_out_of_range)
         if end_offset is not None and end_offset <= start_offset:
@@ -118,10 +126,13 @@ class AsyncPartitionReader(AsyncClient):
                     return
             records, next_offset = decode_batches(topic, partition, part.records,
                                                   check_crcs=self.config["check.crcs"], min_offset=offset)
-            for record in records:
-                if record.offset >= stop:
-                    return
-                yield record
+            if records and records[-1].offset >= stop:
+                records = [r for r in records if r.offset < stop]
+                if records:
+                    yield records
+                return
+            if records:
+                yield records
             if next_offset is not None:
                 offset = max(offset, next_offset)
             elif part.records and offset < part.high_watermark:
@@ -137,4 +148,16 @@ class PartitionReader(SyncClient):
 
     def read(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
              max_bytes: int | None = None) -> Iterator[Record]:
-        return self._iterate(self._async.read(topic, partition, start_offset, end_offset, max_bytes))
+        return _flatten(self.read_chunks(topic, partition, start_offset, end_offset, max_bytes))
+
+    def read_chunks(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+                    max_bytes: int | None = None) -> Iterator[list[Record]]:
+        return self._iterate(self._async.read_chunks(topic, partition, start_offset, end_offset, max_bytes))
+
+
+def _flatten(chunks: Iterator[list[Record]]) -> Iterator[Record]:
+    try:
+        for chunk in chunks:
+            yield from chunk
+    finally:
+        chunks.close()  # closes the async generator on the loop (an abandoned read)

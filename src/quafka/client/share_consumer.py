@@ -17,6 +17,12 @@ quafka extension (documented in docs/client.md): ``acknowledge`` and the commit 
 from a second thread while the owning thread is outside a consumer call; the calls are serialised
 by an internal lock. This lets a background thread RENEW the locks of records under long
 processing.
+
+quafka extension: ``poll_batches`` returns the acquired records undecoded, one ``AcquiredBatches``
+per partition (record bytes plus acquired offset ranges, picklable, ``records()`` decodes), and
+``acknowledge_range`` acknowledges a range of delivered offsets at once; for consumers that decode
+elsewhere (the Spark source fans the batches out to executors). A consumer uses either ``poll`` or
+``poll_batches``, not both; explicit acknowledgement mode only.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from ._cluster import BrokerInfo
 from ._config import Key
 from ._metrics import Sensor
 from ._share_acks import AcknowledgeType, Acknowledgements, ack_batches
-from ._share_fetch import ShareFetchBuffer, decode_acquired
+from ._share_fetch import AcquiredBatches, DecodedPartition, ShareFetchBuffer, decode_acquired, raw_acquired
 from ._share_membership import COORDINATOR_ERRORS, MemberState, ShareMembership
 from ._share_session import ShareSession
 from .errors import (
@@ -171,6 +177,7 @@ class AsyncShareConsumer(AsyncClient):
         self._acks = Acknowledgements(self.explicit)
         self._ack_lock = threading.Lock()
         self._buffer = ShareFetchBuffer()
+        self._raw: bool | None = None  # poll_batches() (True) or poll() (False), fixed by the first call
         self._nodes: dict[int, _Node] = {}
         self._assigned: dict[TopicPartition, tuple[uuid.UUID, int]] = {}
         self._leader_hints: dict[TopicPartition, tuple[int, int]] = {}  # tp → (leader id, leader epoch)
@@ -255,6 +262,19 @@ class AsyncShareConsumer(AsyncClient):
         with self._ack_lock:
             self._acks.acknowledge(tp, offset, kind, by_record=by_record)
 
+    def acknowledge_range(self, topic: str, partition: int, first_offset: int, last_offset: int,
+                          ack_type: int = AcknowledgeType.ACCEPT) -> None:
+        """quafka extension: acknowledge the delivered offsets ``first_offset..last_offset`` of
+        ``topic``-``partition`` at once (explicit mode; each must be delivered and unacknowledged)."""
+        if self._closed:
+            raise IllegalStateException("the ShareConsumer is closed")
+        if ack_type not in _ACK_TYPES:
+            raise ValueError(f"acknowledge type {ack_type!r} is not one of ACCEPT, RELEASE, REJECT, RENEW")
+        if last_offset < first_offset:
+            raise ValueError(f"last_offset {last_offset} is below first_offset {first_offset}")
+        with self._ack_lock:
+            self._acks.acknowledge_range(TopicPartition(topic, int(partition)), first_offset, last_offset, ack_type)
+
     def set_acknowledgement_commit_callback(self, callback: CommitCallback | None) -> None:
         """``callback(offsets: {TopicPartition: {offset}}, exception or None)`` per partition result."""
         self._callback = callback
@@ -315,6 +335,14 @@ class AsyncShareConsumer(AsyncClient):
         """Records acquired for this member, waiting up to ``timeout`` seconds for some."""
         try:
             return await self._poll(timeout)
+        finally:
+            self._fire_callbacks()
+
+    async def poll_batches(self, timeout: float) -> list[AcquiredBatches]:
+        """quafka extension: as ``poll``, but the acquired records come undecoded, one
+        ``AcquiredBatches`` per partition (explicit mode; acknowledge with ``acknowledge_range``)."""
+        try:
+            return await self._poll(timeout, raw=True)
         finally:
             self._fire_callbacks()
 
@@ -386,9 +414,16 @@ class AsyncShareConsumer(AsyncClient):
 
     # ------------------------------------------------------------------ internals: poll
 
-    async def _poll(self, timeout: float) -> list[Record]:
+    async def _poll(self, timeout: float, raw: bool = False) -> list:
         if timeout is None or timeout < 0:
             raise ValueError(f"poll timeout must be a number of seconds >= 0, got {timeout!r}")
+        if self._raw is None:
+            if raw and not self.explicit:
+                raise IllegalStateException("poll_batches() needs share.acknowledgement.mode=explicit")
+            self._raw = raw
+        elif self._raw != raw:
+            used, called = ("poll_batches()", "poll()") if self._raw else ("poll()", "poll_batches()")
+            raise IllegalStateException(f"this ShareConsumer uses {used}; {called} cannot be mixed with it")
         await self._start()
         assert self._call_lock is not None and self._event is not None
         async with self._call_lock:
@@ -432,7 +467,7 @@ class AsyncShareConsumer(AsyncClient):
             return self._deliver(renewed)
         self._flush_acks()
         while True:
-            records = self._take_records()
+            records = self._take_raw() if self._raw else self._take_records()
             if records:
                 return records
             self._start_fetches()
@@ -457,6 +492,27 @@ class AsyncShareConsumer(AsyncClient):
         if self._key_deserializer is not None or self._value_deserializer is not None:
             records = self._deserialize(records)
         return self._deliver(records)
+
+    def _take_raw(self) -> list[AcquiredBatches]:
+        """poll_batches: whole partitions, up to max.poll.records acquired offsets (at least one)."""
+        limit = self.config["max.poll.records"] if self.record_limit else None
+        out: list[AcquiredBatches] = []
+        count = 0
+        while self._buffer:
+            items, _error = self._buffer.take(1)
+            if not items:
+                break
+            item = items[0]
+            if out and limit is not None and count + item.count > limit:
+                self._buffer.push_front([item])
+                break
+            out.append(item)
+            count += item.count
+        with self._ack_lock:
+            for item in out:
+                self._acks.on_delivered_ranges((item.topic, item.partition), item.acquired)
+        self._records_consumed += count
+        return out
 
     def _deserialize(self, records: list[Record]) -> list[Record]:
         key_d, value_d = self._key_deserializer, self._value_deserializer
@@ -623,16 +679,22 @@ class AsyncShareConsumer(AsyncClient):
                 if error != ErrorCode.none:
                     self._on_partition_error(tp, error, p.current_leader)
                     continue
-                decoded = decode_acquired(tp, p.records, p.acquired_records, check_crcs=self.config["check.crcs"])
+                if self._raw:
+                    item, releases = raw_acquired(tp, p.records, p.acquired_records)
+                    decoded = DecodedPartition(tp, [item] if item is not None else [], releases,
+                                               len(p.records or b""))
+                    offsets = item.offsets() if item is not None else []
+                else:
+                    decoded = decode_acquired(tp, p.records, p.acquired_records, check_crcs=self.config["check.crcs"])
+                    offsets = [r.offset for r in decoded.items if isinstance(r, Record)]
                 with self._ack_lock:
                     self._acks.add_pending(tp, decoded.acks)
                     if tp not in self._assigned:  # revoked while the fetch was out: give the records back
-                        self._acks.add_pending(tp, {r.offset: AcknowledgeType.RELEASE for r in decoded.items
-                                                    if isinstance(r, Record)})
+                        self._acks.add_pending(tp, dict.fromkeys(offsets, AcknowledgeType.RELEASE))
                         continue
                 self._buffer.add(decoded)
                 total_bytes += decoded.bytes_count
-                total_records += decoded.records_count
+                total_records += len(offsets) if self._raw else decoded.records_count
         for tp in acks:
             outcomes.setdefault(tp, None)
         self._ack_outcomes(acks, outcomes)
@@ -1037,9 +1099,19 @@ class ShareConsumer(SyncClient):
         finally:
             self._async._fire_callbacks()
 
+    def poll_batches(self, timeout: float) -> list[AcquiredBatches]:
+        try:
+            return self._run(self._async._poll(timeout, raw=True))
+        finally:
+            self._async._fire_callbacks()
+
     def acknowledge(self, record_or_topic: Record | str, type_or_partition: Any = AcknowledgeType.ACCEPT,
                     offset: int | None = None, ack_type: int | None = None) -> None:
         self._async.acknowledge(record_or_topic, type_or_partition, offset, ack_type)
+
+    def acknowledge_range(self, topic: str, partition: int, first_offset: int, last_offset: int,
+                          ack_type: int = AcknowledgeType.ACCEPT) -> None:
+        self._async.acknowledge_range(topic, partition, first_offset, last_offset, ack_type)
 
     def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, KafkaException | None]:
         try:

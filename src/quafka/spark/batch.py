@@ -77,7 +77,7 @@ from pyspark.sql.types import (
 
 from quafka.client.share_state import kafka_uuid_str
 
-from .datasource import record_row, utc_datetime
+from .datasource import records_batch, utc_datetime
 from .offset_specs import parse_spec
 from .options import SHARE_STATE_TOPIC, OptionError, Options
 
@@ -331,19 +331,20 @@ class QuafkaBatchReader(DataSourceReader):
 
     # ------------------------------------------------------------------ reading (executors)
 
-    def read(self, partition: OffsetSlice) -> Iterator[tuple]:
+    def read(self, partition: OffsetSlice) -> Iterator[Any]:
         from quafka.client import PartitionReader
         from quafka.client.reader import READER_CONFIG
 
         if partition.start >= partition.end:
             return
         with PartitionReader(_client_config(self.options, READER_CONFIG)) as reader:
-            records = reader.read(partition.topic, partition.partition, partition.start, partition.end)
             if self.share_state:
+                records = reader.read(partition.topic, partition.partition, partition.start, partition.end)
                 yield from self._share_state_rows(records, partition.topic_names)
                 return
-            for r in records:
-                yield record_row(r, None)
+            # one pyarrow.RecordBatch per Fetch response: Spark takes it without per-row conversion
+            for chunk in reader.read_chunks(partition.topic, partition.partition, partition.start, partition.end):
+                yield records_batch(chunk)
 
     @staticmethod
     def _share_state_rows(records: Iterator[Any], names: dict[str, str]) -> Iterator[tuple]:

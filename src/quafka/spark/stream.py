@@ -11,18 +11,21 @@ call ``read`` on an unpickled copy made by a planner. So:
   ``seq <= start.seq``: Spark calls it only once the batch ending at ``start`` is in the commit log,
   and, unlike ``commit()``, it runs on every trigger, so the last batch before an idle stretch is
   acknowledged too (the commit-timing trap, spark-notes §0). Then one long poll (~0.5 s) acquires
-  up to the limit; the records are cached under ``seq + 1`` and the end offset returned carries
-  the acquired offset ranges, so the checkpoint's ``offsets/`` log names them durably::
+  up to the limit — ``poll_batches``, so the runner decodes nothing: it gets the record bytes and
+  the acquired ranges (``AcquiredBatches``) and acknowledges by range — ; they are cached under
+  ``seq + 1`` and the end offset returned carries the acquired offset ranges, so the checkpoint's
+  ``offsets/`` log names them durably::
 
       {"v": 1, "seq": 7, "member": "<member id>",
        "acq": {"<topic>:<partition>": [[first, last, deliveryCount], ...]}}
 
-- ``partitions(start, end)``: a cache hit splits the cached records into ``numPartitions``
-  partitions (default ``spark.default.parallelism``, read from the driver JVM's launch
-  configuration by ``parallelism.py``) that carry the rows (more tasks than the topic has
-  partitions); a cache miss (a replay
-  after a restart) gives partitions carrying offset ranges that executors read with
-  ``quafka.client.PartitionReader`` (plain Fetch, no group).
+- ``partitions(start, end)``: a cache hit cuts the cached batches at record-batch boundaries into
+  ``numPartitions`` partitions (default ``spark.default.parallelism``, read from the driver JVM's
+  launch configuration by ``parallelism.py``) that carry them undecoded (more tasks than the
+  topic has partitions); the executors decode them in parallel and yield ``pyarrow.RecordBatch``es.
+  A cache miss (a replay after a restart) gives partitions carrying offset ranges that executors
+  read with ``quafka.client.PartitionReader`` (plain Fetch, no group). A record batch that fails
+  its CRC check or does not decode fails the task (as in Spark's Kafka source).
 - ``commit(end)`` ACCEPTs pending batches with ``seq <= end.seq`` (a no-op when ``latestOffset``
   already did).
 - A daemon thread RENEWs the locks of pending batches every third of the lock duration
@@ -55,7 +58,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .datasource import record_row
+from .datasource import records_batch
 from .options import OptionError, Options
 
 __all__ = ["QuafkaShareStreamReader"]
@@ -73,13 +76,13 @@ _FORCED = {"share.acknowledgement.mode": "explicit", "share.acquire.mode": "reco
 # ---------------------------------------------------------------------------------- partitions
 
 class RowsPartition(InputPartition):
-    """Rows fanned out by the runner: tuples (key, value, topic, partition, offset, timestamp_ms,
-    timestampType, headers, deliveryCount)."""
+    """Records fanned out by the runner, undecoded: ``quafka.client.AcquiredBatches`` pieces (whole
+    record batches plus the acquired offset ranges they cover). The executor decodes them."""
 
-    def __init__(self, index: int, rows: list[tuple]) -> None:
+    def __init__(self, index: int, pieces: list) -> None:
         super().__init__(index)
         self.index = index
-        self.rows = rows
+        self.pieces = pieces
 
 
 class RangesPartition(InputPartition):
@@ -92,19 +95,37 @@ class RangesPartition(InputPartition):
         self.ranges = ranges
 
 
-def compact_ranges(records: list[Any]) -> dict[str, list[list[int]]]:
-    """{"topic:partition": [[first, last, deliveryCount], ...]}: consecutive offsets with the same
-    delivery count merged."""
+def compact_ranges(items: list[Any]) -> dict[str, list[list[int]]]:
+    """{"topic:partition": [[first, last, deliveryCount], ...]} from ``AcquiredBatches``: adjacent
+    ranges with the same delivery count merged."""
     out: dict[str, list[list[int]]] = {}
-    for r in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
-        key = f"{r.topic}:{r.partition}"
-        ranges = out.setdefault(key, [])
-        dc = r.delivery_count if r.delivery_count is not None else 0
-        if ranges and ranges[-1][1] + 1 == r.offset and ranges[-1][2] == dc:
-            ranges[-1][1] = r.offset
-        else:
-            ranges.append([r.offset, r.offset, dc])
+    for item in sorted(items, key=lambda i: (i.topic, i.partition, i.acquired[0][0] if i.acquired else 0)):
+        ranges = out.setdefault(f"{item.topic}:{item.partition}", [])
+        for first, last, dc in item.acquired:
+            if ranges and ranges[-1][1] + 1 == first and ranges[-1][2] == dc:
+                ranges[-1][1] = last
+            else:
+                ranges.append([first, last, dc])
     return out
+
+
+def fan_out(items: list[Any], n: int) -> list[list[Any]]:
+    """``AcquiredBatches`` cut at batch boundaries into at most ``n`` groups of about equal
+    acquired-offset counts (more tasks than topic partitions)."""
+    total = sum(item.count for item in items)
+    if not total:
+        return []
+    target = -(-total // n)
+    groups: list[list[Any]] = [[]]
+    filled = 0
+    for item in items:
+        for piece in item.split(target):
+            if filled >= target and len(groups) < n:
+                groups.append([])
+                filled = 0
+            groups[-1].append(piece)
+            filled += piece.count
+    return groups
 
 
 def _split_key(key: str) -> tuple[str, int]:
@@ -116,7 +137,7 @@ def _split_key(key: str) -> tuple[str, int]:
 class _Batch:
     seq: int
     end: dict
-    records: list = field(default_factory=list)
+    items: list = field(default_factory=list)  # quafka.client.AcquiredBatches
 
 
 # ---------------------------------------------------------------------------------- the reader
@@ -209,9 +230,11 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         consumer = self._consumer
         if consumer is None or not batches:
             return
+        acknowledge = consumer.acknowledge_range
         for batch in batches:
-            for r in batch.records:
-                consumer.acknowledge(r.topic, r.partition, r.offset, ack_type)
+            for item in batch.items:
+                for first, last, _count in item.acquired:
+                    acknowledge(item.topic, item.partition, first, last, ack_type)
         results = consumer.commit_sync(COMMIT_TIMEOUT_S)
         failed = {tp: err for tp, err in results.items() if err is not None}
         if failed:
@@ -316,11 +339,11 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
                 consumer.config["max.poll.records"] = cap
             except Exception:  # noqa: BLE001 - read-only config: the construction-time cap stays
                 pass
-            records = consumer.poll(POLL_TIMEOUT_S)
-            if not records:
+            items = consumer.poll_batches(POLL_TIMEOUT_S)
+            if not items:
                 return start
-            end = {"v": 1, "seq": seq + 1, "member": consumer.member_id, "acq": compact_ranges(records)}
-            self._pending[seq + 1] = _Batch(seq + 1, end, records)
+            end = {"v": 1, "seq": seq + 1, "member": consumer.member_id, "acq": compact_ranges(items)}
+            self._pending[seq + 1] = _Batch(seq + 1, end, items)
             return end
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -328,10 +351,8 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         seq = int(end.get("seq", 0))
         batch = self._pending.get(seq)
         if batch is not None and batch.end.get("member") == end.get("member"):
-            rows = [record_row(r, r.delivery_count) for r in batch.records]
-            size = -(-len(rows) // n) if rows else 1
-            return [RowsPartition(i, rows[i * size:(i + 1) * size]) for i in range(n)
-                    if rows[i * size:(i + 1) * size]] or [RowsPartition(0, [])]
+            groups = fan_out(batch.items, n)
+            return [RowsPartition(i, pieces) for i, pieces in enumerate(groups)] or [RowsPartition(0, [])]
         # replay after a restart: read the logged ranges by offset on the executors
         ranges = []
         for key, spans in (end.get("acq") or {}).items():
@@ -360,9 +381,16 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
 
     # ------------------------------------------------------------------ executors
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """pyarrow.RecordBatches of RECORD_SCHEMA: the runner's, or read by offset for a replay."""
         if isinstance(partition, RowsPartition):
-            yield from partition.rows
+            for piece in partition.pieces:
+                records = piece.records()
+                bad = next((r for r in records if isinstance(r, Exception)), None)
+                if bad is not None:
+                    raise bad  # a corrupt batch fails the task (as Spark's Kafka source does)
+                if records:
+                    yield records_batch(records, "records")
             return
         if not partition.ranges:
             return
@@ -370,5 +398,5 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
 
         with PartitionReader({"bootstrap.servers": partition.bootstrap}) as reader:
             for topic, part, first, last, dc in partition.ranges:
-                for r in reader.read(topic, part, first, last + 1):
-                    yield record_row(r, dc)
+                for chunk in reader.read_chunks(topic, part, first, last + 1):
+                    yield records_batch(chunk, dc)

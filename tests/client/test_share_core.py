@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from quafka.client._share_acks import GAP, AcknowledgeType, Acknowledgements, ack_batches
-from quafka.client._share_fetch import ShareFetchBuffer, decode_acquired, raw_acquired
+from quafka.client._share_fetch import RECORD_COLUMNS, ShareFetchBuffer, decode_acquired, raw_acquired
 from quafka.client._share_membership import INPUTS, TRANSITIONS, MemberState, ShareMembership
 from quafka.client._share_session import INT32_MAX, ShareSession, next_epoch
 from quafka.client.errors import CorruptRecordException, IllegalStateException
@@ -379,3 +379,30 @@ def test_acknowledge_range_needs_delivered_offsets_and_explicit_mode():
     book.acknowledge_range(TP, 7, 8, A.ACCEPT)  # renewed records stay delivered
     with pytest.raises(IllegalStateException, match="explicit"):
         Acknowledgements(explicit=False).acknowledge_range(TP, 0, 0, A.ACCEPT)
+
+
+@pytest.mark.parametrize("data, acquired", [
+    (_batch(0, 4) + _batch(4, 4), [(0, 7, 1)]),  # whole batches in one range: the fast path
+    (_batch(0, 4) + _batch(4, 4), [(0, 3, 1), (4, 7, 3)]),  # a range per batch
+    (_batch(0, 3) + _control(3) + _batch(4, 2), [(0, 5, 1)]),  # a control batch
+    (_batch(0, 8), [(2, 4, 1), (6, 6, 2)]),  # partly acquired batch
+    (_batch(0, 4) + _batch(0, 4) + _batch(4, 2), [(0, 5, 1)]),  # a repeated batch
+])
+def test_columns_are_the_records_transposed(data, acquired):
+    item, _ = raw_acquired(TP, data, [_acq(*a) for a in acquired])
+    records = item.records()
+    cols = item.columns()
+    def row(values):  # headers: a list in a Record, a sequence of (key, value) in the columns
+        return tuple(list(v) if name == "headers" else v for name, v in zip(RECORD_COLUMNS, values))
+
+    assert [row(getattr(r, name) for name in RECORD_COLUMNS) for r in records] == [row(v) for v in zip(*cols.values())]
+    assert list(cols) == list(RECORD_COLUMNS)
+
+
+def test_columns_raise_for_a_corrupt_batch():
+    bad = bytearray(_batch(2, 2))
+    bad[17] ^= 0xFF
+    item, _ = raw_acquired(TP, _batch(0, 2) + bytes(bad), [_acq(0, 3)])
+    with pytest.raises(CorruptRecordException, match="CRC"):
+        item.columns()
+    assert item.columns(check_crcs=False)["offset"] == [0, 1, 2, 3]

@@ -34,7 +34,7 @@ from ._share_acks import GAP, AcknowledgeType
 from .errors import CorruptRecordException, KafkaException
 from .records import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Record, TopicPartition
 
-__all__ = ["AcquiredBatches", "DecodedPartition", "ShareFetchBuffer", "decode_acquired", "raw_acquired"]
+__all__ = ["AcquiredBatches", "DecodedPartition", "RECORD_COLUMNS", "ShareFetchBuffer", "decode_acquired", "raw_acquired"]
 
 
 class DecodedPartition(NamedTuple):
@@ -60,6 +60,10 @@ def _as_triple(a) -> tuple[int, int, int]:
     return a.first_offset, a.last_offset, a.delivery_count
 
 
+#: AcquiredBatches.columns(): the Record fields that vary per record
+RECORD_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers", "delivery_count", "leader_epoch")
+
+
 class AcquiredBatches(NamedTuple):
     """Records acquired from one partition, undecoded: ``data`` holds whole v2 record batches and
     ``acquired`` the (first, last, delivery count) ranges of acquired offsets that those batches
@@ -83,6 +87,58 @@ class AcquiredBatches(NamedTuple):
         batch that fails its CRC or does not decode), as ``poll`` would have returned them."""
         return decode_acquired(TopicPartition(self.topic, self.partition), self.data, self.acquired,
                                check_crcs=check_crcs).items
+
+    def columns(self, check_crcs: bool = True) -> dict[str, list]:
+        """The records of ``records()`` as columns (``RECORD_COLUMNS`` → lists; a record's headers
+        may be a tuple of (key, value) pairs here), without a Record object per record; raises
+        CorruptRecordException where ``records()`` has one. Batches that
+        lie whole in one acquired range (the usual case) are transposed as decoded; anything else
+        (control batches, compacted gaps, partly acquired or repeated batches) goes through
+        ``records()``."""
+        cols: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
+        firsts, lasts, counts = _acquired_ranges(self.acquired)
+        if not firsts:
+            return cols
+        view = memoryview(self.data)
+        done_upto = -1
+        for pos, header in rb.iter_headers(self.data):
+            first, last = header.base_offset, header.last_offset
+            if last < firsts[0] or first > lasts[-1]:
+                continue
+            i = bisect.bisect_right(firsts, first) - 1
+            if (first <= done_upto or header.is_control or header.magic != 2 or i < 0 or last > lasts[i]
+                    or (check_crcs and not rb.batch_crc_ok(self.data, pos, header))):
+                return self._columns_of_records(check_crcs)
+            try:
+                decoded = list(rb.iter_records(view[pos : pos + header.size_bytes]))
+            except Exception:  # noqa: BLE001 - records() rejects it with the reason
+                return self._columns_of_records(check_crcs)
+            if len(decoded) != last - first + 1:
+                return self._columns_of_records(check_crcs)
+            done_upto = last
+            n = len(decoded)
+            offsets, timestamps, keys, values, headers = zip(*decoded)
+            cols["offset"].extend(offsets)
+            cols["timestamp"].extend(timestamps)
+            cols["key"].extend(keys)
+            cols["value"].extend(values)
+            cols["headers"].extend(headers)
+            cols["timestamp_type"].extend([TIMESTAMP_LOG_APPEND_TIME if header.attributes & rb.TIMESTAMP_TYPE_MASK
+                                           else TIMESTAMP_CREATE_TIME] * n)
+            cols["delivery_count"].extend([counts[i]] * n)
+            cols["leader_epoch"].extend([header.partition_leader_epoch] * n)
+        if len(cols["offset"]) != self.count:
+            return self._columns_of_records(check_crcs)  # acquired offsets no whole batch carried
+        return cols
+
+    def _columns_of_records(self, check_crcs: bool) -> dict[str, list]:
+        cols: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
+        for r in self.records(check_crcs):
+            if isinstance(r, KafkaException):
+                raise r
+            for name in RECORD_COLUMNS:
+                cols[name].append(getattr(r, name))
+        return cols
 
     def split(self, max_count: int) -> list["AcquiredBatches"]:
         """Consecutive pieces of about ``max_count`` acquired offsets each, cut at batch

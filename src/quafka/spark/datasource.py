@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 
 from .options import SHARE_STATE_TOPIC, Options
 
-__all__ = ["QuafkaDataSource", "RECORD_SCHEMA", "arrow_schema", "records_batch", "utc_datetime"]
+__all__ = ["QuafkaDataSource", "RECORD_SCHEMA", "arrow_schema", "columns_batch", "records_batch", "utc_datetime"]
 
 #: Spark's Kafka source columns, plus deliveryCount (null when read by offset).
 RECORD_SCHEMA = StructType([
@@ -69,6 +69,28 @@ def arrow_schema():
 
         _ARROW_SCHEMA = to_arrow_schema(RECORD_SCHEMA, timezone="UTC")
     return _ARROW_SCHEMA
+
+
+def columns_batch(topic: str, partition: int, cols: dict[str, list]):
+    """``AcquiredBatches.columns()`` of one partition as a ``pyarrow.RecordBatch`` of RECORD_SCHEMA."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    n = len(cols["offset"])
+    headers = cols["headers"]
+    columns = [
+        pa.array(cols["key"], pa.binary()),
+        pa.array(cols["value"], pa.binary()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
+        pa.array(cols["offset"], pa.int64()),
+        pa.array([t * 1000 for t in cols["timestamp"]], schema.field("timestamp").type),
+        pa.array(cols["timestamp_type"], pa.int32()),
+        pa.array(headers, schema.field("headers").type) if any(headers) else
+        pa.array([[]] * n, schema.field("headers").type),
+        pa.array(cols["delivery_count"], pa.int32()),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def records_batch(records: list, delivery_counts: Any = None):

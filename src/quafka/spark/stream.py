@@ -58,7 +58,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .datasource import records_batch
+from .datasource import columns_batch, records_batch
 from .options import OptionError, Options
 
 __all__ = ["QuafkaShareStreamReader"]
@@ -385,12 +385,9 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         """pyarrow.RecordBatches of RECORD_SCHEMA: the runner's, or read by offset for a replay."""
         if isinstance(partition, RowsPartition):
             for piece in partition.pieces:
-                records = piece.records()
-                bad = next((r for r in records if isinstance(r, Exception)), None)
-                if bad is not None:
-                    raise bad  # a corrupt batch fails the task (as Spark's Kafka source does)
-                if records:
-                    yield records_batch(records, "records")
+                cols = piece.columns()  # a corrupt batch raises: the task fails (as Spark's Kafka source)
+                if cols["offset"]:
+                    yield columns_batch(piece.topic, piece.partition, cols)
             return
         if not partition.ranges:
             return

@@ -1,0 +1,855 @@
+#!/usr/bin/env python3
+"""Throughput of the PySpark data source `format("quafka")`: the share-group streaming source into
+Spark's no-op sink, the batch reader, and (optionally) a profile of the streaming source's runner.
+
+The script starts `python -m quafka broker` in a child process (fresh temporary log dir, free
+port; the helpers of benchmarks/produce_fetch.py and benchmarks/share.py), pre-produces N records
+of 100 B (no key) to a 1-partition topic (and to a 4-partition topic for the batch reader) with
+one confluent Producer, starts a SparkSession in this process (`local[2]`, UI and progress bar
+off, `spark.sql.shuffle.partitions=2`, loopback only, log level ERROR) and measures:
+
+- streaming: for maxRecordsPerTrigger 10,000 and 100,000, one query
+  `spark.readStream.format("quafka")` (fresh share group with share.auto.offset.reset=earliest and
+  share.assignment.interval.ms=0, numPartitions=2) `.writeStream.format("noop")` (default trigger)
+  until the progress events (a StreamingQueryListener) count N input rows; then it waits until the
+  group's start offset is N with lag 0 (the idle tail acknowledged) and stops the query. rows/s is
+  reported two ways: N / wall time from the first data batch's start to the last data batch's end,
+  and N / the summed triggerExecution durations of the data batches; plus the median batch
+  duration and rows per batch. Optionally (default on, `--wide-locks 0` turns it off) the same
+  again with the group's share.partition.max.record.locks raised to 10,000 (the broker's cap raised
+  to match): by default a share partition has at most 2,000 records in flight, which caps a
+  micro-batch on a 1-partition topic at 2,000 rows whatever maxRecordsPerTrigger says.
+- batch reader: `spark.read.format("quafka")...load().write.format("noop").mode("overwrite").save()`
+  over the N records, `--repeat` times (best and median), on the 1- and the 4-partition topic.
+- `--profile-runner`: `quafka.spark.stream.QuafkaShareStreamReader` driven in this process the way
+  Spark's runner drives it (initialOffset, then latestOffset(ReadMaxRows(n)) / partitions /
+  pickle each partition / commit until N records are through), timed per phase (µs per record),
+  then once more under cProfile (top functions by cumulative and own time); then the executor side:
+  unpickle each partition and iterate `read(partition)`.
+
+A small warm-up query (and a warm-up batch read) runs first so that Python worker start-up is not
+measured. It prints a table and with `--update-docs` rewrites its own section of
+docs/benchmarks.md (between `<!-- spark:begin -->` and `<!-- spark:end -->`).
+
+    .venv/bin/python benchmarks/spark.py                                   # 200,000 records, prints only
+    .venv/bin/python benchmarks/spark.py --profile-runner --update-docs    # the documented run
+    .venv/bin/python benchmarks/spark.py --quick                           # smoke run (20,000 records)
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as _dt
+import io
+import json
+import os
+import pickle
+import pstats
+import re
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from produce_fetch import _label, admin_client, create_topic, delete_topic, machine_info, run_clients  # noqa: E402
+from share import (  # noqa: E402
+    RECORD_SIZE,
+    ShareBroker,
+    produce_topic,
+    produce_worker_tuned,
+    producer_tuning,
+    set_group_configs,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+DOC_PATH = REPO / "docs" / "benchmarks.md"
+BEGIN_MARK = "<!-- spark:begin -->"
+END_MARK = "<!-- spark:end -->"
+GOAL_ROWS_PER_S = 200_000
+TRIGGER_SIZES = (10_000, 100_000)
+NUM_PARTITIONS = 2
+WARMUP_RECORDS = 5_000
+DEFAULT_LOCKS = 2000        # the broker's default share.partition.max.record.locks
+WIDE_LOCKS = 10_000         # the highest value group.share.max.partition.max.record.locks allows
+WIDE_PARTITIONS = 10        # partitions × locks = 100,000 records in flight: room for 100k-row micro-batches
+
+
+# ----------------------------------------------------------------------------- Spark session
+
+def spark_session():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("quafka-bench-spark")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class ProgressCollector:
+    """A StreamingQueryListener keeping every progress event (as a dict) per query id."""
+
+    def __init__(self) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        collector = self
+        self.lock = threading.Lock()
+        self.events: dict[str, list[dict]] = {}
+
+        class _Listener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:
+                pass
+
+            def onQueryProgress(self, event) -> None:
+                p = json.loads(event.progress.json)
+                with collector.lock:
+                    collector.events.setdefault(p["id"], []).append(p)
+
+            def onQueryIdle(self, event) -> None:
+                pass
+
+            def onQueryTerminated(self, event) -> None:
+                pass
+
+        self.listener = _Listener()
+
+    def rows(self, query_id: str) -> int:
+        with self.lock:
+            return sum(p.get("numInputRows", 0) for p in self.events.get(query_id, ()))
+
+    def progress(self, query_id: str) -> list[dict]:
+        with self.lock:
+            return sorted(self.events.get(query_id, ()), key=lambda p: p["batchId"])
+
+
+def _ts(stamp: str) -> float:
+    """A progress timestamp ('2026-11-22T10:11:12.345Z') as epoch seconds."""
+    return _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+# ----------------------------------------------------------------------------- broker side helpers
+
+def new_group(admin, tag: str, locks: int | None = None) -> str:
+    group = f"bench-spark-{tag}-{uuid.uuid4().hex[:6]}"
+    configs = {"share.auto.offset.reset": "earliest", "share.assignment.interval.ms": "0"}
+    if locks:
+        configs["share.partition.max.record.locks"] = str(locks)
+    set_group_configs(admin, group, configs)
+    return group
+
+
+def group_state(bootstrap: str, group: str, topic: str) -> tuple[int, int]:
+    """(Σ start offset, Σ lag) over the group's share partitions of `topic`, by quafka's Admin:
+    (records, 0) once every partition is drained."""
+    from quafka.client import Admin
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        offsets = admin.list_share_group_offsets(group, [topic])
+    if not offsets:
+        return (-1, -1)
+    return (sum(max(start, 0) for start, _ in offsets.values()), sum(max(lag, 0) for _, lag in offsets.values()))
+
+
+def produce_partitioned(broker, admin, topic: str, records: int, partitions: int, args) -> None:
+    """share.produce_topic for a topic of `partitions` partitions (records spread by librdkafka's
+    sticky partitioner)."""
+    if partitions == 1:
+        produce_topic(broker, admin, topic, records, args)
+        return
+    create_topic(admin, topic, partitions)
+    res = run_clients(broker, f"produce {topic}", RECORD_SIZE,
+                      [(produce_worker_tuned, (producer_tuning(args), broker.bootstrap, topic, records, RECORD_SIZE,
+                                               "1", False))], args.deadline)
+    if res.problems or res.records != records:
+        raise RuntimeError(f"pre-producing {topic} failed: {res.problems}")
+    print(f"  produced {records:,} records of {RECORD_SIZE} B to {topic} ({partitions} partitions, "
+          f"{res.rate:,.0f} records/s)", flush=True)
+
+
+# ----------------------------------------------------------------------------- streaming
+
+@dataclass
+class StreamResult:
+    name: str
+    trigger: int
+    locks: int
+    records: int
+    partitions: int = 1
+    rows: int = 0
+    wall_s: float = 0.0            # first data batch start to last data batch end
+    trigger_sum_s: float = 0.0     # Σ triggerExecution of the data batches
+    batches: list[int] = field(default_factory=list)       # rows per data batch
+    durations_ms: list[int] = field(default_factory=list)  # triggerExecution per data batch
+    phases_ms: dict[str, int] = field(default_factory=dict)  # Σ durationMs per phase over data batches
+    start_to_done_s: float = 0.0   # start() to the listener reporting N rows (incl. query start-up)
+    drained: tuple[int, int] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def rate_wall(self) -> float:
+        return self.rows / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def rate_trigger(self) -> float:
+        return self.rows / self.trigger_sum_s if self.trigger_sum_s else 0.0
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.durations_ms) if self.durations_ms else 0.0
+
+
+def run_stream(spark, collector: ProgressCollector, broker, admin, topic: str, records: int, trigger: int,
+               locks: int | None, work_dir: str, deadline_s: float, name: str, verify: bool = True,
+               partitions: int = 1) -> StreamResult:
+    group = new_group(admin, f"t{trigger}", locks)
+    res = StreamResult(name, trigger, locks or DEFAULT_LOCKS, records, partitions)
+    checkpoint = tempfile.mkdtemp(prefix="cp-", dir=work_dir)
+    df = (spark.readStream.format("quafka")
+          .option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("subscribe", topic)
+          .option("share.group", group)
+          .option("maxRecordsPerTrigger", trigger)
+          .option("numPartitions", NUM_PARTITIONS)
+          .load())
+    t0 = time.monotonic()
+    query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+    qid = str(query.id)
+    try:
+        deadline = t0 + deadline_s
+        while collector.rows(qid) < records:
+            if query.exception() is not None or not query.isActive:
+                raise RuntimeError(f"{name}: query failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: only {collector.rows(qid):,} of {records:,} rows after {deadline_s:.0f} s")
+            time.sleep(0.05)
+        res.start_to_done_s = time.monotonic() - t0
+        if verify:
+            # the last batch is ACCEPTed by the next latestOffset (the idle tail); wait for it
+            drain_deadline = time.monotonic() + 30
+            state = group_state(broker.bootstrap, group, topic)
+            while state != (records, 0) and time.monotonic() < drain_deadline:
+                time.sleep(0.2)
+                state = group_state(broker.bootstrap, group, topic)
+            res.drained = state
+            if state != (records, 0):
+                res.problems.append(f"group not drained: start offset / lag {state}, expected ({records}, 0)")
+    finally:
+        query.stop()
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    data = [p for p in collector.progress(qid) if p.get("numInputRows", 0) > 0]
+    res.rows = sum(p["numInputRows"] for p in data)
+    if res.rows != records:
+        res.problems.append(f"{res.rows:,} input rows, expected {records:,} (redeliveries or losses)")
+    if data:
+        res.batches = [p["numInputRows"] for p in data]
+        res.durations_ms = [p["durationMs"]["triggerExecution"] for p in data]
+        res.trigger_sum_s = sum(res.durations_ms) / 1000
+        first, last = data[0], data[-1]
+        res.wall_s = _ts(last["timestamp"]) + last["durationMs"]["triggerExecution"] / 1000 - _ts(first["timestamp"])
+        for p in data:
+            for k, v in p["durationMs"].items():
+                res.phases_ms[k] = res.phases_ms.get(k, 0) + v
+    print(f"  {name}: {res.rows:,} rows in {len(res.batches)} batches (mean {statistics.mean(res.batches or [0]):,.0f}, "
+          f"max {max(res.batches or [0]):,}), {res.rate_wall:,.0f} rows/s wall, {res.rate_trigger:,.0f} rows/s "
+          f"Σ trigger, median batch {res.median_ms:.0f} ms, drained {res.drained}", flush=True)
+    if res.batches:
+        print("    mean ms per data batch: " + ", ".join(f"{k} {v / len(res.batches):.0f}"
+                                                       for k, v in sorted(res.phases_ms.items())), flush=True)
+    for p in res.problems:
+        print(f"  PROBLEM {name}: {p}", flush=True)
+    return res
+
+
+PHASE_KEYS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+
+
+def phase_table(rows: list[StreamResult]) -> tuple[list[str], list[list[str]]]:
+    """Mean durationMs per data batch, by phase of Spark's micro-batch."""
+    head = ["measurement", *PHASE_KEYS]
+    return head, [[r.name, *(f"{r.phases_ms.get(k, 0) / len(r.batches):.0f}" if r.batches else "-" for k in PHASE_KEYS)]
+                  for r in rows]
+
+
+# ----------------------------------------------------------------------------- batch reader
+
+@dataclass
+class BatchResult:
+    name: str
+    partitions: int
+    records: int
+    times_s: list[float] = field(default_factory=list)
+    slices: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return self.records / min(self.times_s) if self.times_s else 0.0
+
+    @property
+    def median(self) -> float:
+        return self.records / statistics.median(self.times_s) if self.times_s else 0.0
+
+
+def run_batch(spark, broker, topic: str, records: int, partitions: int, repeat: int, name: str) -> BatchResult:
+    res = BatchResult(name, partitions, records)
+
+    def df():
+        return (spark.read.format("quafka").option("kafka.bootstrap.servers", broker.bootstrap)
+                .option("subscribe", topic).load())
+
+    count = df().count()
+    if count != records:
+        res.problems.append(f"count() = {count:,}, expected {records:,}")
+    res.slices = df().rdd.getNumPartitions()
+    for _ in range(repeat):
+        t0 = time.monotonic()
+        df().write.format("noop").mode("overwrite").save()
+        res.times_s.append(time.monotonic() - t0)
+    print(f"  {name}: {records:,} rows, {res.slices} Spark partitions, best {res.best:,.0f} rows/s, median "
+          f"{res.median:,.0f} rows/s ({', '.join(f'{t:.2f}' for t in res.times_s)} s)", flush=True)
+    return res
+
+
+# ----------------------------------------------------------------------------- runner profile
+
+PHASES = ("latestOffset", "partitions", "pickle", "commit")
+
+
+@dataclass
+class RunnerProfile:
+    trigger: int
+    records: int
+    phase_s: dict[str, float]
+    batches: list[int]
+    read_s: float
+    unpickle_s: float
+    payload_bytes: int
+    stats_cum: list[tuple[str, int, float, float]]    # (function, calls, tottime, cumtime)
+    stats_tot: list[tuple[str, int, float, float]]
+    profiled_s: float
+    batch_read_s: float = 0.0       # QuafkaBatchReader.read() over every slice, in this process
+    batch_read_top: list[tuple[str, int, float, float]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def us(self, seconds: float) -> float:
+        return seconds / self.records * 1e6
+
+
+def drive_runner(bootstrap: str, topic: str, group: str, trigger: int, records: int, deadline_s: float,
+                 keep_pickles: bool) -> tuple[dict[str, float], list[int], list[bytes], object]:
+    """Drive a QuafkaShareStreamReader as Spark's runner does; returns (seconds per phase, rows per
+    batch, the pickled partitions if kept, the pickled reader)."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from quafka.spark.datasource import RECORD_SCHEMA
+    from quafka.spark.stream import QuafkaShareStreamReader
+
+    reader = QuafkaShareStreamReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "share.group": group,
+                                      "maxRecordsPerTrigger": str(trigger), "numPartitions": str(NUM_PARTITIONS)},
+                                     RECORD_SCHEMA)
+    handler = signal.getsignal(signal.SIGTERM)
+    phase = dict.fromkeys(PHASES, 0.0)
+    batches: list[int] = []
+    pickles: list[bytes] = []
+    limit = ReadMaxRows(trigger)
+    clock = time.perf_counter
+    try:
+        offset = reader.initialOffset()
+        total = 0
+        deadline = time.monotonic() + deadline_s
+        while total < records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"runner: {total:,} of {records:,} records after {deadline_s:.0f} s")
+            t0 = clock()
+            end = reader.latestOffset(offset, limit)
+            t1 = clock()
+            phase["latestOffset"] += t1 - t0
+            if end == offset:
+                continue  # nothing acquired in this poll (e.g. before the assignment)
+            parts = reader.partitions(offset, end)
+            t2 = clock()
+            blobs = [pickle.dumps(p) for p in parts]
+            t3 = clock()
+            reader.commit(end)
+            t4 = clock()
+            phase["partitions"] += t2 - t1
+            phase["pickle"] += t3 - t2
+            phase["commit"] += t4 - t3
+            n = sum(piece.count for p in parts for piece in getattr(p, "pieces", ()))
+            batches.append(n)
+            total += n
+            if keep_pickles:
+                pickles.extend(blobs)
+            offset = end
+        reader_blob = pickle.dumps(reader)
+    finally:
+        reader.close()
+        signal.signal(signal.SIGTERM, handler)  # the reader installed its own SIGTERM handler
+    return phase, batches, pickles, reader_blob
+
+
+def _top(stats: pstats.Stats, key: int, n: int) -> list[tuple[str, int, float, float]]:
+    rows = [(_label(func), nc, tt, ct) for func, (_cc, nc, tt, ct, _callers) in stats.stats.items()]
+    rows.sort(key=lambda r: r[key], reverse=True)
+    return rows[:n]
+
+
+def profile_runner(broker, admin, topic: str, records: int, trigger: int, locks: int | None,
+                   deadline_s: float) -> RunnerProfile:
+    # 1. timed, no profiler; keep the pickled partitions for the executor side
+    phase, batches, pickles, reader_blob = drive_runner(broker.bootstrap, topic, new_group(admin, "runner", locks),
+                                                        trigger, records, deadline_s, keep_pickles=True)
+    problems = []
+    if sum(batches) != records:
+        problems.append(f"runner got {sum(batches):,} records, expected {records:,}")
+    # 2. executor side: unpickle the reader and each partition, iterate read()
+    t0 = time.perf_counter()
+    reader = pickle.loads(reader_blob)
+    parts = [pickle.loads(b) for b in pickles]
+    t1 = time.perf_counter()
+    rows = 0
+    for part in parts:
+        for item in reader.read(part):
+            rows += item.num_rows  # pyarrow.RecordBatch
+    t2 = time.perf_counter()
+    if rows != records:
+        problems.append(f"read() gave {rows:,} rows, expected {records:,}")
+    payload = sum(len(b) for b in pickles)
+    del parts, pickles
+    # 3. the same under cProfile (fresh group)
+    prof = cProfile.Profile()
+    group = new_group(admin, "runner-prof", locks)
+    t3 = time.perf_counter()
+    prof.enable()
+    try:
+        drive_runner(broker.bootstrap, topic, group, trigger, records, deadline_s, keep_pickles=False)
+    finally:
+        prof.disable()
+    t4 = time.perf_counter()
+    stats = pstats.Stats(prof)
+    result = RunnerProfile(trigger, records, phase, batches, t2 - t1, t1 - t0, payload,
+                           _top(stats, 3, 25), _top(stats, 2, 25), t4 - t3, problems=problems)
+    # 4. the batch reader's executor side in this process: read() over every planned slice, timed, then profiled
+    result.batch_read_s, got = batch_read(broker.bootstrap, topic, None)
+    if got != records:
+        problems.append(f"batch read() gave {got:,} rows, expected {records:,}")
+    prof = cProfile.Profile()
+    batch_read(broker.bootstrap, topic, prof)
+    result.batch_read_top = _top(pstats.Stats(prof), 2, 15)
+    return result
+
+
+def batch_read(bootstrap: str, topic: str, prof: cProfile.Profile | None) -> tuple[float, int]:
+    """QuafkaBatchReader: partitions() once, then read() of every slice (timed, optionally profiled)."""
+    from quafka.spark.batch import QuafkaBatchReader
+    from quafka.spark.datasource import RECORD_SCHEMA
+    from quafka.spark.options import Options
+
+    reader = QuafkaBatchReader(Options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}), RECORD_SCHEMA)
+    slices = reader.partitions()
+    rows = 0
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    try:
+        for sl in slices:
+            for item in reader.read(sl):
+                rows += item.num_rows  # pyarrow.RecordBatch
+    finally:
+        if prof:
+            prof.disable()
+    return time.perf_counter() - t0, rows
+
+
+# ----------------------------------------------------------------------------- report
+
+def stream_table(rows: list[StreamResult]) -> tuple[list[str], list[list[str]]]:
+    head = ["measurement", "topic partitions", "maxRecordsPerTrigger", "record locks", "rows", "rows/s (wall)",
+            "rows/s (Σ triggerExecution)", "batches", "rows/batch mean / max", "median batch ms", "group drained"]
+    out = []
+    for r in rows:
+        out.append([r.name, str(r.partitions), f"{r.trigger:,}", f"{r.locks:,}", f"{r.rows:,}", f"{r.rate_wall:,.0f}",
+                    f"{r.rate_trigger:,.0f}", str(len(r.batches)),
+                    f"{statistics.mean(r.batches or [0]):,.0f} / {max(r.batches or [0]):,}", f"{r.median_ms:.0f}",
+                    "yes" if r.drained and r.drained == (r.records, 0) else f"no {r.drained}"])
+    return head, out
+
+
+def batch_table(rows: list[BatchResult]) -> tuple[list[str], list[list[str]]]:
+    head = ["measurement", "topic partitions", "Spark partitions", "rows", "rows/s best", "rows/s median", "runs (s)"]
+    return head, [[r.name, str(r.partitions), str(r.slices), f"{r.records:,}", f"{r.best:,.0f}", f"{r.median:,.0f}",
+                   ", ".join(f"{t:.2f}" for t in r.times_s)] for r in rows]
+
+
+def markdown(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def text(head: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    return "\n".join([fmt.format(*head)] + [fmt.format(*r) for r in rows])
+
+
+def runner_text(p: RunnerProfile, top: int = 25, md: bool = False) -> str:
+    total = sum(p.phase_s.values())
+    lines = []
+    head = ["phase", "s", "µs/record", "% of runner"]
+    rows = [[k, f"{v:.3f}", f"{p.us(v):.2f}", f"{v / total * 100:.0f}"] for k, v in p.phase_s.items()]
+    rows.append(["runner total", f"{total:.3f}", f"{p.us(total):.2f}", "100"])
+    rows.append(["executor: unpickle partitions", f"{p.unpickle_s:.3f}", f"{p.us(p.unpickle_s):.2f}", ""])
+    rows.append(["executor: iterate read()", f"{p.read_s:.3f}", f"{p.us(p.read_s):.2f}", ""])
+    rows.append(["batch reader: read() of every slice", f"{p.batch_read_s:.3f}", f"{p.us(p.batch_read_s):.2f}", ""])
+    lines.append((markdown if md else text)(head, rows))
+    lines.append("")
+    lines.append(f"{len(p.batches)} batches, rows per batch mean {statistics.mean(p.batches):,.0f}, max "
+                 f"{max(p.batches):,}; runner alone {p.records / total:,.0f} records/s; pickled partitions "
+                 f"{p.payload_bytes / p.records:.0f} B/record; the profiled run took {p.profiled_s:.1f} s.")
+    for title, stats in (("cumulative", p.stats_cum), ("own time (tottime)", p.stats_tot)):
+        lines.append("")
+        lines.append(f"Top {top} by {title} (profiled run, µs/record = time / {p.records:,} records):")
+        lines.append("")
+        h = ["function", "calls", "own s", "cumulative s", "µs/record"]
+        key = 3 if title == "cumulative" else 2
+        r = [[f"`{f}`" if md else f, f"{nc:,}", f"{tt:.3f}", f"{ct:.3f}", f"{(ct if key == 3 else tt) / p.records * 1e6:.2f}"]
+             for f, nc, tt, ct in stats[:top]]
+        lines.append((markdown if md else text)(h, r))
+    if p.batch_read_top:
+        lines.append("")
+        lines.append(f"Batch reader `read()` in-process ({p.records:,} records, "
+                     f"{p.records / p.batch_read_s:,.0f} rows/s unprofiled), top 15 by own time under cProfile:")
+        lines.append("")
+        h = ["function", "calls", "own s", "cumulative s", "own µs/record"]
+        r = [[f"`{f}`" if md else f, f"{nc:,}", f"{tt:.3f}", f"{ct:.3f}", f"{tt / p.records * 1e6:.2f}"]
+             for f, nc, tt, ct in p.batch_read_top]
+        lines.append((markdown if md else text)(h, r))
+    return "\n".join(lines)
+
+
+def analysis(streams: list[StreamResult], batches: list[BatchResult], prof: RunnerProfile | None) -> str:
+    parts = []
+    default = {r.trigger: r for r in streams if r.locks == DEFAULT_LOCKS}
+    wide = {r.trigger: r for r in streams if r.locks != DEFAULT_LOCKS}
+    goal = default.get(100_000)
+
+    def per_batch(r: StreamResult, key: str) -> float:
+        return r.phases_ms.get(key, 0) / len(r.batches) if r.batches else 0.0
+
+    if goal:
+        verdict = "meets" if goal.rate_wall >= GOAL_ROWS_PER_S else "misses"
+        small = default.get(10_000)
+        parts.append(
+            f"**Goal (≥ {GOAL_ROWS_PER_S:,} rows/s at 100k records per trigger on local[2]): {verdict} it.** "
+            f"At maxRecordsPerTrigger=100,000 the streaming source reached {goal.rate_wall:,.0f} rows/s wall "
+            f"({goal.rate_trigger:,.0f} rows/s over the summed triggerExecution; wall and Σ trigger agree, so "
+            f"Spark ran the micro-batches back to back)"
+            + (f", at 10,000 {small.rate_wall:,.0f} rows/s ({small.rate_trigger:,.0f})" if small else "") + ". "
+            f"The micro-batches never came near the trigger limit: they held at most {max(goal.batches or [0]):,} "
+            f"rows (mean {statistics.mean(goal.batches or [0]):,.0f}). What one `poll()` of the runner's share "
+            f"consumer acquires is bounded by the share partition's in-flight limit "
+            f"(share.partition.max.record.locks, default {DEFAULT_LOCKS:,}; the measured batches exceed it by "
+            f"up to {max(goal.batches or [0]) / DEFAULT_LOCKS:.1f}×), and in explicit mode the runner polls again "
+            f"only after the previous batch is ACCEPTed, so on a 1-partition topic a micro-batch cannot grow "
+            f"past that window whatever maxRecordsPerTrigger says. 10k and 100k per trigger therefore run "
+            f"batches of the same size, and the rate is a ~{goal.median_ms:.0f} ms fixed cost per micro-batch "
+            f"(median) divided into those rows: per batch latestOffset {per_batch(goal, 'latestOffset'):.0f} ms, "
+            f"queryPlanning {per_batch(goal, 'queryPlanning'):.0f} ms, addBatch (the tasks) "
+            f"{per_batch(goal, 'addBatch'):.0f} ms, walCommit + commitOffsets "
+            f"{per_batch(goal, 'walCommit') + per_batch(goal, 'commitOffsets'):.0f} ms.")
+    w = wide.get(100_000)
+    if w:
+        parts.append(
+            f"With the group's share.partition.max.record.locks at {w.locks:,} (the most a broker allows; its "
+            f"group.share.max.partition.max.record.locks raised to match) batches grow to "
+            f"{statistics.mean(w.batches or [0]):,.0f} rows on average (max {max(w.batches or [0]):,}) and the "
+            f"source reaches {w.rate_wall:,.0f} rows/s wall ({w.rate_trigger:,.0f} rows/s Σ trigger, median batch "
+            f"{w.median_ms:.0f} ms) at 100k per trigger — still an order of magnitude short of the goal.")
+    if batches:
+        b = max(batches, key=lambda r: r.best)
+        parts.append(
+            f"The batch reader (plain Fetch by offset, no group) read {b.records:,} rows at {b.best:,.0f} rows/s "
+            f"best ({b.median:,.0f} median) on the {b.partitions}-partition topic"
+            + "".join(f"; {r.best:,.0f} best on the {r.partitions}-partition topic" for r in batches if r is not b)
+            + ". It has no share-group window and still runs about as fast as the wide-window stream"
+            + (f"; `read()` alone, in one process without Spark, yields {prof.records / prof.batch_read_s:,.0f} "
+               f"rows/s ({prof.us(prof.batch_read_s):.1f} µs/row), so most of the time per row goes to Spark's "
+               f"Python worker path (rows → Arrow → JVM) and task overhead, not to the fetch"
+               if prof and prof.batch_read_s and prof.records / prof.batch_read_s > 3 * b.best else
+               (f"; `read()` alone, in one process without Spark, yields {prof.records / prof.batch_read_s:,.0f} "
+                f"rows/s ({prof.us(prof.batch_read_s):.1f} µs/row)" if prof and prof.batch_read_s else ""))
+            + ".")
+        hops = next((nc for f, nc, _tt, _ct in (prof.batch_read_top if prof else ()) if "run_coroutine_threadsafe" in f), 0)
+        if prof and hops >= 0.9 * prof.records:
+            parts.append(
+                f"In that in-process read, `asyncio.run_coroutine_threadsafe` ran {hops:,} times for {prof.records:,} "
+                f"rows: the synchronous `PartitionReader.read()` iterator hands every single record across from the "
+                f"client's event-loop thread (one `_loop.iterate` step, i.e. a future and a blocking wait, per "
+                f"record), and the waits on that hand-off dominate its profile.")
+    if prof:
+        total = sum(prof.phase_s.values())
+        top = max(prof.phase_s.items(), key=lambda kv: kv[1])
+        parts.append(
+            f"The runner alone (no Spark, same options, {prof.trigger:,} per trigger) moves "
+            f"{prof.records / total:,.0f} records/s ({prof.us(total):.1f} µs/record; largest phase {top[0]} at "
+            f"{prof.us(top[1]):.1f} µs/record, mostly waiting for the fetch; rows per batch mean "
+            f"{statistics.mean(prof.batches):,.0f}), so its own Python work is a small part of a Spark "
+            f"micro-batch; the batch-size cap and Spark's fixed per-batch cost are what limit the source.")
+    means = [statistics.mean(r.batches) for r in streams if r.batches]
+    meds = [r.median_ms for r in streams if r.batches]
+    parts.append(
+        "For comparison, spark-notes §5 measured synthetic Python sources on the same kind of machine at "
+        "about 5k rows/s with 1k-row batches, 47–70k rows/s with 10k-row batches and 200–280k rows/s with "
+        "100k-row batches (memory sink, Σ triggerExecution; 340–445k at 100k with the noop sink), with a fixed "
+        "cost of about 70–170 ms per micro-batch. The quafka source's batches held "
+        + (f"{min(means):,.0f}–{max(means):,.0f} rows on average, so it sits in that table's small-batch "
+           f"regime, and its per-batch cost is higher (median {min(meds):.0f}–{max(meds):.0f} ms; it includes a "
+           f"broker poll and a synchronous acknowledgement commit). " if means else "")
+        + "Numbers on this 2-core machine vary by ±30% from run to run.")
+    return "\n\n".join(parts)
+
+
+def section(streams, batches, prof, info, args, elapsed_s: float) -> str:
+    command = ".venv/bin/python benchmarks/spark.py " + " ".join(args.argv)
+    info_lines = "\n".join(f"| {k} | {v} |" for k, v in info.items())
+    import pyspark
+
+    info_lines += f"\n| PySpark | {pyspark.__version__} (master local[2]) |"
+    sh, sr = stream_table(streams)
+    bh, br = batch_table(batches)
+    prof_text = ""
+    if prof is not None:
+        prof_text = f"""
+### Streaming source runner profile (spark)
+
+`QuafkaShareStreamReader` driven in the benchmark process as Spark's runner drives it
+(`initialOffset`, then per micro-batch `latestOffset(start, ReadMaxRows({prof.trigger:,}))`, `partitions`,
+`pickle.dumps` of each partition, `commit`), {prof.records:,} records, fresh group with
+{"the default record locks" if not args.wide_locks else f"share.partition.max.record.locks={args.wide_locks:,}"}. `latestOffset` is one
+`poll()` of the share consumer (the previous batch was already ACCEPTed by `commit`), `commit` is the
+ACCEPT of every record plus `commit_sync`. The executor rows: unpickling the partitions and
+iterating `read()` over them. Then the same run again under cProfile (which slows every Python call:
+read the shares, not the absolute times).
+
+{runner_text(prof, top=15, md=True)}
+"""
+    return f"""{BEGIN_MARK}
+# Spark: `format("quafka")` streaming source and batch reader
+
+Generated on {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by `{command.strip()}` (the run took {elapsed_s:.0f} s).
+This section is rewritten by `benchmarks/spark.py --update-docs`. Reproduce from the repository root with:
+
+```sh
+.venv/bin/python benchmarks/spark.py --profile-runner --update-docs   # this section
+.venv/bin/python benchmarks/spark.py --quick                          # smoke run, prints only
+```
+
+## What is measured (spark)
+
+- The broker is `python -m quafka broker` in a child process (fresh temporary `log.dirs`, free
+  loopback port; `group.share.max.partition.max.record.locks={WIDE_LOCKS if args.wide_locks else 4000}`, otherwise its defaults). One
+  confluent `Producer` writes {args.records:,} records of {RECORD_SIZE} B (no key) to a 1-partition topic
+  and the same number to a 4-partition topic.
+- Spark runs in the benchmark process: `local[2]`, `spark.ui.enabled=false`,
+  `spark.sql.shuffle.partitions=2`, `SPARK_LOCAL_IP=127.0.0.1`, log level ERROR. A warm-up query
+  ({WARMUP_RECORDS:,} records, its own topic and group) and a warm-up batch read run first, so Python
+  worker start-up is not measured.
+- **Streaming**: `spark.readStream.format("quafka")` with `subscribe`, `share.group` (a fresh group per
+  run, `share.auto.offset.reset=earliest`, `share.assignment.interval.ms=0`), `maxRecordsPerTrigger`,
+  `numPartitions=2`, into `writeStream.format("noop")` with the default trigger, until the
+  progress events (a `StreamingQueryListener`) count all {args.records:,} input rows; then the script
+  waits until the group's start offset is at the end of the topic with lag 0 (Admin
+  ListShareGroupOffsets) and stops the query. **rows/s (wall)** = rows / (end of the last data
+  batch − start of the first, from the progress timestamps and `triggerExecution`);
+  **rows/s (Σ triggerExecution)** = rows / the summed `triggerExecution` of the data batches (the
+  measure of spark-notes §5). One run each. "record locks" is the group's
+  `share.partition.max.record.locks`, the most records the share partition keeps in flight.
+- **Batch reader**: `spark.read.format("quafka")` (`subscribe` only: earliest to latest) `.load()`
+  `.write.format("noop").mode("overwrite").save()`, timed around `save()`, {args.repeat} runs;
+  **best** and **median** rows/s.
+
+## Machine (spark)
+
+| | |
+|---|---|
+{info_lines}
+
+## Results (spark)
+
+Streaming source into the noop sink:
+
+{markdown(sh, sr)}
+
+Mean milliseconds per data batch in each phase of Spark's micro-batch (`durationMs` of the
+progress events; `latestOffset` is the runner's `latestOffset` call — ACCEPT of the previous batch
+plus one `poll()` — and `addBatch` runs the tasks, including the planner and executor Python workers):
+
+{markdown(*phase_table(streams))}
+
+Batch reader into the noop sink:
+
+{markdown(bh, br)}
+
+## Analysis (spark)
+
+{analysis(streams, batches, prof)}
+{prof_text}{END_MARK}
+"""
+
+
+def write_section(text_: str, path: Path) -> None:
+    """Replace the text between the spark markers in `path` (append it when they are absent)."""
+    old = path.read_text() if path.exists() else ""
+    pattern = re.compile(re.escape(BEGIN_MARK) + r".*?" + re.escape(END_MARK) + r"\n?", re.S)
+    if pattern.search(old):
+        new = pattern.sub(lambda _m: text_, old, count=1)
+    else:
+        new = old.rstrip("\n") + ("\n\n" if old.strip() else "") + text_
+    path.write_text(new)
+
+
+# ----------------------------------------------------------------------------- main
+
+def _raise_interrupt(signum, _frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=None, help="records per measurement (default 200,000; --quick 20,000)")
+    ap.add_argument("--repeat", type=int, default=None, help="batch-reader runs per topic (default 3; --quick 1)")
+    ap.add_argument("--wide-locks", type=int, default=None,
+                    help=f"also stream with the group's share.partition.max.record.locks at this value (default "
+                         f"{WIDE_LOCKS:,}; 0 or --quick: no such rows)")
+    ap.add_argument("--wide-records", type=int, default=None,
+                    help=f"records of the {WIDE_PARTITIONS}-partition topic streamed at 100k per trigger "
+                         f"(default 1,000,000; --quick 100,000)")
+    ap.add_argument("--profile-runner", action="store_true",
+                    help="also drive QuafkaShareStreamReader in this process and profile it")
+    ap.add_argument("--profile-trigger", type=int, default=100_000, help="maxRecordsPerTrigger of the runner profile")
+    ap.add_argument("--quick", action="store_true", help="a small smoke run")
+    ap.add_argument("--update-docs", action="store_true", help=f"rewrite the spark section of {DOC_PATH.relative_to(REPO)}")
+    ap.add_argument("--doc", default=str(DOC_PATH), help="the markdown file --update-docs rewrites")
+    ap.add_argument("--deadline", type=float, default=300.0, help="seconds one measurement may take before it fails")
+    ap.add_argument("--producer-batch", type=int, default=None, help=argparse.SUPPRESS)  # for share.produce_topic
+    args = ap.parse_args(argv)
+    args.argv = argv
+    args.records = args.records or (20_000 if args.quick else 200_000)
+    args.repeat = args.repeat or (1 if args.quick else 3)
+    args.wide_records = args.wide_records or (100_000 if args.quick else 1_000_000)
+    if args.wide_locks is None:
+        args.wide_locks = 0 if args.quick else WIDE_LOCKS
+    n = args.records
+
+    t_start = time.monotonic()
+    work_dir = tempfile.mkdtemp(prefix="quafka-bench-spark-")
+    overrides = [f"group.share.max.partition.max.record.locks={args.wide_locks}"] if args.wide_locks else []
+    broker = ShareBroker(work_dir, overrides=overrides)
+    admin = None
+    spark = None
+    streams: list[StreamResult] = []
+    batches: list[BatchResult] = []
+    prof: RunnerProfile | None = None
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        broker.start()
+        print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
+        admin = admin_client(broker.bootstrap)
+        warm, topic, topic4 = "bench-spark-warmup", "bench-spark-1p", "bench-spark-4p"
+        wide_topic = f"bench-spark-{WIDE_PARTITIONS}p"
+        produce_partitioned(broker, admin, warm, WARMUP_RECORDS, 1, args)
+        produce_partitioned(broker, admin, topic, n, 1, args)
+        produce_partitioned(broker, admin, topic4, n, 4, args)
+        if args.wide_locks:
+            produce_partitioned(broker, admin, wide_topic, args.wide_records, WIDE_PARTITIONS, args)
+
+        print("starting Spark ...", flush=True)
+        spark = spark_session()
+        collector = ProgressCollector()
+        spark.streams.addListener(collector.listener)
+        print("warm-up ...", flush=True)
+        run_stream(spark, collector, broker, admin, warm, WARMUP_RECORDS, 1000, None, work_dir, args.deadline,
+                   "warm-up stream")
+        run_batch(spark, broker, warm, WARMUP_RECORDS, 1, 1, "warm-up batch")
+
+        print("streaming source -> noop sink ...", flush=True)
+        for trigger in TRIGGER_SIZES:
+            streams.append(run_stream(spark, collector, broker, admin, topic, n, trigger, None, work_dir,
+                                      args.deadline, f"stream {trigger // 1000}k/trigger"))
+        if args.wide_locks:
+            streams.append(run_stream(spark, collector, broker, admin, topic, n, 10_000, args.wide_locks,
+                                      work_dir, args.deadline, f"stream 10k/trigger, {args.wide_locks // 1000}k locks"))
+            streams.append(run_stream(spark, collector, broker, admin, wide_topic, args.wide_records, 100_000,
+                                      args.wide_locks, work_dir, args.deadline,
+                                      f"stream 100k/trigger, {args.wide_locks // 1000}k locks, {WIDE_PARTITIONS} partitions",
+                                      partitions=WIDE_PARTITIONS))
+        print("batch reader -> noop sink ...", flush=True)
+        batches.append(run_batch(spark, broker, topic, n, 1, args.repeat, "batch reader, 1 partition"))
+        batches.append(run_batch(spark, broker, topic4, n, 4, args.repeat, "batch reader, 4 partitions"))
+        spark.stop()
+        spark = None
+
+        if args.profile_runner:
+            print(f"runner profile (maxRecordsPerTrigger {args.profile_trigger:,}) ...", flush=True)
+            if args.wide_locks:  # 100k-record batches need the wide topic's in-flight room
+                prof = profile_runner(broker, admin, wide_topic, args.wide_records, args.profile_trigger,
+                                      args.wide_locks, args.deadline)
+            else:
+                prof = profile_runner(broker, admin, topic, n, args.profile_trigger, None, args.deadline)
+        for t in (warm, topic, topic4) + ((wide_topic,) if args.wide_locks else ()):
+            delete_topic(admin, t)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if spark is not None:
+            spark.stop()
+        admin = None
+        broker.stop()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+    elapsed = time.monotonic() - t_start
+    print()
+    print(text(*stream_table(streams)))
+    print()
+    print(text(*phase_table(streams)))
+    print()
+    print(text(*batch_table(batches)))
+    if prof is not None:
+        print()
+        print(runner_text(prof, top=25))
+    print()
+    print(analysis(streams, batches, prof))
+    problems = [f"{r.name}: {p}" for r in [*streams, *batches] for p in r.problems]
+    if prof is not None:
+        problems += [f"runner profile: {p}" for p in prof.problems]
+    if args.update_docs:
+        write_section(section(streams, batches, prof, machine_info(), args, elapsed), Path(args.doc))
+        print(f"\nwrote the spark section of {args.doc}")
+    print(f"total time {elapsed:.0f} s")
+    if problems:
+        print("\nPROBLEMS:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

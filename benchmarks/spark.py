@@ -15,10 +15,12 @@ off, `spark.sql.shuffle.partitions=2`, loopback only, log level ERROR) and measu
   group's start offset is N with lag 0 (the idle tail acknowledged) and stops the query. rows/s is
   reported two ways: N / wall time from the first data batch's start to the last data batch's end,
   and N / the summed triggerExecution durations of the data batches; plus the median batch
-  duration and rows per batch. Optionally (default on, `--wide-locks 0` turns it off) the same
-  again with the group's share.partition.max.record.locks raised to 10,000 (the broker's cap raised
-  to match): by default a share partition has at most 2,000 records in flight, which caps a
-  micro-batch on a 1-partition topic at 2,000 rows whatever maxRecordsPerTrigger says.
+  duration and rows per batch. By default a share partition has at most 2,000 records in flight,
+  which caps a micro-batch on a 1-partition topic near 2,000 rows whatever maxRecordsPerTrigger
+  says; so (default on, `--wide-locks 0` turns it off) the group's share.partition.max.record.locks
+  is raised to 10,000 (the broker's cap raised to match) for 10k per trigger on the 1-partition
+  topic, and for 100k per trigger on a 10-partition topic of `--wide-records` records (default
+  1,000,000): 10 × 10,000 in flight leaves room for 100k-record micro-batches — the goal's row.
 - batch reader: `spark.read.format("quafka")...load().write.format("noop").mode("overwrite").save()`
   over the N records, `--repeat` times (best and median), on the 1- and the 4-partition topic.
 - `--profile-runner`: `quafka.spark.stream.QuafkaShareStreamReader` driven in this process the way
@@ -544,84 +546,69 @@ def runner_text(p: RunnerProfile, top: int = 25, md: bool = False) -> str:
 
 
 def analysis(streams: list[StreamResult], batches: list[BatchResult], prof: RunnerProfile | None) -> str:
+    """The analysis paragraphs, every number taken from this run's results."""
     parts = []
-    default = {r.trigger: r for r in streams if r.locks == DEFAULT_LOCKS}
-    wide = {r.trigger: r for r in streams if r.locks != DEFAULT_LOCKS}
-    goal = default.get(100_000)
 
     def per_batch(r: StreamResult, key: str) -> float:
         return r.phases_ms.get(key, 0) / len(r.batches) if r.batches else 0.0
 
-    if goal:
-        verdict = "meets" if goal.rate_wall >= GOAL_ROWS_PER_S else "misses"
-        small = default.get(10_000)
+    def mean_rows(r: StreamResult) -> float:
+        return statistics.mean(r.batches) if r.batches else 0.0
+
+    wide = next((r for r in streams if r.trigger == 100_000 and r.partitions > 1), None)
+    narrow = {(r.trigger, r.locks): r for r in streams if r.partitions == 1}
+    if wide:
+        verdict = "meets" if wide.rate_wall >= GOAL_ROWS_PER_S else "misses"
         parts.append(
-            f"**Goal (≥ {GOAL_ROWS_PER_S:,} rows/s at 100k records per trigger on local[2]): {verdict} it.** "
-            f"At maxRecordsPerTrigger=100,000 the streaming source reached {goal.rate_wall:,.0f} rows/s wall "
-            f"({goal.rate_trigger:,.0f} rows/s over the summed triggerExecution; wall and Σ trigger agree, so "
-            f"Spark ran the micro-batches back to back)"
-            + (f", at 10,000 {small.rate_wall:,.0f} rows/s ({small.rate_trigger:,.0f})" if small else "") + ". "
-            f"The micro-batches never came near the trigger limit: they held at most {max(goal.batches or [0]):,} "
-            f"rows (mean {statistics.mean(goal.batches or [0]):,.0f}). What one `poll()` of the runner's share "
-            f"consumer acquires is bounded by the share partition's in-flight limit "
-            f"(share.partition.max.record.locks, default {DEFAULT_LOCKS:,}; the measured batches exceed it by "
-            f"up to {max(goal.batches or [0]) / DEFAULT_LOCKS:.1f}×), and in explicit mode the runner polls again "
-            f"only after the previous batch is ACCEPTed, so on a 1-partition topic a micro-batch cannot grow "
-            f"past that window whatever maxRecordsPerTrigger says. 10k and 100k per trigger therefore run "
-            f"batches of the same size, and the rate is a ~{goal.median_ms:.0f} ms fixed cost per micro-batch "
-            f"(median) divided into those rows: per batch latestOffset {per_batch(goal, 'latestOffset'):.0f} ms, "
-            f"queryPlanning {per_batch(goal, 'queryPlanning'):.0f} ms, addBatch (the tasks) "
-            f"{per_batch(goal, 'addBatch'):.0f} ms, walCommit + commitOffsets "
-            f"{per_batch(goal, 'walCommit') + per_batch(goal, 'commitOffsets'):.0f} ms.")
-    w = wide.get(100_000)
-    if w:
+            f"**Goal (≥ {GOAL_ROWS_PER_S:,} rows/s at 100k records per trigger on local[2]): {verdict} it** — "
+            f"{wide.rate_wall:,.0f} rows/s wall ({wide.rate_trigger:,.0f} over the summed triggerExecution) on a "
+            f"{wide.partitions}-partition topic with the group's share.partition.max.record.locks at {wide.locks:,}, "
+            f"the only set-up in which a trigger can hold 100k records (see below). Its micro-batches held "
+            f"{mean_rows(wide):,.0f} rows on average (max {max(wide.batches):,}); per batch Spark spent "
+            f"{per_batch(wide, 'latestOffset'):.0f} ms in latestOffset (the runner's ACCEPT of the previous "
+            f"batch plus one `poll_batches`), {per_batch(wide, 'addBatch'):.0f} ms running the tasks (executors "
+            f"decoding the record batches and handing Arrow to the JVM), "
+            f"{per_batch(wide, 'walCommit') + per_batch(wide, 'commitOffsets'):.0f} ms writing the offset and commit "
+            f"logs and {per_batch(wide, 'queryPlanning'):.0f} ms planning (median batch {wide.median_ms:.0f} ms).")
+    small = narrow.get((100_000, DEFAULT_LOCKS)) or narrow.get((10_000, DEFAULT_LOCKS))
+    if small:
         parts.append(
-            f"With the group's share.partition.max.record.locks at {w.locks:,} (the most a broker allows; its "
-            f"group.share.max.partition.max.record.locks raised to match) batches grow to "
-            f"{statistics.mean(w.batches or [0]):,.0f} rows on average (max {max(w.batches or [0]):,}) and the "
-            f"source reaches {w.rate_wall:,.0f} rows/s wall ({w.rate_trigger:,.0f} rows/s Σ trigger, median batch "
-            f"{w.median_ms:.0f} ms) at 100k per trigger — still an order of magnitude short of the goal.")
-    if batches:
-        b = max(batches, key=lambda r: r.best)
-        parts.append(
-            f"The batch reader (plain Fetch by offset, no group) read {b.records:,} rows at {b.best:,.0f} rows/s "
-            f"best ({b.median:,.0f} median) on the {b.partitions}-partition topic"
-            + "".join(f"; {r.best:,.0f} best on the {r.partitions}-partition topic" for r in batches if r is not b)
-            + ". It has no share-group window and still runs about as fast as the wide-window stream"
-            + (f"; `read()` alone, in one process without Spark, yields {prof.records / prof.batch_read_s:,.0f} "
-               f"rows/s ({prof.us(prof.batch_read_s):.1f} µs/row), so most of the time per row goes to Spark's "
-               f"Python worker path (rows → Arrow → JVM) and task overhead, not to the fetch"
-               if prof and prof.batch_read_s and prof.records / prof.batch_read_s > 3 * b.best else
-               (f"; `read()` alone, in one process without Spark, yields {prof.records / prof.batch_read_s:,.0f} "
-                f"rows/s ({prof.us(prof.batch_read_s):.1f} µs/row)" if prof and prof.batch_read_s else ""))
-            + ".")
-        hops = next((nc for f, nc, _tt, _ct in (prof.batch_read_top if prof else ()) if "run_coroutine_threadsafe" in f), 0)
-        if prof and hops >= 0.9 * prof.records:
-            parts.append(
-                f"In that in-process read, `asyncio.run_coroutine_threadsafe` ran {hops:,} times for {prof.records:,} "
-                f"rows: the synchronous `PartitionReader.read()` iterator hands every single record across from the "
-                f"client's event-loop thread (one `_loop.iterate` step, i.e. a future and a blocking wait, per "
-                f"record), and the waits on that hand-off dominate its profile.")
+            f"**The in-flight cap bounds a micro-batch.** A share partition holds at most "
+            f"share.partition.max.record.locks records in flight (default {DEFAULT_LOCKS:,}; a broker allows at most "
+            f"{WIDE_LOCKS:,}), acquisition stops at the cap after finishing the record batch it is in, and in explicit "
+            f"mode the runner polls again only after Spark committed the previous micro-batch and it was ACCEPTed. "
+            f"So on a 1-partition topic a micro-batch holds at most about the cap whatever maxRecordsPerTrigger says: "
+            f"with the default cap batches held {mean_rows(small):,.0f} rows on average (max {max(small.batches):,}) "
+            f"and the source ran at {small.rate_wall:,.0f} rows/s"
+            + "".join(f"; with {r.locks:,} locks, {mean_rows(r):,.0f} rows per batch and {r.rate_wall:,.0f} rows/s"
+                      for (t, locks), r in narrow.items() if locks != DEFAULT_LOCKS)
+            + f". Spark's fixed cost per micro-batch (median {small.median_ms:.0f} ms here) then sets the rate. "
+            f"Records per trigger scale with partitions × cap, which is why the goal row uses "
+            f"{wide.partitions if wide else WIDE_PARTITIONS} partitions.")
     if prof:
         total = sum(prof.phase_s.values())
-        top = max(prof.phase_s.items(), key=lambda kv: kv[1])
         parts.append(
-            f"The runner alone (no Spark, same options, {prof.trigger:,} per trigger) moves "
-            f"{prof.records / total:,.0f} records/s ({prof.us(total):.1f} µs/record; largest phase {top[0]} at "
-            f"{prof.us(top[1]):.1f} µs/record, mostly waiting for the fetch; rows per batch mean "
-            f"{statistics.mean(prof.batches):,.0f}), so its own Python work is a small part of a Spark "
-            f"micro-batch; the batch-size cap and Spark's fixed per-batch cost are what limit the source.")
-    means = [statistics.mean(r.batches) for r in streams if r.batches]
-    meds = [r.median_ms for r in streams if r.batches]
+            f"**Where the time goes.** The runner decodes nothing: `poll_batches` hands it the record bytes and the "
+            f"acquired ranges, it acknowledges by range and fans the batches out cut at batch boundaries — "
+            f"{prof.us(total):.2f} µs per record in all ({prof.records / total:,.0f} records/s; "
+            + ", ".join(f"{k} {prof.us(v):.2f}" for k, v in prof.phase_s.items())
+            + f" µs/record; {prof.payload_bytes / prof.records:.0f} B per record pickled into the partitions). "
+            f"The executors' decoding is the per-record cost that remains: unpickling and `read()` (decode into "
+            f"columns, build the Arrow batch) take {prof.us(prof.unpickle_s + prof.read_s):.2f} µs per record in one "
+            f"process, spread over the {NUM_PARTITIONS} tasks of a batch.")
+    if batches:
+        parts.append(
+            "The batch reader (plain Fetch by offset, one Spark partition per topic partition or slice, Arrow "
+            "batches per Fetch response) read "
+            + "; ".join(f"{r.records:,} rows from {r.partitions} partition(s) at {r.best:,.0f} rows/s best "
+                        f"({r.median:,.0f} median)" for r in batches)
+            + (f"; `read()` alone in one process gives {prof.records / prof.batch_read_s:,.0f} rows/s"
+               if prof and prof.batch_read_s else "") + ".")
     parts.append(
-        "For comparison, spark-notes §5 measured synthetic Python sources on the same kind of machine at "
-        "about 5k rows/s with 1k-row batches, 47–70k rows/s with 10k-row batches and 200–280k rows/s with "
-        "100k-row batches (memory sink, Σ triggerExecution; 340–445k at 100k with the noop sink), with a fixed "
-        "cost of about 70–170 ms per micro-batch. The quafka source's batches held "
-        + (f"{min(means):,.0f}–{max(means):,.0f} rows on average, so it sits in that table's small-batch "
-           f"regime, and its per-batch cost is higher (median {min(meds):.0f}–{max(meds):.0f} ms; it includes a "
-           f"broker poll and a synchronous acknowledgement commit). " if means else "")
-        + "Numbers on this 2-core machine vary by ±30% from run to run.")
+        "For comparison, spark-notes §5 measured synthetic Python sources on the same kind of machine at 47–70k "
+        "rows/s with 10k-row batches and 200–280k rows/s with 100k-row batches (memory sink; 340–445k at 100k "
+        "with the noop sink), with a fixed cost of about 70–170 ms per micro-batch. Numbers on this 2-core "
+        "machine vary by ±30% from run to run.")
     return "\n\n".join(parts)
 
 
@@ -641,10 +628,11 @@ def section(streams, batches, prof, info, args, elapsed_s: float) -> str:
 `QuafkaShareStreamReader` driven in the benchmark process as Spark's runner drives it
 (`initialOffset`, then per micro-batch `latestOffset(start, ReadMaxRows({prof.trigger:,}))`, `partitions`,
 `pickle.dumps` of each partition, `commit`), {prof.records:,} records, fresh group with
-{"the default record locks" if not args.wide_locks else f"share.partition.max.record.locks={args.wide_locks:,}"}. `latestOffset` is one
-`poll()` of the share consumer (the previous batch was already ACCEPTed by `commit`), `commit` is the
-ACCEPT of every record plus `commit_sync`. The executor rows: unpickling the partitions and
-iterating `read()` over them. Then the same run again under cProfile (which slows every Python call:
+{"the default record locks" if not args.wide_locks else f"share.partition.max.record.locks={args.wide_locks:,}"}{f" on the {WIDE_PARTITIONS}-partition topic" if args.wide_locks else ""}. `latestOffset` is one
+`poll_batches()` of the share consumer (the previous batch was already ACCEPTed by `commit`), `partitions`
+cuts the undecoded batches into the tasks' pieces, `commit` is `acknowledge_range` ACCEPT per acquired
+range plus `commit_sync`. The executor rows: unpickling the partitions and iterating `read()` over them
+(decoding the record batches into columns and building the Arrow batches). Then the same run again under cProfile (which slows every Python call:
 read the shares, not the absolute times).
 
 {runner_text(prof, top=15, md=True)}
@@ -665,7 +653,7 @@ This section is rewritten by `benchmarks/spark.py --update-docs`. Reproduce from
 - The broker is `python -m quafka broker` in a child process (fresh temporary `log.dirs`, free
   loopback port; `group.share.max.partition.max.record.locks={WIDE_LOCKS if args.wide_locks else 4000}`, otherwise its defaults). One
   confluent `Producer` writes {args.records:,} records of {RECORD_SIZE} B (no key) to a 1-partition topic
-  and the same number to a 4-partition topic.
+  and the same number to a 4-partition topic{f", and {args.wide_records:,} to a {WIDE_PARTITIONS}-partition topic" if args.wide_locks else ""}.
 - Spark runs in the benchmark process: `local[2]`, `spark.ui.enabled=false`,
   `spark.sql.shuffle.partitions=2`, `SPARK_LOCAL_IP=127.0.0.1`, log level ERROR. A warm-up query
   ({WARMUP_RECORDS:,} records, its own topic and group) and a warm-up batch read run first, so Python
@@ -673,7 +661,7 @@ This section is rewritten by `benchmarks/spark.py --update-docs`. Reproduce from
 - **Streaming**: `spark.readStream.format("quafka")` with `subscribe`, `share.group` (a fresh group per
   run, `share.auto.offset.reset=earliest`, `share.assignment.interval.ms=0`), `maxRecordsPerTrigger`,
   `numPartitions=2`, into `writeStream.format("noop")` with the default trigger, until the
-  progress events (a `StreamingQueryListener`) count all {args.records:,} input rows; then the script
+  progress events (a `StreamingQueryListener`) count every record of the topic; then the script
   waits until the group's start offset is at the end of the topic with lag 0 (Admin
   ListShareGroupOffsets) and stops the query. **rows/s (wall)** = rows / (end of the last data
   batch − start of the first, from the progress timestamps and `triggerExecution`);
@@ -698,7 +686,7 @@ Streaming source into the noop sink:
 
 Mean milliseconds per data batch in each phase of Spark's micro-batch (`durationMs` of the
 progress events; `latestOffset` is the runner's `latestOffset` call — ACCEPT of the previous batch
-plus one `poll()` — and `addBatch` runs the tasks, including the planner and executor Python workers):
+plus one `poll_batches()` — and `addBatch` runs the tasks, including the planner and executor Python workers):
 
 {markdown(*phase_table(streams))}
 

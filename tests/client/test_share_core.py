@@ -387,6 +387,8 @@ def test_acknowledge_range_needs_delivered_offsets_and_explicit_mode():
     (_batch(0, 3) + _control(3) + _batch(4, 2), [(0, 5, 1)]),  # a control batch
     (_batch(0, 8), [(2, 4, 1), (6, 6, 2)]),  # partly acquired batch
     (_batch(0, 4) + _batch(0, 4) + _batch(4, 2), [(0, 5, 1)]),  # a repeated batch
+    (_batch(0, 4) + _batch(4, 4) + _batch(8, 4), [(0, 9, 1)]),  # whole batches, then a cut one (record_limit)
+    (_batch(0, 4) + _batch(4, 4) + _batch(4, 4) + _batch(8, 2), [(1, 9, 2)]),  # cut, whole, repeated, whole
 ])
 def test_columns_are_the_records_transposed(data, acquired):
     item, _ = raw_acquired(TP, data, [_acq(*a) for a in acquired])

@@ -91,53 +91,53 @@ class AcquiredBatches(NamedTuple):
     def columns(self, check_crcs: bool = True) -> dict[str, list]:
         """The records of ``records()`` as columns (``RECORD_COLUMNS`` → lists; a record's headers
         may be a tuple of (key, value) pairs here), without a Record object per record; raises
-        CorruptRecordException where ``records()`` has one. Batches that
-        lie whole in one acquired range (the usual case) are transposed as decoded; anything else
-        (control batches, compacted gaps, partly acquired or repeated batches) goes through
-        ``records()``."""
+        CorruptRecordException where ``records()`` has one. A batch that lies whole in one
+        acquired range (the usual case) is transposed as decoded; any other batch (a control
+        batch, compacted gaps, partly acquired or repeated) goes through ``decode_acquired``."""
         cols: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
         firsts, lasts, counts = _acquired_ranges(self.acquired)
         if not firsts:
             return cols
+        tp = TopicPartition(self.topic, self.partition)
         view = memoryview(self.data)
-        done_upto = -1
+        done_upto = firsts[0] - 1
         for pos, header in rb.iter_headers(self.data):
             first, last = header.base_offset, header.last_offset
-            if last < firsts[0] or first > lasts[-1]:
-                continue
+            if last <= done_upto or first > lasts[-1]:
+                continue  # before the acquired offsets, or a batch the data already carried
             i = bisect.bisect_right(firsts, first) - 1
-            if (first <= done_upto or header.is_control or header.magic != 2 or i < 0 or last > lasts[i]
-                    or (check_crcs and not rb.batch_crc_ok(self.data, pos, header))):
-                return self._columns_of_records(check_crcs)
-            try:
-                decoded = list(rb.iter_records(view[pos : pos + header.size_bytes]))
-            except Exception:  # noqa: BLE001 - records() rejects it with the reason
-                return self._columns_of_records(check_crcs)
-            if len(decoded) != last - first + 1:
-                return self._columns_of_records(check_crcs)
+            batch = view[pos : pos + header.size_bytes]
+            decoded = None
+            if (first > done_upto and not header.is_control and header.magic == 2 and i >= 0 and last <= lasts[i]
+                    and (not check_crcs or rb.batch_crc_ok(self.data, pos, header))):
+                try:
+                    decoded = list(rb.iter_records(batch))
+                except Exception:  # noqa: BLE001 - decode_acquired rejects it with the reason
+                    decoded = None
+                if decoded is not None and len(decoded) != last - first + 1:
+                    decoded = None  # compacted gaps
+            if decoded is not None:
+                n = len(decoded)
+                offsets, timestamps, keys, values, headers = zip(*decoded)
+                cols["offset"].extend(offsets)
+                cols["timestamp"].extend(timestamps)
+                cols["key"].extend(keys)
+                cols["value"].extend(values)
+                cols["headers"].extend(headers)
+                cols["timestamp_type"].extend([TIMESTAMP_LOG_APPEND_TIME if header.attributes & rb.TIMESTAMP_TYPE_MASK
+                                               else TIMESTAMP_CREATE_TIME] * n)
+                cols["delivery_count"].extend([counts[i]] * n)
+                cols["leader_epoch"].extend([header.partition_leader_epoch] * n)
+            else:
+                low = max(first, done_upto + 1)
+                ranges = [(max(f, low), min(l, last), c) for f, l, c in zip(firsts, lasts, counts)
+                          if f <= last and l >= low]
+                for r in decode_acquired(tp, batch, ranges, check_crcs=check_crcs).items:
+                    if isinstance(r, KafkaException):
+                        raise r
+                    for name in RECORD_COLUMNS:
+                        cols[name].append(getattr(r, name))
             done_upto = last
-            n = len(decoded)
-            offsets, timestamps, keys, values, headers = zip(*decoded)
-            cols["offset"].extend(offsets)
-            cols["timestamp"].extend(timestamps)
-            cols["key"].extend(keys)
-            cols["value"].extend(values)
-            cols["headers"].extend(headers)
-            cols["timestamp_type"].extend([TIMESTAMP_LOG_APPEND_TIME if header.attributes & rb.TIMESTAMP_TYPE_MASK
-                                           else TIMESTAMP_CREATE_TIME] * n)
-            cols["delivery_count"].extend([counts[i]] * n)
-            cols["leader_epoch"].extend([header.partition_leader_epoch] * n)
-        if len(cols["offset"]) != self.count:
-            return self._columns_of_records(check_crcs)  # acquired offsets no whole batch carried
-        return cols
-
-    def _columns_of_records(self, check_crcs: bool) -> dict[str, list]:
-        cols: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
-        for r in self.records(check_crcs):
-            if isinstance(r, KafkaException):
-                raise r
-            for name in RECORD_COLUMNS:
-                cols[name].append(getattr(r, name))
         return cols
 
     def split(self, max_count: int) -> list["AcquiredBatches"]:

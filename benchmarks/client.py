@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from produce_fetch import _cpu_self, _label, admin_client, machine_info  # noqa: E402
 from share import (  # noqa: E402
+    replace_marked_section,
     RECORD_SIZE,
     GroupDescriber,
     ShareBroker,
@@ -592,13 +593,7 @@ def analysis_text(rows: list[Row], profile: Profile | None) -> str:
 
 def write_section(text: str, path: Path) -> None:
     """Replace the text between the client markers in `path` (append it when they are absent)."""
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN_MARK) + r".*?" + re.escape(END_MARK) + r"\n?", re.S)
-    if pattern.search(old):
-        new = pattern.sub(lambda _m: text, old, count=1)
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old.strip() else "") + text
-    path.write_text(new)
+    replace_marked_section(text, path, BEGIN_MARK, END_MARK)
 
 
 # ----------------------------------------------------------------------------- main

@@ -1028,16 +1028,22 @@ This section is rewritten by `benchmarks/share.py`; the rest of the file by
 """
 
 
-def write_section(text: str, path: Path) -> None:
-    """Replace the text between the share markers in `path` (append it when they are absent)."""
+def replace_marked_section(text: str, path: Path, begin_mark: str, end_mark: str) -> None:
+    """Replace the text between `begin_mark` and `end_mark` in `path` (append it when they are
+    absent); the benchmark scripts' --update-docs."""
     old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN_MARK) + r".*?" + re.escape(END_MARK) + r"\n?", re.S)
+    pattern = re.compile(re.escape(begin_mark) + r".*?" + re.escape(end_mark) + r"\n?", re.S)
     if pattern.search(old):
         new = pattern.sub(lambda _m: text, old, count=1)
     else:
         new = old.rstrip("\n") + ("\n\n" if old.strip() else "") + text
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(new)
+
+
+def write_section(text: str, path: Path) -> None:
+    """Replace the text between the share markers in `path` (append it when they are absent)."""
+    replace_marked_section(text, path, BEGIN_MARK, END_MARK)
 
 
 # ----------------------------------------------------------------------------- main

@@ -48,7 +48,6 @@ import json
 import os
 import pickle
 import pstats
-import re
 import shutil
 import signal
 import statistics
@@ -64,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from produce_fetch import _label, admin_client, create_topic, delete_topic, machine_info, run_clients  # noqa: E402
 from share import (  # noqa: E402
+    replace_marked_section,
     RECORD_SIZE,
     ShareBroker,
     produce_topic,
@@ -577,7 +577,9 @@ def analysis(streams: list[StreamResult], batches: list[BatchResult], prof: Runn
             f"share.partition.max.record.locks records in flight (default {DEFAULT_LOCKS:,}; a broker allows at most "
             f"{WIDE_LOCKS:,}), acquisition stops at the cap after finishing the record batch it is in, and in explicit "
             f"mode the runner polls again only after Spark committed the previous micro-batch and it was ACCEPTed. "
-            f"So on a 1-partition topic a micro-batch holds at most about the cap whatever maxRecordsPerTrigger says: "
+            f"So on a 1-partition topic a micro-batch holds at most the cap plus the rest of the record batch the "
+            f"cap falls in (the producer's batches here hold a few thousand records), whatever maxRecordsPerTrigger "
+            f"says: "
             f"with the default cap batches held {mean_rows(small):,.0f} rows on average (max {max(small.batches):,}) "
             f"and the source ran at {small.rate_wall:,.0f} rows/s"
             + "".join(f"; with {r.locks:,} locks, {mean_rows(r):,.0f} rows per batch and {r.rate_wall:,.0f} rows/s"
@@ -703,13 +705,7 @@ Batch reader into the noop sink:
 
 def write_section(text_: str, path: Path) -> None:
     """Replace the text between the spark markers in `path` (append it when they are absent)."""
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN_MARK) + r".*?" + re.escape(END_MARK) + r"\n?", re.S)
-    if pattern.search(old):
-        new = pattern.sub(lambda _m: text_, old, count=1)
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old.strip() else "") + text_
-    path.write_text(new)
+    replace_marked_section(text_, path, BEGIN_MARK, END_MARK)
 
 
 # ----------------------------------------------------------------------------- main

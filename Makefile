@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/python tools/core_lint.py
 
 test: lint
-	$(BIN)/python -m pytest -n 2 --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) quafka-data .pytest_cache

@@ -1,14 +1,72 @@
 """The Spark tests' fixtures (test modules mark themselves `pytestmark = pytest.mark.spark`): one local[2, 2] SparkSession per test process (task retries allowed),
-UI and progress bar off, loopback only; and a broker per module."""
+UI and progress bar off, loopback only; and a broker per module.
+
+Every test under tests/spark joins the xdist group "spark" (`make test` runs pytest with
+`--dist loadgroup`), so one worker runs them all on one SparkSession, and a hang guard covers the
+group: from its first test to its last, at most SPARK_GROUP_GUARD_S seconds, after which the
+worker prints every thread's stack to the terminal and exits (as pytest-timeout's thread method
+does for one test) instead of hanging the suite."""
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+import traceback
+from pathlib import Path
 
 import pytest
 
 from quafka import EmbeddedBroker
+
+
+SPARK_DIR = Path(__file__).resolve().parent
+SPARK_GROUP_GUARD_S = 360
+_group: dict = {"ids": set(), "finished": 0, "armed": False}
+
+
+def _in_group(item) -> bool:
+    return SPARK_DIR in Path(str(item.fspath)).resolve().parents
+
+
+def pytest_collection_modifyitems(config, items):
+    group = [item for item in items if _in_group(item)]
+    for item in group:
+        item.add_marker(pytest.mark.xdist_group("spark"))
+    _group["ids"] = {item.nodeid for item in group}
+
+
+def _group_timed_out(config, nodeid_holder: dict) -> None:
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        capman.suspend_global_capture(in_=True)
+    terminal = config.get_terminal_writer()
+    terminal.sep("+", f"the Spark test group ran past its {SPARK_GROUP_GUARD_S} s guard "
+                      f"(running: {nodeid_holder.get('current')})")
+    names = {t.ident: t.name for t in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        terminal.sep("~", f"thread {names.get(ident, ident)}")
+        terminal.write("".join(traceback.format_stack(frame)))
+    terminal.flush()
+    os._exit(1)
+
+
+def pytest_runtest_setup(item):
+    if _in_group(item):
+        _group["current"] = item.nodeid
+        if not _group["armed"]:
+            timer = threading.Timer(SPARK_GROUP_GUARD_S, _group_timed_out, (item.config, _group))
+            timer.daemon = True
+            timer.start()
+            _group["armed"], _group["timer"] = True, timer
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _group["armed"] and nodeid in _group["ids"]:
+        _group["finished"] += 1
+        if _group["finished"] >= len(_group["ids"]):
+            _group["timer"].cancel()
+            _group["armed"] = False
 
 
 @pytest.fixture(scope="session")

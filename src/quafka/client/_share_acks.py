@@ -69,6 +69,11 @@ def ack_batches(acks: dict[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
     return out
 
 
+def _not_delivered(tp: TopicPartition, offset: int, by: str) -> IllegalStateException:
+    return IllegalStateException(f"{tp[0]}-{tp[1]} offset {offset} is not a record delivered to the application "
+                                 f"and still unacknowledged (already committed, or never returned by {by})")
+
+
 class Acknowledgements:
     """Delivered, failed and pending acknowledgements of one share consumer."""
 
@@ -106,13 +111,14 @@ class Acknowledgements:
         delivered = self.delivered.get(tp)
         missing = next((o for o in range(first, last + 1) if delivered is None or o not in delivered), None)
         if missing is not None:
-            raise IllegalStateException(f"{tp[0]}-{tp[1]} offset {missing} is not a record delivered to the "
-                                        f"application and still unacknowledged (already committed, or never "
-                                        f"returned by poll_batches())")
+            raise _not_delivered(tp, missing, "poll_batches()")
+        self._acked_of(tp).update(dict.fromkeys(range(first, last + 1), ack_type))
+
+    def _acked_of(self, tp: TopicPartition) -> dict[int, int]:
         acked = self.acked.get(tp)
         if acked is None:
             acked = self.acked[TopicPartition(*tp)] = {}
-        acked.update(dict.fromkeys(range(first, last + 1), ack_type))
+        return acked
 
     def on_failed(self, tp: TopicPartition, offset: int) -> None:
         self.failed.setdefault(tp, {})[offset] = AcknowledgeType.RELEASE
@@ -133,13 +139,8 @@ class Acknowledgements:
                                         "the next poll() or commit accepts the delivered records")
         delivered = self.delivered.get(tp)
         if delivered is None or offset not in delivered:
-            raise IllegalStateException(f"{tp[0]}-{tp[1]} offset {offset} is not a record delivered to the "
-                                        f"application and still unacknowledged (already committed, or never "
-                                        f"returned by poll())")
-        acked = self.acked.get(tp)
-        if acked is None:
-            acked = self.acked[TopicPartition(*tp)] = {}
-        acked[offset] = ack_type
+            raise _not_delivered(tp, offset, "poll()")
+        self._acked_of(tp)[offset] = ack_type
         if self.renewed and ack_type != AcknowledgeType.RENEW:
             self.renewed = [r for r in self.renewed if not (r.offset == offset and r.topic == tp[0]
                                                             and r.partition == tp[1])]

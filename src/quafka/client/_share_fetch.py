@@ -207,6 +207,16 @@ def raw_acquired(tp: TopicPartition, data: bytes | memoryview | None,
             else:
                 covered.append((header.base_offset, header.last_offset))
         covered.sort()
+    ranges, releases = _coverage(firsts, lasts, counts, covered)
+    if not ranges:
+        return None, releases
+    return AcquiredBatches(tp.topic, tp.partition, bytes(data), ranges), releases
+
+
+def _coverage(firsts: list[int], lasts: list[int], counts: list[int], covered: list[tuple[int, int]]
+              ) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+    """The acquired ranges cut to the offsets some batch covers (``covered``: sorted spans, may
+    overlap), and RELEASE for the acquired offsets none covers (so that they come back)."""
     ranges: list[tuple[int, int, int]] = []
     releases: dict[int, int] = {}
     for first, last, count in zip(firsts, lasts, counts):
@@ -222,9 +232,7 @@ def raw_acquired(tp: TopicPartition, data: bytes | memoryview | None,
             offset = top + 1
         if offset <= last:
             releases.update((o, AcknowledgeType.RELEASE) for o in range(offset, last + 1))
-    if not ranges:
-        return None, releases
-    return AcquiredBatches(tp.topic, tp.partition, bytes(data), ranges), releases
+    return ranges, releases
 
 
 def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquired, *, check_crcs: bool) -> DecodedPartition:
@@ -301,16 +309,7 @@ def decode_acquired(tp: TopicPartition, data: bytes | memoryview | None, acquire
                     acks[offset] = GAP
     # acquired offsets that no batch covered: released so that they come back
     covered.sort()
-    for first, last, _count in zip(firsts, lasts, counts):
-        offset = first
-        for c_first, c_last in covered:
-            if c_last < offset or c_first > last:
-                continue
-            if c_first > offset:
-                acks.update((o, AcknowledgeType.RELEASE) for o in range(offset, c_first))
-            offset = max(offset, c_last + 1)
-        if offset <= last:
-            acks.update((o, AcknowledgeType.RELEASE) for o in range(offset, last + 1))
+    acks.update(_coverage(firsts, lasts, counts, covered)[1])
     errors = sum(1 for i in items if isinstance(i, KafkaException)) if acks else 0
     return DecodedPartition(tp, items, acks, len(data or b""), errors)
 

@@ -93,34 +93,19 @@ def columns_batch(topic: str, partition: int, cols: dict[str, list]):
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def records_batch(records: list, delivery_counts: Any = None):
-    """``quafka.client.Record``s as one ``pyarrow.RecordBatch`` of RECORD_SCHEMA, built a column
-    at a time (no per-row conversion in Spark's worker, no datetime per record).
-    ``delivery_counts``: None (null), one int for all, or "records" (each record's own)."""
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    n = len(records)
-    if delivery_counts == "records":
-        counts = pa.array([r.delivery_count for r in records], pa.int32())
-    elif delivery_counts is None:
-        counts = pa.nulls(n, pa.int32())
-    else:
-        counts = pa.array([delivery_counts] * n, pa.int32())
-    headers = [r.headers for r in records]
-    columns = [
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
-        pa.array([r.topic for r in records], pa.string()),
-        pa.array([r.partition for r in records], pa.int32()),
-        pa.array([r.offset for r in records], pa.int64()),
-        pa.array([r.timestamp * 1000 for r in records], schema.field("timestamp").type),
-        pa.array([r.timestamp_type for r in records], pa.int32()),
-        pa.array(headers, schema.field("headers").type) if any(headers) else
-        pa.array([[]] * n, schema.field("headers").type),
-        counts,
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+def records_batch(records: list, delivery_count: int | None = None):
+    """``quafka.client.Record``s of one partition (read by offset) as a ``pyarrow.RecordBatch`` of
+    RECORD_SCHEMA; ``deliveryCount`` is ``delivery_count`` for all (None: null)."""
+    cols = {
+        "key": [r.key for r in records],
+        "value": [r.value for r in records],
+        "offset": [r.offset for r in records],
+        "timestamp": [r.timestamp for r in records],
+        "timestamp_type": [r.timestamp_type for r in records],
+        "headers": [r.headers for r in records],
+        "delivery_count": [delivery_count] * len(records),
+    }
+    return columns_batch(records[0].topic, records[0].partition, cols)
 
 
 class QuafkaDataSource(DataSource):

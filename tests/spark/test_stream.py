@@ -321,3 +321,30 @@ def test_compact_ranges_and_replay_partitions():
     spans = [(t, p, f, l, dc) for part in parts for (t, p, f, l, dc) in part.ranges]
     covered = sorted((t, p, o, dc) for t, p, f, l, dc in spans for o in range(f, l + 1))
     assert covered == sorted(records)
+
+
+@pytest.mark.parametrize("batch_sizes, n", [
+    ([600, 600, 522], 4),  # fewer batches than tasks: batches are shared
+    ([1722], 4),  # one big batch
+    ([1000, 100, 100, 100], 4),  # uneven batches: still four groups
+    ([50] * 30, 4),
+    ([3, 2], 8),  # fewer offsets than tasks: one group per offset
+])
+def test_fan_out_makes_n_groups_covering_every_offset_once(batch_sizes, n):
+    from quafka.client import AcquiredBatches
+    from quafka.protocol import record_batch as rb
+    from quafka.spark.stream import fan_out
+
+    data, base = bytearray(), 0
+    for size in batch_sizes:
+        batch = bytearray(rb.build_batch([(None, str(base + i).encode()) for i in range(size)], base_timestamp=1))
+        rb.stamp_base_offset(batch, 0, base)
+        data += batch
+        base += size
+    item = AcquiredBatches("t", 0, bytes(data), [(0, base - 1, 1)])
+    groups = fan_out([item], n)
+    assert len(groups) == min(n, base)
+    offsets = [r.offset for group in groups for piece in group for r in piece.records()]
+    assert offsets == list(range(base))
+    counts = [sum(piece.count for piece in group) for group in groups]
+    assert all(c > 0 for c in counts)

@@ -171,24 +171,26 @@ class AcquiredBatches(NamedTuple):
             cut(len(self.data), first_offset, max(l for _, l, _ in self.acquired))
         # a piece far over the count holds a big batch: share its bytes among pieces of ranges
         # (each decodes the batch and keeps its own offsets)
+        return [part for piece in pieces
+                for part in (piece.share(max_count) if piece.count >= 2 * max_count else [piece])]
+
+    def share(self, max_count: int) -> list["AcquiredBatches"]:
+        """The acquired ranges cut into pieces of ``max_count`` offsets that all carry the same
+        bytes (each piece decodes them and keeps its own offsets): for a batch too big to split."""
         out: list[AcquiredBatches] = []
-        for piece in pieces:
-            if piece.count < 2 * max_count:
-                out.append(piece)
-                continue
-            chunk: list[tuple[int, int, int]] = []
-            room = max_count
-            for first, last, dc in piece.acquired:
-                while first <= last:
-                    take = min(room, last - first + 1)
-                    chunk.append((first, first + take - 1, dc))
-                    first += take
-                    room -= take
-                    if room == 0:
-                        out.append(piece._replace(acquired=chunk))
-                        chunk, room = [], max_count
-            if chunk:
-                out.append(piece._replace(acquired=chunk))
+        chunk: list[tuple[int, int, int]] = []
+        room = max_count
+        for first, last, dc in self.acquired:
+            while first <= last:
+                take = min(room, last - first + 1)
+                chunk.append((first, first + take - 1, dc))
+                first += take
+                room -= take
+                if room == 0:
+                    out.append(self._replace(acquired=chunk))
+                    chunk, room = [], max_count
+        if chunk:
+            out.append(self._replace(acquired=chunk))
         return out
 
 

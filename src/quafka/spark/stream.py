@@ -110,21 +110,32 @@ def compact_ranges(items: list[Any]) -> dict[str, list[list[int]]]:
 
 
 def fan_out(items: list[Any], n: int) -> list[list[Any]]:
-    """``AcquiredBatches`` cut at batch boundaries into at most ``n`` groups of about equal
-    acquired-offset counts (more tasks than topic partitions)."""
+    """``AcquiredBatches`` cut into ``n`` groups of about equal acquired-offset counts (more tasks
+    than topic partitions), or one per offset when there are fewer. Cuts fall at record-batch
+    boundaries; only when there are fewer batches than groups is a batch shared by pieces (each
+    decodes it and keeps its own offsets)."""
     total = sum(item.count for item in items)
     if not total:
         return []
     target = -(-total // n)
-    groups: list[list[Any]] = [[]]
+    pieces = [piece for item in items for piece in item.split(target)]
+    while len(pieces) < n:
+        i = max(range(len(pieces)), key=lambda k: pieces[k].count)
+        big = pieces[i]
+        if big.count < 2:
+            break
+        half = -(-big.count // 2)
+        parts = big.split(half)
+        pieces[i:i + 1] = parts if len(parts) > 1 else big.share(half)
+    groups: list[list[Any]] = []
     filled = 0
-    for item in items:
-        for piece in item.split(target):
-            if filled >= target and len(groups) < n:
-                groups.append([])
-                filled = 0
-            groups[-1].append(piece)
-            filled += piece.count
+    for k, piece in enumerate(pieces):
+        # a new group when this one is full, or when every piece left must open its own group
+        if not groups or (len(groups) < n and (filled >= target or len(pieces) - k <= n - len(groups))):
+            groups.append([])
+            filled = 0
+        groups[-1].append(piece)
+        filled += piece.count
     return groups
 
 

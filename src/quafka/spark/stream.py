@@ -19,8 +19,8 @@ call ``read`` on an unpickled copy made by a planner. So:
       {"v": 1, "seq": 7, "member": "<member id>",
        "acq": {"<topic>:<partition>": [[first, last, deliveryCount], ...]}}
 
-- ``partitions(start, end)``: a cache hit cuts the cached batches at record-batch boundaries into
-  ``numPartitions`` partitions (default ``spark.default.parallelism``, read from the driver JVM's
+- ``partitions(start, end)``: a cache hit cuts the cached batches at record-batch boundaries
+  (sharing a batch only when there are fewer batches than tasks) into ``numPartitions`` partitions (default ``spark.default.parallelism``, read from the driver JVM's
   launch configuration by ``parallelism.py``) that carry them undecoded (more tasks than the
   topic has partitions); the executors decode them in parallel and yield ``pyarrow.RecordBatch``es.
   A cache miss (a replay after a restart) gives partitions carrying offset ranges that executors

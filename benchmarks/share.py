@@ -20,6 +20,7 @@ docs/benchmarks.md (between `<!-- share:begin -->` and `<!-- share:end -->`).
 
     .venv/bin/python benchmarks/share.py             # full run + broker profile (~2 min on a quiet 2-core machine)
     .venv/bin/python benchmarks/share.py --quick     # smoke run (< 30 s), no doc written
+    .venv/bin/python benchmarks/share.py --job-queue # the job-queue measurements (benchmarks/share_jobs.py)
 
 See benchmarks/README.md for the options.
 """
@@ -1056,6 +1057,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--profiled-broker"]:  # internal: the child process of a profiled run
         return profiled_broker(argv[1], argv[2:])
+    if argv[:1] == ["--job-queue"]:  # the job-queue measurements (benchmarks/share_jobs.py)
+        import share_jobs
+
+        rest = argv[1:]
+        if "--print-only" in rest:
+            return share_jobs.main([a for a in rest if a != "--print-only"])
+        return share_jobs.main(["--update-docs", *rest])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=None,
@@ -1101,6 +1109,10 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"the markdown file whose share section to rewrite (default {DOC_PATH.relative_to(REPO)}; "
                          "--quick writes nothing unless --doc is given)")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds one measurement may take before it fails")
+    ap.add_argument("--job-queue", action="store_true",
+                    help="run the job-queue measurements instead (benchmarks/share_jobs.py: many consumers, small "
+                         "max.poll.records, slow jobs, paced latency, acknowledgement cost) and rewrite their section; "
+                         "must come first; the options after it are share_jobs.py's (--print-only: do not write)")
     args = ap.parse_args(argv)
     n = args.records or (100_000 if args.quick else 1_000_000)
     n16 = args.records_16 or n

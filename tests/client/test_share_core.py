@@ -187,7 +187,7 @@ def test_explicit_mode_tracks_unacknowledged_records_and_refuses_strangers():
     book.acknowledge(TP, 1, A.REJECT, by_record=True)
     book.acknowledge(TP, 2, A.RELEASE, by_record=True)
     book.acknowledge(TP, 2, A.ACCEPT, by_record=True)  # the last type before sending wins
-    assert book.take_pending() == {TP: {0: A.ACCEPT, 1: A.REJECT, 2: A.ACCEPT}}
+    assert book.take_pending() == {TP: [(0, 0, A.ACCEPT), (1, 1, A.REJECT), (2, 2, A.ACCEPT)]}
     assert book.unacknowledged() == [] and book.delivered == {}
     with pytest.raises(IllegalStateException):
         book.acknowledge(TP, 0, A.ACCEPT, by_record=True)  # already committed
@@ -199,7 +199,7 @@ def test_implicit_mode_accepts_delivered_records_and_refuses_acknowledge():
     with pytest.raises(IllegalStateException, match="explicit"):
         book.acknowledge(TP, 5, A.ACCEPT, by_record=True)
     book.accept_delivered()
-    assert book.take_pending() == {TP: {5: A.ACCEPT, 6: A.ACCEPT}}
+    assert book.take_pending() == {TP: [(5, 6, A.ACCEPT)]}
 
 
 def test_failed_records_are_released_unless_acknowledged_by_offset():
@@ -210,7 +210,7 @@ def test_failed_records_are_released_unless_acknowledged_by_offset():
     with pytest.raises(IllegalStateException, match="renewed"):
         book.acknowledge(TP, 4, A.RENEW, by_record=False)
     book.settle_failed()
-    assert book.take_pending() == {TP: {4: A.REJECT}, TopicPartition("t", 1): {8: A.RELEASE}}
+    assert book.take_pending() == {TP: [(4, 4, A.REJECT)], TopicPartition("t", 1): [(8, 8, A.RELEASE)]}
 
 
 def test_renewed_records_stay_delivered_and_come_back_unless_acknowledged_meanwhile():
@@ -221,11 +221,11 @@ def test_renewed_records_stay_delivered_and_come_back_unless_acknowledged_meanwh
     book.acknowledge(TP, 1, A.RENEW, by_record=True)
     assert book.has_pending(renew_only=True)
     sent = book.take_pending()
-    assert sent == {TP: {0: A.RENEW, 1: A.RENEW}} and set(book.delivered[TP]) == {0, 1}
+    assert sent == {TP: [(0, 1, A.RENEW)]} and [(f, l) for f, l, _ in book.delivered[TP]] == [(0, 1)]
     book.acknowledge(TP, 1, A.ACCEPT, by_record=True)  # acknowledged while the renewal was out
-    book.on_renewed(TP, {0, 1})
+    book.on_renewed(TP, sent[TP])
     assert book.take_renewed() == [r0] and book.unacknowledged() == [(TP, 0)]
-    book.on_renew_failed(TP, {0})
+    book.on_renew_failed(TP, [(0, 0, A.RENEW)])
     assert book.unacknowledged() == []
 
 
@@ -372,9 +372,8 @@ def test_acknowledge_range_needs_delivered_offsets_and_explicit_mode():
     book.acknowledge_range(TP, 0, 4, A.ACCEPT)
     book.acknowledge_range(TP, 7, 8, A.RENEW)
     assert book.unacknowledged() == []
-    assert book.take_pending() == {TP: {0: A.ACCEPT, 1: A.ACCEPT, 2: A.ACCEPT, 3: A.ACCEPT, 4: A.ACCEPT,
-                                        7: A.RENEW, 8: A.RENEW}}
-    book.on_renewed(TP, {7, 8})
+    assert book.take_pending() == {TP: [(0, 4, A.ACCEPT), (7, 8, A.RENEW)]}
+    book.on_renewed(TP, [(7, 8, A.RENEW)])
     assert book.take_renewed() == []  # undecoded: nothing to hand out again
     book.acknowledge_range(TP, 7, 8, A.ACCEPT)  # renewed records stay delivered
     with pytest.raises(IllegalStateException, match="explicit"):

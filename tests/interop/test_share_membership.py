@@ -56,6 +56,7 @@ from support.share_client import ShareClient, acquired_offsets, create_topic, pr
 
 from quafka import EmbeddedBroker
 from quafka.broker.core.record_state import RecordState
+from quafka.broker.server.clock import monotonic_ms
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_share_member_child.py")
 
@@ -641,13 +642,14 @@ def test_a_new_lock_duration_applies_from_the_next_acquisition(make_broker):
         return broker.call(read)
 
     def acquire(client: ShareClient, offset: int):
-        """ShareFetch until `offset` is acquired; returns (response, broker clock before, after)."""
+        """ShareFetch until `offset` is acquired; returns (response, the broker's lock clock before,
+        after): acquisition locks run on the monotonic clock (`clock.monotonic_ms`)."""
         got = {}
 
         def fetch():
-            before = now_ms()
+            before = monotonic_ms()
             resp = client.fetch(max_wait_ms=200)
-            after = now_ms()
+            after = monotonic_ms()
             assert resp.error_code == ErrorCode.none, resp
             if acquired_offsets(resp).get(tp):
                 got["result"] = (resp, before, after)

@@ -653,14 +653,14 @@ def test_graceful_stop_is_not_held_up_by_a_share_fetch_woken_while_stopping(make
         client.fetch(max_wait_ms=0)  # opens the share session; nothing to fetch
         # the next ShareFetch parks: no records, 6 s MaxWaitMs; its response is never read
         client.raw.send_frame(client.raw_frame(client.fetch_request(max_wait_ms=6000)))
-        wait_until(lambda: broker.call(lambda: bool(server.share_partitions.waiters.get((topic_id, 0)))), 10,
+        wait_until(lambda: broker.call(lambda: server.share_partitions.parked(group, topic_id, 0) > 0), 10,
                    message="the ShareFetch parked")
 
         original_close = server.share_state.close
 
         async def close_then_wake() -> None:
             await original_close()
-            server.share_partitions.wake((topic_id, 0))  # what an append to the partition does
+            server.share_partitions.purgatory.wake_all((group, topic_id, 0))  # completes the parked fetch
 
         broker.call(setattr, server.share_state, "close", close_then_wake)
         started = time.monotonic()

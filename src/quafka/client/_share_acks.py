@@ -6,16 +6,42 @@ acknowledgement for it is sent. The book answers the questions of Kafka's acknow
 - implicit mode: ``accept_delivered()`` turns every delivered record without an acknowledgement
   into ACCEPT (the next poll or commit does this); ``acknowledge`` is refused;
 - explicit mode: ``unacknowledged()`` lists delivered records without an acknowledgement (the next
-  poll refuses to run while there are any); ``acknowledge`` records a type for a delivered record;
+  poll refuses to run while there are any); ``acknowledge`` and ``acknowledge_range`` record a type
+  for delivered records;
 - a record whose deserialization failed is *failed*: the application may acknowledge it by
   topic, partition and offset; otherwise it is RELEASEd with the next poll or commit;
 - acknowledgements the consumer makes on its own (GAP for offsets without a record, REJECT for a
   corrupt batch, RELEASE for buffered records of a revoked partition) go straight to *pending*.
 
-``take_pending(partitions)`` hands the pending acknowledgements of some partitions to the sender and
-forgets delivered records acknowledged other than RENEW; a RENEWed record stays delivered, and is
-returned again by the next poll once the broker confirms the renewal (``on_renewed``).
-``ack_batches`` turns offset → type into the wire's AcknowledgementBatches.
+``take_pending(partitions)`` hands the pending acknowledgements of some partitions to the sender as
+``(first_offset, last_offset, type)`` ranges and forgets delivered records acknowledged other than
+RENEW; a RENEWed record stays delivered, and is returned again by the next poll once the broker
+confirms the renewal (``on_renewed``), unless the application acknowledged it otherwise since.
+``ack_batches`` turns those ranges into the wire's AcknowledgementBatches.
+
+State is kept as ranges, not offsets (``RangeMap``, module ``_ranges``), per partition:
+
+- ``delivered``: offset ranges → UNACKNOWLEDGED or the application's type, not yet sent (the
+  acknowledged part of the delivered records: one map answers both "is it delivered" and "is it
+  acknowledged");
+- ``pending`` and ``failed``: offset ranges → type;
+- ``records`` and ``renewed``: offset ranges → a record run (below).
+
+A poll that delivers 10,000 consecutive records, their acknowledgement by range (or implicit
+ACCEPT), ``take_pending`` and ``ack_batches`` each cost a few range operations, whatever the count.
+``on_delivered`` makes one pass over the poll's records to cut them into runs of consecutive offsets
+of one partition (the records exist, so that pass is unavoidable); the book's own work is per run.
+
+Records are kept only for what needs them: handing a renewed record out again. Rather than a map
+offset → Record (an entry to add per record on every poll and to delete per record on every
+commit), the book keeps one tuple of the poll's records (the application owns the list it got)
+and maps each run of consecutive offsets to a ``_Run``: that tuple and the index shift of the run,
+so the record at offset o is ``records[o - shift]``. The ``records`` map shrinks with ``delivered``
+(range removals), and a poll's tuple is freed when no range refers to it any more; records sent
+as RENEW get a tuple of their own (a copy of just those), so a renewal keeps only the renewed
+records alive, not the rest of their poll. The cost is one tuple copy per poll (C, a pointer per
+record) instead of a dict entry per record in and out. poll_batches delivers undecoded ranges: no
+records, nothing to hand out again (as before).
 
 Not thread-safe by itself: the consumer guards it with one lock, since a second thread may
 acknowledge (the documented RENEW-from-a-background-thread extension).
@@ -23,15 +49,24 @@ acknowledge (the documented RENEW-from-a-background-thread extension).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
+from itertools import chain, repeat
 
+from ._ranges import RangeMap
 from .errors import IllegalStateException
 from .records import Record, TopicPartition
 
-__all__ = ["GAP", "AcknowledgeType", "Acknowledgements", "ack_batches"]
+__all__ = ["GAP", "AckRange", "AcknowledgeType", "Acknowledgements", "ack_batches", "ack_ranges", "count_offsets"]
 
 #: Acknowledge type 0 on the wire: no record at this offset (a control record or a compacted gap).
 GAP = 0
+
+#: The value of delivered offsets the application has not acknowledged (no wire type).
+UNACKNOWLEDGED = -1
+
+#: ``(first_offset, last_offset, type)``: the offsets first..last all acknowledged with ``type``.
+AckRange = tuple[int, int, int]
 
 
 class AcknowledgeType(IntEnum):
@@ -43,29 +78,59 @@ class AcknowledgeType(IntEnum):
     RENEW = 4
 
 
-def ack_batches(acks: dict[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
-    """offset → type as [(first_offset, last_offset, types)]: consecutive offsets form one batch,
-    and a batch whose offsets share a type sends that type once (else one type per offset)."""
-    out: list[tuple[int, int, tuple[int, ...]]] = []
-    if not acks:
-        return out
-    low, high = min(acks), max(acks)
-    if high - low + 1 == len(acks):  # one run of offsets, the usual case
-        types = set(acks.values())
-        if len(types) == 1:
-            return [(low, high, (types.pop(),))]
-    offsets = sorted(acks)
-    i, n = 0, len(offsets)
-    while i < n:
-        j = i
-        while j + 1 < n and offsets[j + 1] == offsets[j] + 1:
-            j += 1
-        types = [acks[o] for o in offsets[i : j + 1]]
-        if all(t == types[0] for t in types):
-            out.append((offsets[i], offsets[j], (types[0],)))
+def ack_ranges(acks: Mapping[int, int]) -> list[AckRange]:
+    """offset → type as sorted ranges, touching offsets of one type joined (one pass; the input
+    has an entry per offset anyway)."""
+    out: list[AckRange] = []
+    for offset, ack_type in sorted(acks.items()):
+        if out:
+            first, last, kind = out[-1]
+            if offset == last + 1 and ack_type == kind:
+                out[-1] = (first, offset, kind)
+                continue
+        out.append((offset, offset, ack_type))
+    return out
+
+
+def _offset_runs(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """Offsets as sorted (first, last) runs of consecutive offsets."""
+    out: list[tuple[int, int]] = []
+    for offset in sorted(offsets):
+        if out and offset <= out[-1][1] + 1:
+            if offset > out[-1][1]:
+                out[-1] = (out[-1][0], offset)
         else:
-            out.append((offsets[i], offsets[j], tuple(types)))
-        i = j + 1
+            out.append((offset, offset))
+    return out
+
+
+def count_offsets(ranges: Iterable[tuple[int, int, int]]) -> int:
+    """How many offsets ``(first, last, ...)`` ranges hold."""
+    return sum(r[1] - r[0] + 1 for r in ranges)
+
+
+def ack_batches(acks: Sequence[AckRange] | Mapping[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """Acknowledgements as the wire's [(first_offset, last_offset, types)]: consecutive offsets form
+    one batch, and a batch whose offsets share a type sends that type once (else one type per
+    offset). ``acks`` are sorted disjoint ``(first, last, type)`` ranges (``take_pending``'s form),
+    or a mapping offset → type."""
+    if isinstance(acks, Mapping):
+        acks = ack_ranges(acks)
+    out: list[tuple[int, int, tuple[int, ...]]] = []
+    i, n = 0, len(acks)
+    while i < n:
+        first, last, kind = acks[i]
+        one_type = True
+        j = i + 1
+        while j < n and acks[j][0] == last + 1:
+            last = acks[j][1]
+            one_type = one_type and acks[j][2] == kind
+            j += 1
+        if one_type:
+            out.append((first, last, (kind,)))
+        else:
+            out.append((first, last, tuple(chain.from_iterable(repeat(t, l - f + 1) for f, l, t in acks[i:j]))))
+        i = j
     return out
 
 
@@ -74,65 +139,103 @@ def _not_delivered(tp: TopicPartition, offset: int, by: str) -> IllegalStateExce
                                  f"and still unacknowledged (already committed, or never returned by {by})")
 
 
+class _Run:
+    """Consecutive delivered records of one partition: ``records[offset - shift]`` (identity
+    equality, so a RangeMap merges only pieces of the same run)."""
+
+    __slots__ = ("records", "shift")
+
+    def __init__(self, records: tuple[Record, ...], shift: int) -> None:
+        self.records = records
+        self.shift = shift
+
+    def between(self, first: int, last: int) -> tuple[Record, ...]:
+        return self.records[first - self.shift : last - self.shift + 1]
+
+
 class Acknowledgements:
     """Delivered, failed and pending acknowledgements of one share consumer."""
 
     def __init__(self, explicit: bool) -> None:
         self.explicit = explicit
-        self.delivered: dict[TopicPartition, dict[int, Record]] = {}
-        self.acked: dict[TopicPartition, dict[int, int]] = {}  # app's types for delivered records, unsent
-        self.failed: dict[TopicPartition, dict[int, int]] = {}  # failed deserialization → type (default RELEASE)
-        self.pending: dict[TopicPartition, dict[int, int]] = {}  # ready to send
-        self.renewed: list[Record] = []  # renewal confirmed: the next poll returns them again
+        # per partition; a partition's entry goes when its map is empty (except in pending/failed
+        # between settle and take, which is harmless)
+        self.delivered: dict[TopicPartition, RangeMap] = {}  # → UNACKNOWLEDGED or the app's type, unsent
+        self.records: dict[TopicPartition, RangeMap] = {}  # → _Run (decoded deliveries only)
+        self.failed: dict[TopicPartition, RangeMap] = {}  # failed deserialization → type (default RELEASE)
+        self.pending: dict[TopicPartition, RangeMap] = {}  # ready to send → type
+        self.renewed: dict[TopicPartition, RangeMap] = {}  # renewal confirmed → _Run: the next poll returns them
+        self._acked: set[TopicPartition] = set()  # partitions whose delivered map may hold the app's types
 
     # ------------------------------------------------------------------ the application's side
 
-    def on_delivered(self, records: list[Record]) -> None:
-        delivered = self.delivered
-        topic, partition, current = None, None, {}
-        for record in records:  # records come in runs of one partition
-            if record.partition != partition or record.topic != topic:
-                topic, partition = record.topic, record.partition
-                current = delivered.get((topic, partition))
-                if current is None:
-                    current = delivered[TopicPartition(topic, partition)] = {}
-            current[record.offset] = record
+    def on_delivered(self, records: Sequence[Record]) -> None:
+        """poll: ``records`` are delivered (runs of one partition, usually consecutive offsets)."""
+        kept = tuple(records)
+        i, n = 0, len(kept)
+        while i < n:
+            record = kept[i]
+            topic, partition, first = record.topic, record.partition, record.offset
+            j, following = i + 1, first + 1
+            while j < n:
+                record = kept[j]
+                if record.offset != following or record.partition != partition or record.topic != topic:
+                    break
+                j += 1
+                following += 1
+            tp = TopicPartition(topic, partition)
+            self._delivered_of(tp).fill(first, following - 1, UNACKNOWLEDGED)
+            records_map = self.records.get(tp)
+            if records_map is None:
+                records_map = self.records[tp] = RangeMap()
+            records_map.assign(first, following - 1, _Run(kept, first - i))
+            i = j
 
-    def on_delivered_ranges(self, tp: TopicPartition, ranges: list[tuple[int, int, int]]) -> None:
-        """poll_batches: the acquired offsets are delivered (undecoded: no Record kept)."""
-        current = self.delivered.setdefault(TopicPartition(*tp), {})
+    def on_delivered_ranges(self, tp: TopicPartition, ranges: Iterable[tuple[int, int, int]]) -> None:
+        """poll_batches: the acquired ``(first, last, delivery count)`` ranges are delivered
+        (undecoded: no Record kept)."""
+        delivered = self._delivered_of(tp)
+        records = self.records.get(tp)
         for first, last, _count in ranges:
-            current.update(dict.fromkeys(range(first, last + 1)))
+            delivered.fill(first, last, UNACKNOWLEDGED)
+            if records is not None:
+                records.remove(first, last)
+
+    def _delivered_of(self, tp: TopicPartition) -> RangeMap:
+        delivered = self.delivered.get(tp)
+        if delivered is None:
+            delivered = self.delivered[TopicPartition(*tp)] = RangeMap()
+        return delivered
 
     def acknowledge_range(self, tp: TopicPartition, first: int, last: int, ack_type: int) -> None:
         """Acknowledge every offset of ``first..last`` (all delivered and unacknowledged-able)."""
         if not self.explicit:
             raise IllegalStateException("acknowledge_range() needs share.acknowledgement.mode=explicit")
         delivered = self.delivered.get(tp)
-        missing = next((o for o in range(first, last + 1) if delivered is None or o not in delivered), None)
+        missing = first if delivered is None else delivered.first_gap(first, last)
         if missing is not None:
             raise _not_delivered(tp, missing, "poll_batches()")
-        self._acked_of(tp).update(dict.fromkeys(range(first, last + 1), ack_type))
-
-    def _acked_of(self, tp: TopicPartition) -> dict[int, int]:
-        acked = self.acked.get(tp)
-        if acked is None:
-            acked = self.acked[TopicPartition(*tp)] = {}
-        return acked
+        delivered.assign(first, last, ack_type)
+        self._acked.add(TopicPartition(*tp))
+        if ack_type != AcknowledgeType.RENEW:
+            self._forget_renewed(tp, first, last)
 
     def on_failed(self, tp: TopicPartition, offset: int) -> None:
-        self.failed.setdefault(tp, {})[offset] = AcknowledgeType.RELEASE
+        failed = self.failed.get(tp)
+        if failed is None:
+            failed = self.failed[TopicPartition(*tp)] = RangeMap()
+        failed.assign(offset, offset, AcknowledgeType.RELEASE)
 
     def acknowledge(self, tp: TopicPartition, offset: int, ack_type: int, *, by_record: bool) -> None:
         """Record the application's acknowledgement (``ack_type`` already checked to be 1-4).
         ``tp`` may be a plain (topic, partition) tuple."""
-        if self.failed:
+        if self.failed and not by_record:
             failed = self.failed.get(tp)
-            if failed is not None and offset in failed and not by_record:
+            if failed is not None and offset in failed:
                 if ack_type == AcknowledgeType.RENEW:
                     raise IllegalStateException(f"{tp[0]}-{tp[1]} offset {offset} failed deserialization "
                                                 f"and cannot be renewed; acknowledge it ACCEPT, RELEASE or REJECT")
-                failed[offset] = ack_type
+                failed.assign(offset, offset, ack_type)
                 return
         if not self.explicit:
             raise IllegalStateException("acknowledge() needs share.acknowledgement.mode=explicit; in implicit mode "
@@ -140,95 +243,178 @@ class Acknowledgements:
         delivered = self.delivered.get(tp)
         if delivered is None or offset not in delivered:
             raise _not_delivered(tp, offset, "poll()")
-        self._acked_of(tp)[offset] = ack_type
-        if self.renewed and ack_type != AcknowledgeType.RENEW:
-            self.renewed = [r for r in self.renewed if not (r.offset == offset and r.topic == tp[0]
-                                                            and r.partition == tp[1])]
+        delivered.assign(offset, offset, ack_type)
+        if tp not in self._acked:
+            self._acked.add(TopicPartition(*tp))
+        if ack_type != AcknowledgeType.RENEW:
+            self._forget_renewed(tp, offset, offset)
 
-    def unacknowledged(self) -> list[tuple[TopicPartition, int]]:
-        """Delivered records the application has not acknowledged (explicit mode's poll check)."""
-        out = []
-        for tp, records in self.delivered.items():
-            acked = self.acked.get(tp, {})
-            out.extend((tp, offset) for offset in records if offset not in acked)
+    def _forget_renewed(self, tp: TopicPartition, first: int, last: int) -> None:
+        if self.renewed:
+            renewed = self.renewed.get(tp)
+            if renewed is not None:
+                renewed.remove(first, last)
+                if not renewed:
+                    del self.renewed[tp]
+
+    def unacknowledged(self, limit: int | None = None) -> list[tuple[TopicPartition, int]]:
+        """Delivered records the application has not acknowledged (explicit mode's poll check), by
+        partition in offset order; at most ``limit`` of them."""
+        out: list[tuple[TopicPartition, int]] = []
+        for tp, delivered in self.delivered.items():
+            for first, last, value in delivered:
+                if value == UNACKNOWLEDGED:
+                    if limit is not None:
+                        last = min(last, first + limit - len(out) - 1)
+                    out.extend((tp, offset) for offset in range(first, last + 1))
+                    if limit is not None and len(out) >= limit:
+                        return out
         return out
+
+    def unacknowledged_count(self) -> int:
+        """How many delivered records the application has not acknowledged."""
+        return sum(last - first + 1 for delivered in self.delivered.values()
+                   for first, last, value in delivered if value == UNACKNOWLEDGED)
 
     # ------------------------------------------------------------------ the consumer's side
 
     def accept_delivered(self) -> None:
         """Implicit mode: every delivered record without an acknowledgement is ACCEPTed."""
-        for tp, records in self.delivered.items():
-            acked = self.acked.setdefault(tp, {})
-            for offset in records:
-                acked.setdefault(offset, AcknowledgeType.ACCEPT)
+        for tp, delivered in self.delivered.items():
+            delivered.replace(UNACKNOWLEDGED, AcknowledgeType.ACCEPT)
+            self._acked.add(tp)
 
     def settle_failed(self) -> None:
         """Failed records get their acknowledgement (the application's, else RELEASE)."""
         for tp, failed in self.failed.items():
-            self.pending.setdefault(tp, {}).update(failed)
+            pending = self._pending_of(tp)
+            for first, last, ack_type in failed:
+                pending.assign(first, last, ack_type)
         self.failed.clear()
 
-    def add_pending(self, tp: TopicPartition, acks: dict[int, int]) -> None:
+    def _pending_of(self, tp: TopicPartition) -> RangeMap:
+        pending = self.pending.get(tp)
+        if pending is None:
+            pending = self.pending[TopicPartition(*tp)] = RangeMap()
+        return pending
+
+    def add_pending(self, tp: TopicPartition, acks: Mapping[int, int]) -> None:
+        """The consumer's own acknowledgements, offset → type."""
         if acks:
-            self.pending.setdefault(tp, {}).update(acks)
+            self.add_pending_ranges(tp, ack_ranges(acks))
+
+    def add_pending_ranges(self, tp: TopicPartition, ranges: Iterable[AckRange]) -> None:
+        """The consumer's own acknowledgements, as ``(first, last, type)`` ranges."""
+        pending = None
+        for first, last, ack_type in ranges:
+            if pending is None:
+                pending = self._pending_of(tp)
+            pending.assign(first, last, ack_type)
+
+    def add_pending_offsets(self, tp: TopicPartition, offsets: Iterable[int], ack_type: int) -> None:
+        """The consumer's own acknowledgements: ``ack_type`` for each of ``offsets``."""
+        self.add_pending_ranges(tp, ((first, last, ack_type) for first, last in _offset_runs(offsets)))
 
     def _move_acked(self) -> None:
-        for tp, acked in self.acked.items():
-            if acked:
-                self.pending.setdefault(tp, {}).update(acked)
-                delivered = self.delivered.get(tp, {})
-                for offset, ack_type in acked.items():
-                    if ack_type != AcknowledgeType.RENEW:
-                        delivered.pop(offset, None)
-                if not delivered:
-                    self.delivered.pop(tp, None)
-        self.acked.clear()
+        """The application's acknowledgements become pending; what they acknowledged other than
+        RENEW is no longer delivered."""
+        for tp in self._acked:
+            delivered = self.delivered.get(tp)
+            if delivered is None:
+                continue
+            acked = [piece for piece in delivered if piece[2] != UNACKNOWLEDGED]
+            if not acked:
+                continue
+            pending = self._pending_of(tp)
+            records = self.records.get(tp)
+            for first, last, ack_type in acked:
+                pending.assign(first, last, ack_type)
+                if ack_type == AcknowledgeType.RENEW:
+                    delivered.assign(first, last, UNACKNOWLEDGED)
+                    if records is not None:  # a tuple of their own: the rest of the poll's can go
+                        for run_first, run_last, run in records.ranges(first, last):
+                            records.assign(run_first, run_last, _Run(run.between(run_first, run_last), run_first))
+                else:
+                    delivered.remove(first, last)
+                    if records is not None:
+                        records.remove(first, last)
+            if not delivered:
+                self._forget_delivered(tp)
+        self._acked.clear()
+
+    def _forget_delivered(self, tp: TopicPartition) -> None:
+        self.delivered.pop(tp, None)
+        self.records.pop(tp, None)
 
     def has_pending(self, renew_only: bool = False) -> bool:
         self._move_acked()
         if renew_only:
-            return any(t == AcknowledgeType.RENEW for acks in self.pending.values() for t in acks.values())
+            return any(ack_type == AcknowledgeType.RENEW
+                       for pending in self.pending.values() for _f, _l, ack_type in pending)
         return any(self.pending.values())
 
-    def take_pending(self, partitions: set[TopicPartition] | None = None) -> dict[TopicPartition, dict[int, int]]:
-        """The pending acknowledgements of ``partitions`` (None: all), removed from the book."""
+    def pending_partitions(self) -> set[TopicPartition]:
+        """Partitions with acknowledgements ready to send (``has_pending`` first moves the
+        application's there)."""
+        return {tp for tp, pending in self.pending.items() if pending}
+
+    def take_pending(self, partitions: set[TopicPartition] | None = None) -> dict[TopicPartition, list[AckRange]]:
+        """The pending acknowledgements of ``partitions`` (None: all) as sorted ``(first_offset,
+        last_offset, type)`` ranges, removed from the book."""
         self._move_acked()
-        out: dict[TopicPartition, dict[int, int]] = {}
+        out: dict[TopicPartition, list[AckRange]] = {}
         for tp in list(self.pending):
             if partitions is None or tp in partitions:
-                acks = self.pending.pop(tp)
-                if acks:
-                    out[tp] = acks
+                pending = self.pending.pop(tp)
+                if pending:
+                    out[tp] = pending.ranges()
         return out
 
-    def on_renewed(self, tp: TopicPartition, offsets: set[int]) -> None:
-        """The broker confirmed these renewals: the records come back with the next poll (unless
-        the application acknowledged them since)."""
-        delivered = self.delivered.get(tp, {})
-        acked = self.acked.get(tp, {})
-        for offset in sorted(offsets):
-            record = delivered.get(offset)
-            if record is not None and offset not in acked:
-                self.renewed.append(record)
+    def on_renewed(self, tp: TopicPartition, ranges: Iterable[tuple[int, ...]]) -> None:
+        """The broker confirmed the renewals of the ``(first, last, ...)`` ranges: their records come
+        back with the next poll (unless the application acknowledged them since)."""
+        records = self.records.get(tp)
+        delivered = self.delivered.get(tp)
+        if records is None or delivered is None:
+            return
+        renewed = None
+        for first, last, *_ in ranges:
+            for run_first, run_last, run in records.ranges(first, last):
+                for f, l, value in delivered.ranges(run_first, run_last):
+                    if value == UNACKNOWLEDGED:
+                        if renewed is None:
+                            renewed = self.renewed.get(tp)
+                            if renewed is None:
+                                renewed = self.renewed[TopicPartition(*tp)] = RangeMap()
+                        renewed.assign(f, l, run)
 
-    def on_renew_failed(self, tp: TopicPartition, offsets: set[int]) -> None:
-        """The renewal failed (lock expired, renewal disabled): the records are no longer the
-        application's to acknowledge."""
-        delivered = self.delivered.get(tp, {})
-        acked = self.acked.get(tp, {})
-        for offset in offsets:
-            if offset not in acked:
-                delivered.pop(offset, None)
+    def on_renew_failed(self, tp: TopicPartition, ranges: Iterable[tuple[int, ...]]) -> None:
+        """The renewal of the ``(first, last, ...)`` ranges failed (lock expired, renewal disabled):
+        their records are no longer the application's to acknowledge."""
+        delivered = self.delivered.get(tp)
+        if delivered is None:
+            return
+        records = self.records.get(tp)
+        for first, last, *_ in ranges:
+            for f, l, value in delivered.ranges(first, last):
+                if value == UNACKNOWLEDGED:
+                    delivered.remove(f, l)
+                    if records is not None:
+                        records.remove(f, l)
         if not delivered:
-            self.delivered.pop(tp, None)
+            self._forget_delivered(tp)
 
     def take_renewed(self) -> list[Record]:
-        out, self.renewed = self.renewed, []
+        out: list[Record] = []
+        for renewed in self.renewed.values():
+            for first, last, run in renewed:
+                out.extend(run.between(first, last))
+        self.renewed = {}
         return out
 
     def drop_partitions(self, partitions: set[TopicPartition]) -> None:
         """Forget delivered records of partitions whose acknowledgements can no longer be sent."""
         for tp in partitions:
-            self.delivered.pop(tp, None)
-            self.acked.pop(tp, None)
-        self.renewed = [r for r in self.renewed if TopicPartition(r.topic, r.partition) not in partitions]
+            self._forget_delivered(tp)
+            self.renewed.pop(tp, None)
+            self._acked.discard(tp)

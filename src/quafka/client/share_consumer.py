@@ -41,7 +41,7 @@ from ._base import AsyncClient, SyncClient
 from ._cluster import BrokerInfo
 from ._config import Key
 from ._metrics import Sensor
-from ._share_acks import AcknowledgeType, Acknowledgements, ack_batches
+from ._share_acks import AckRange, AcknowledgeType, Acknowledgements, ack_batches, count_offsets
 from ._share_fetch import AcquiredBatches, DecodedPartition, ShareFetchBuffer, decode_acquired, raw_acquired
 from ._share_membership import COORDINATOR_ERRORS, MemberState, ShareMembership
 from ._share_session import ShareSession
@@ -183,7 +183,8 @@ class AsyncShareConsumer(AsyncClient):
         self._leader_hints: dict[TopicPartition, tuple[int, int]] = {}  # tp → (leader id, leader epoch)
         self._coordinator_id: int | None = None
         self._fatal: KafkaException | None = None
-        self._completions: deque[tuple[dict[TopicPartition, set[int]], KafkaException | None]] = deque()
+        # acknowledgement results as ranges; the callback's offset sets are made only if there is one
+        self._completions: deque[tuple[dict[TopicPartition, list[AckRange]], KafkaException | None]] = deque()
         self._callback: CommitCallback | None = None
         self._lock_timeout_ms: int | None = None
         self._call_lock: asyncio.Lock | None = None
@@ -446,12 +447,13 @@ class AsyncShareConsumer(AsyncClient):
         assert self._event is not None
         with self._ack_lock:
             if self.explicit:
-                missing = self._acks.unacknowledged()
+                missing = self._acks.unacknowledged(limit=5)
                 if missing:
-                    shown = ", ".join(f"{tp.topic}-{tp.partition}@{o}" for tp, o in missing[:5])
-                    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+                    missing_count = self._acks.unacknowledged_count()
+                    shown = ", ".join(f"{tp.topic}-{tp.partition}@{o}" for tp, o in missing)
+                    more = f" and {missing_count - 5} more" if missing_count > 5 else ""
                     raise IllegalStateException(
-                        f"share.acknowledgement.mode=explicit: {len(missing)} records of the previous poll are "
+                        f"share.acknowledgement.mode=explicit: {missing_count} records of the previous poll are "
                         f"not acknowledged ({shown}{more}); acknowledge every record before the next poll()")
             else:
                 self._acks.accept_delivered()
@@ -594,7 +596,7 @@ class AsyncShareConsumer(AsyncClient):
         with self._ack_lock:
             if not self._acks.has_pending():
                 return
-            tps = set(self._acks.pending)
+            tps = self._acks.pending_partitions()
         if not self._buffer and not self.record_limit:
             carried = set()
             for tp in tps:
@@ -610,7 +612,7 @@ class AsyncShareConsumer(AsyncClient):
 
     async def _fetch(self, node: _Node) -> None:
         node_id = node.session.node_id
-        acks: dict[TopicPartition, dict[int, int]] = {}
+        acks: dict[TopicPartition, list[AckRange]] = {}
         try:
             async with node.lock:
                 wanted_tps = {tp for tp in self._assigned if self._leader_of(tp) == node_id}
@@ -619,7 +621,7 @@ class AsyncShareConsumer(AsyncClient):
                 wanted = {self._assigned[tp] for tp in wanted_tps}
                 if node.session.is_open:
                     with self._ack_lock:
-                        acks = self._acks.take_pending({tp for tp in self._acks.pending
+                        acks = self._acks.take_pending({tp for tp in self._acks.pending_partitions()
                                                         if self._leader_of(tp) == node_id and tp in self._assigned})
                 wire_acks = self._wire_acks(acks)
                 cfg = self.config
@@ -628,7 +630,7 @@ class AsyncShareConsumer(AsyncClient):
                     min_bytes=cfg["fetch.min.bytes"], max_bytes=cfg["fetch.max.bytes"],
                     max_records=cfg["max.poll.records"], batch_size=cfg["max.poll.records"],
                     acquire_mode=ACQUIRE_MODES[cfg["share.acquire.mode"]])
-                started = _now_ms()
+                started = time.monotonic()
                 try:
                     conn = await self._cluster.connection(node_id)
                     response = await conn.call(SHARE_FETCH_KEY, values, min_version=1, max_version=2)
@@ -639,7 +641,8 @@ class AsyncShareConsumer(AsyncClient):
                     await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
                     return
                 now = _now_ms()
-                self._sensors["fetch-latency"].record(now - started, now)
+                # fractional milliseconds, as Kafka's fetch-latency (a fetch often takes less than 1 ms)
+                self._sensors["fetch-latency"].record((time.monotonic() - started) * 1000.0, now)
                 error = ErrorCode(response.error_code)
                 node.session.on_response(error)
                 if error != ErrorCode.none:
@@ -683,18 +686,23 @@ class AsyncShareConsumer(AsyncClient):
                     item, releases = raw_acquired(tp, p.records, p.acquired_records)
                     decoded = DecodedPartition(tp, [item] if item is not None else [], releases,
                                                len(p.records or b""))
-                    offsets = item.offsets() if item is not None else []
+                    records_count = item.count if item is not None else 0
                 else:
                     decoded = decode_acquired(tp, p.records, p.acquired_records, check_crcs=self.config["check.crcs"])
-                    offsets = [r.offset for r in decoded.items if isinstance(r, Record)]
+                    records_count = decoded.records_count
                 with self._ack_lock:
                     self._acks.add_pending(tp, decoded.acks)
                     if tp not in self._assigned:  # revoked while the fetch was out: give the records back
-                        self._acks.add_pending(tp, dict.fromkeys(offsets, AcknowledgeType.RELEASE))
+                        if self._raw:
+                            self._acks.add_pending_ranges(tp, [(first, last, AcknowledgeType.RELEASE)
+                                                               for i in decoded.items for first, last, _ in i.acquired])
+                        else:
+                            offsets = [r.offset for r in decoded.items if isinstance(r, Record)]
+                            self._acks.add_pending_offsets(tp, offsets, AcknowledgeType.RELEASE)
                         continue
                 self._buffer.add(decoded)
                 total_bytes += decoded.bytes_count
-                total_records += len(offsets) if self._raw else decoded.records_count
+                total_records += records_count
         for tp in acks:
             outcomes.setdefault(tp, None)
         self._ack_outcomes(acks, outcomes)
@@ -717,7 +725,7 @@ class AsyncShareConsumer(AsyncClient):
         elif error in METADATA_ERRORS or error.retriable:
             self._metadata_stale = True
         else:
-            self._completions.append(({tp: set()}, error_for_code(error, f"ShareFetch of {tp.topic}-{tp.partition}")))
+            self._completions.append(({tp: []}, error_for_code(error, f"ShareFetch of {tp.topic}-{tp.partition}")))
 
     def _topic_names(self) -> dict[uuid.UUID, str]:
         if self._cluster is None:
@@ -742,44 +750,45 @@ class AsyncShareConsumer(AsyncClient):
 
     # ------------------------------------------------------------------ internals: acknowledgements
 
-    def _wire_acks(self, acks: Mapping[TopicPartition, dict[int, int]]) -> dict[tuple[uuid.UUID, int], list]:
+    def _wire_acks(self, acks: Mapping[TopicPartition, list[AckRange]]) -> dict[tuple[uuid.UUID, int], list]:
         out = {}
-        for tp, offsets in acks.items():
+        for tp, ranges in acks.items():
             key = self._assigned.get(tp)
             if key is None:
                 info = self._cluster.topics.get(tp.topic) if self._cluster is not None else None
                 if info is None or info.topic_id is None:
                     continue
                 key = (info.topic_id, tp.partition)
-            out[key] = ack_batches(offsets)
+            out[key] = ack_batches(ranges)
         return out
 
-    def _ack_outcomes(self, acks: Mapping[TopicPartition, dict[int, int]],
+    def _ack_outcomes(self, acks: Mapping[TopicPartition, list[AckRange]],
                       outcomes: Mapping[TopicPartition, KafkaException | None]) -> None:
         """Record the result of sent acknowledgements: renewals, metrics, the callback's queue."""
         now = _now_ms()
-        for tp, offsets in acks.items():
+        for tp, ranges in acks.items():
             exc = outcomes.get(tp)
-            renewed = ({o for o, t in offsets.items() if t == AcknowledgeType.RENEW}
-                       if AcknowledgeType.RENEW in offsets.values() else None)
+            renewed = [r for r in ranges if r[2] == AcknowledgeType.RENEW]
             if renewed:
                 with self._ack_lock:
                     if exc is None:
                         self._acks.on_renewed(tp, renewed)
                     else:
                         self._acks.on_renew_failed(tp, renewed)
-            self._sensors["ack-send"].record(len(offsets), now)
+            count = count_offsets(ranges)
+            self._sensors["ack-send"].record(count, now)
             if exc is not None:
-                self._sensors["ack-error"].record(len(offsets), now)
-            self._completions.append(({tp: set(offsets)}, exc))
+                self._sensors["ack-error"].record(count, now)
+            self._completions.append(({tp: ranges}, exc))
 
     def _fire_callbacks(self) -> None:
         """Run the acknowledgement commit callback for every result so far (the caller's thread)."""
         callback = self._callback
         while self._completions:
-            offsets, exc = self._completions.popleft()
-            if callback is not None and any(offsets.values()):
-                callback(offsets, exc)
+            acks, exc = self._completions.popleft()
+            if callback is not None and any(acks.values()):
+                callback({tp: {o for first, last, _ in ranges for o in range(first, last + 1)}
+                          for tp, ranges in acks.items()}, exc)
 
     async def _commit_sync(self, timeout: float | None) -> dict[TopicPartition, KafkaException | None]:
         await self._start()
@@ -798,7 +807,7 @@ class AsyncShareConsumer(AsyncClient):
             if acks:
                 self._spawn(self._commit(acks, time.monotonic() + self.config["default.api.timeout.ms"] / 1000))
 
-    def _take_for_commit(self) -> dict[TopicPartition, dict[int, int]]:
+    def _take_for_commit(self) -> dict[TopicPartition, list[AckRange]]:
         with self._ack_lock:
             if not self.explicit:
                 self._acks.accept_delivered()
@@ -812,7 +821,7 @@ class AsyncShareConsumer(AsyncClient):
             return {}
         return await self._commit(acks, deadline, is_renew=is_renew)
 
-    async def _commit(self, acks: dict[TopicPartition, dict[int, int]], deadline: float,
+    async def _commit(self, acks: dict[TopicPartition, list[AckRange]], deadline: float,
                       is_renew: bool | None = None) -> dict[TopicPartition, KafkaException | None]:
         """Send acknowledgements to each partition's leader with ShareAcknowledge, retrying
         retriable failures (a moved leader, a dropped connection) with exponential backoff until
@@ -827,10 +836,10 @@ class AsyncShareConsumer(AsyncClient):
             outcomes: dict[TopicPartition, KafkaException | None] = {
                 tp: KafkaException(f"{tp.topic}-{tp.partition} has no known leader", ErrorCode.leader_not_available)
                 for tp in unknown}
-            sends: dict[asyncio.Task, dict[TopicPartition, dict[int, int]]] = {}
+            sends: dict[asyncio.Task, dict[TopicPartition, list[AckRange]]] = {}
             for node_id, tps in by_leader.items():
                 part = {tp: remaining[tp] for tp in tps}
-                renew = any(AcknowledgeType.RENEW in offsets.values() for offsets in part.values())
+                renew = any(r[2] == AcknowledgeType.RENEW for ranges in part.values() for r in ranges)
                 task = self._spawn(self._acknowledge_on(self._node(node_id), part,
                                                         renew if is_renew is None else is_renew))
                 sends[task] = part
@@ -873,7 +882,7 @@ class AsyncShareConsumer(AsyncClient):
 
     _closed_hard = False
 
-    async def _acknowledge_on(self, node: _Node, acks: dict[TopicPartition, dict[int, int]], is_renew: bool,
+    async def _acknowledge_on(self, node: _Node, acks: dict[TopicPartition, list[AckRange]], is_renew: bool,
                               closing: bool = False) -> dict[TopicPartition, KafkaException | None]:
         node_id = node.session.node_id
         async with node.lock:
@@ -942,7 +951,7 @@ class AsyncShareConsumer(AsyncClient):
     async def _heartbeat(self) -> None:
         m = self._membership
         cluster = await self._get_cluster()
-        started = _now_ms()
+        started = time.monotonic()
         try:
             if self._coordinator_id is None:
                 self._coordinator_id = await cluster.find_coordinator(self.config["group.id"])
@@ -958,7 +967,7 @@ class AsyncShareConsumer(AsyncClient):
                 self._signal()
             return
         now = _now_ms()
-        self._sensors["heartbeat"].record(now - started, now)
+        self._sensors["heartbeat"].record((time.monotonic() - started) * 1000.0, now)
         self._last_heartbeat_ms = now
         error = ErrorCode(response.error_code)
         if error in COORDINATOR_ERRORS:
@@ -1002,7 +1011,7 @@ class AsyncShareConsumer(AsyncClient):
             dropped = self._buffer.drop(revoked)
             with self._ack_lock:
                 for tp, offsets in dropped.items():
-                    self._acks.add_pending(tp, {o: AcknowledgeType.RELEASE for o in offsets})
+                    self._acks.add_pending_offsets(tp, offsets, AcknowledgeType.RELEASE)
 
     # ------------------------------------------------------------------ internals: close
 
@@ -1043,8 +1052,8 @@ class AsyncShareConsumer(AsyncClient):
                 # poll's records are released, not accepted. Either way only failed records and
                 # the consumer's own GAP/REJECT/RELEASE join them; a pending RENEW is moot.
                 self._acks.settle_failed()
-                acks = {tp: kept for tp, offsets in self._acks.take_pending().items()
-                        if (kept := {o: t for o, t in offsets.items() if t != AcknowledgeType.RENEW})}
+                acks = {tp: kept for tp, ranges in self._acks.take_pending().items()
+                        if (kept := [r for r in ranges if r[2] != AcknowledgeType.RENEW])}
             self._buffer.drop(self._buffer.partitions())  # released with the session
             by_leader = self._partitions_by_leader(acks)
             outcomes: dict[TopicPartition, KafkaException | None] = {}

@@ -30,7 +30,6 @@ from kio.schema.errors import ErrorCode
 
 from quafka.broker.core.record_state import RecordState
 from quafka.broker.core.share_coordinator import ShareCoordinator
-from quafka.broker.server.clock import wall_clock_ms
 from quafka.protocol.coordinator_records import (
     SHARE_GROUP_STATE_TOPIC,
     SHARE_SNAPSHOT,
@@ -621,9 +620,7 @@ def test_delivery_complete_count_counts_acknowledgements_whose_writes_overlap(ma
         def start_both():
             ctx = manager.get(group, tp[0], 0)
             group_config = broker.server.state.group_config(group)
-            now_ms = wall_clock_ms()
-            return [asyncio.ensure_future(manager.acknowledge(ctx, c.member_id, [(o, o, [ACCEPT])], group_config,
-                                                              now_ms))
+            return [asyncio.ensure_future(manager.acknowledge(ctx, c.member_id, [(o, o, [ACCEPT])], group_config))
                     for c, o in held.items() if o in (0, 1)]
 
         tasks = broker.call(start_both)

@@ -10,8 +10,8 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quafka.broker.storage import LogConfig, LogEvent
-from quafka.protocol.record_batch import iter_records
+from quafka.broker.storage import BatchExtent, BatchRead, LogConfig, LogEvent
+from quafka.protocol.record_batch import batch_crc_ok, iter_records, read_header
 
 SMALL = LogConfig(index_interval_bytes=200)
 
@@ -97,6 +97,182 @@ def test_sequential_consumer_interleaved_with_appends(open_log, kit):
             position = kit.split(data)[-1][1]
     assert consumed == expected
     assert log.read(0, 1 << 30) == expected
+
+
+# ----------------------------------------------------------------------------- read_batches
+
+def expected_batch_read(model, offset: int, max_bytes: int, stop_offset: int) -> BatchRead:
+    """read_batches by its definition, over `model`: (base offset, next offset, stamped bytes)."""
+    taken: list[bytes] = []
+    extents: list[BatchExtent] = []
+    end = 0
+    for base, nxt, b in model:
+        if nxt <= offset:
+            continue
+        if taken and end + len(b) > max_bytes:
+            break
+        taken.append(b)
+        end += len(b)
+        extents.append(BatchExtent(base, nxt - 1, end))
+        if nxt - 1 >= stop_offset:
+            break
+    return BatchRead(b"".join(taken), tuple(extents))
+
+
+def assert_extents_match_data(got: BatchRead) -> None:
+    """The extents cut `data` into whole, intact batches whose headers agree with them."""
+    pos = 0
+    for extent in got.extents:
+        header = read_header(got.data, pos)
+        assert (header.base_offset, header.last_offset, pos + header.size_bytes) == extent
+        assert batch_crc_ok(got.data, pos, header)
+        pos = extent.end
+    assert pos == len(got.data)
+
+
+def append_model(log, kit, batches, now_ms: int = 0):
+    """Append `batches` one call each; the model (base offset, next offset, stamped bytes)."""
+    model = []
+    for b in batches:
+        info = kit.append(log, [b], now_ms)
+        model.append((info.first_offset, info.last_offset + 1, kit.stamped(b, info.first_offset)))
+    return model
+
+
+def test_read_batches_stops_after_the_batch_holding_stop_offset(open_log, kit):
+    log = open_log(SMALL)
+    model = append_model(log, kit, [kit.batch(4, tag=i) for i in range(4)])  # offsets 0-3, 4-7, ...
+    whole = b"".join(m[2] for m in model)
+    got = log.read_batches(0, 1 << 20, 5)
+    assert isinstance(got, BatchRead)
+    assert got.data == whole[: 2 * len(model[0][2])]
+    assert got.extents == (BatchExtent(0, 3, len(model[0][2])), BatchExtent(4, 7, 2 * len(model[0][2])))
+    for offset in range(16):
+        for stop in range(offset, 18):
+            got = log.read_batches(offset, 1 << 20, stop)
+            assert got == expected_batch_read(model, offset, 1 << 20, stop), (offset, stop)
+            assert [e.base_offset for e in got.extents] == list(range(offset // 4 * 4, min(stop, 15) // 4 * 4 + 1, 4))
+    # an offset inside a batch returns that whole batch, even with stop_offset = offset
+    assert log.read_batches(6, 1 << 20, 6) == BatchRead(model[1][2], (BatchExtent(4, 7, len(model[1][2])),))
+    # stop_offset beyond the log end: through the last batch
+    assert log.read_batches(9, 1 << 20, 1_000) == BatchRead(whole[2 * len(model[0][2]) :], expected_batch_read(
+        model, 9, 1 << 20, 1_000).extents)
+
+
+def test_read_batches_max_bytes_cut_keeps_the_first_batch_whole(open_log, kit):
+    log = open_log(SMALL)
+    model = append_model(log, kit, [kit.batch(2, tag=i) for i in range(4)])
+    size = len(model[0][2])
+    assert len(log.read_batches(0, 2 * size, 100).data) == 2 * size
+    assert len(log.read_batches(0, 2 * size - 1, 100).data) == size
+    assert len(log.read_batches(0, 3 * size + size // 2, 100).extents) == 3
+    assert log.read_batches(2, 2 * size, 100).extents == (BatchExtent(2, 3, size), BatchExtent(4, 5, 2 * size))
+    for max_bytes in (0, 1, 60, size - 1):  # the first batch whole even if too big
+        assert log.read_batches(0, max_bytes, 100) == BatchRead(model[0][2], (BatchExtent(0, 1, size),))
+        assert log.read_batches(7, max_bytes, 7) == BatchRead(model[3][2], (BatchExtent(6, 7, size),))
+    for offset in range(8):
+        for max_bytes in range(0, 5 * size, 37):
+            assert log.read_batches(offset, max_bytes, 7) == expected_batch_read(model, offset, max_bytes, 7)
+            # without a stop inside the log it is read(): greedy whole batches, the first always
+            assert log.read_batches(offset, max_bytes, 100).data == log.read(offset, max_bytes)
+
+
+def test_read_batches_at_or_after_the_log_end_is_empty(open_log, kit):
+    log = open_log()
+    assert log.read_batches(0, 1 << 20, 0) == BatchRead(b"", ())
+    kit.append(log, [kit.batch(3)])
+    assert log.read_batches(3, 1 << 20, 10) == BatchRead(b"", ())
+    assert log.read_batches(4, 1 << 20, 4) == BatchRead(b"", ())
+    assert log.read_batches(2, 1 << 20, 2).extents == (BatchExtent(0, 2, len(kit.batch(3))),)
+
+
+def test_read_batches_across_segments(open_log, kit):
+    batches = [kit.batch(2, tag=i) for i in range(7)]
+    size = len(batches[0])
+    log = open_log(LogConfig(segment_bytes=3 * size, index_interval_bytes=1))
+    model = append_model(log, kit, batches)
+    assert log.segment_base_offsets == [0, 6, 12]
+    whole = b"".join(m[2] for m in model)
+    assert log.read_batches(0, 1 << 20, 13).data == whole
+    assert log.read_batches(4, 1 << 20, 7).data == whole[2 * size : 4 * size]  # crosses a boundary
+    assert log.read_batches(4, 3 * size, 100).data == whole[2 * size : 5 * size]
+    assert log.read_batches(5, 1 << 20, 12).extents == tuple(
+        BatchExtent(b, b + 1, (i + 1) * size) for i, b in enumerate(range(4, 14, 2))
+    )
+    for offset in range(14):
+        for stop in range(offset, 15):
+            for max_bytes in (0, size, 2 * size + 1, 4 * size, 1 << 20):
+                got = log.read_batches(offset, max_bytes, stop)
+                assert got == expected_batch_read(model, offset, max_bytes, stop), (offset, stop, max_bytes)
+                assert_extents_match_data(got)
+
+
+def test_read_batches_of_batches_larger_than_a_read_chunk(open_log, kit):
+    rng = random.Random(11)
+    shapes = [(rng.randint(1, 4), rng.choice([0, 10, 200, 1_500, 3_000, 9_000])) for _ in range(40)]
+    log = open_log(LogConfig(segment_bytes=60_000, index_interval_bytes=5_000))
+    model = append_model(log, kit, [kit.batch(n, value_bytes=v, tag=i) for i, (n, v) in enumerate(shapes)])
+    assert max(len(m[2]) for m in model) > 4096 * 4
+    end = model[-1][1]
+    for _ in range(300):
+        offset = rng.randrange(end + 1)
+        stop = offset + rng.choice([0, 1, 5, 20, 1_000])
+        max_bytes = rng.choice([0, 100, 4_000, 5_000, 20_000, 70_000, 1 << 20])
+        got = log.read_batches(offset, max_bytes, stop)
+        assert got == expected_batch_read(model, offset, max_bytes, stop), (offset, stop, max_bytes)
+        assert_extents_match_data(got)
+
+
+def test_read_batches_extents_slice_data_into_its_batches(open_log, kit):
+    log = open_log(LogConfig(segment_bytes=2_000, index_interval_bytes=300))
+    rng = random.Random(5)
+    append_model(log, kit, [kit.batch(rng.randint(1, 5), value_bytes=rng.randint(0, 300), tag=i) for i in range(30)])
+    got = log.read_batches(0, 1 << 20, log.log_end_offset)
+    assert got.data == log.read(0, 1 << 20)
+    assert len(got.extents) == 30
+    assert_extents_match_data(got)
+    assert [e.base_offset for e in got.extents] == [h.base_offset for h in log.iter_batch_headers()]
+    assert [e.last_offset for e in got.extents] == [h.last_offset for h in log.iter_batch_headers()]
+
+
+def test_sequential_read_batches_interleaved_with_appends_and_reads(open_log, kit):
+    log = open_log(LogConfig(segment_bytes=1500, index_interval_bytes=300))
+    rng = random.Random(9)
+    model = []
+    position = 0
+    consumed = b""
+    for round_ in range(40):
+        model += append_model(log, kit, [kit.batch(rng.randint(1, 4), value_bytes=rng.randint(10, 120), tag=round_)
+                                         for _ in range(rng.randint(1, 3))], now_ms=round_)
+        while position < log.log_end_offset:
+            max_bytes, stop = rng.randint(0, 700), position + rng.randint(0, 6)
+            got = log.read_batches(position, max_bytes, stop)
+            assert got == expected_batch_read(model, position, max_bytes, stop)
+            consumed += got.data
+            position = got.extents[-1].last_offset + 1
+            if rng.random() < 0.3:  # a regular consumer moves the read hint elsewhere
+                log.read(rng.randrange(log.log_end_offset), rng.randint(1, 700))
+    assert consumed == b"".join(m[2] for m in model)
+
+
+def test_read_batches_after_the_log_start_moved(open_log, kit):
+    size = len(kit.batch(2))
+    log = open_log(LogConfig(segment_bytes=2 * size, index_interval_bytes=1, retention_bytes=3 * size))
+    model = append_model(log, kit, [kit.batch(2, timestamp_ms=1_000 + i, tag=i) for i in range(6)])
+    assert log.segment_base_offsets == [0, 4, 8]
+    log.delete_records_before(5)
+    assert log.segment_base_offsets == [4, 8]
+    # the range check is the caller's, as for read: the batch holding 5 starts at 4
+    assert log.read_batches(5, 1 << 20, 5) == BatchRead(model[2][2], (BatchExtent(4, 5, size),))
+    assert log.read_batches(5, 1 << 20, 9) == expected_batch_read(model, 5, 1 << 20, 9)
+    # below the first remaining segment: served from the start, as read does
+    assert log.read_batches(1, 1 << 20, 100).data == log.read(1, 1 << 20) == b"".join(m[2] for m in model[2:])
+    model += append_model(log, kit, [kit.batch(2, timestamp_ms=2_000, tag=9)])
+    assert log.enforce_retention(now_ms=0)  # retention.bytes: the segment of 4-7 goes
+    assert log.log_start_offset == 8
+    assert log.read_batches(8, 1 << 20, 9) == BatchRead(model[4][2], (BatchExtent(8, 9, size),))
+    assert log.read_batches(8, 1 << 20, 100) == expected_batch_read(model, 8, 1 << 20, 100)
+    assert log.read_batches(14, 1 << 20, 100) == BatchRead(b"", ())
 
 
 # ----------------------------------------------------------------------------- rolling
@@ -352,5 +528,9 @@ def test_random_appends_and_reads_match_a_model(new_store, kit, data, segment_by
                     break
                 expected += b
             assert log.read(target, max_bytes, min_one_batch=one) == expected
+            stop = target + data.draw(st.integers(0, 12))
+            got = log.read_batches(target, max_bytes, stop)
+            assert got == expected_batch_read(model, target, max_bytes, stop)
+            assert_extents_match_data(got)
     assert [h.base_offset for h in log.iter_batch_headers()] == [m[0] for m in model]
     store.close()

@@ -9,80 +9,43 @@ Vocabulary:
   by the group's `share.partition.max.record.locks`.
 - run: a contiguous range of offsets sharing one state, delivery count, holder and lock deadline.
   A fetch creates one run per producer batch it acquires (batch-level state); a run is split only
-  when a request covers part of it (an ack of some offsets, a partial acquisition), so the common
-  path — acquire a whole batch, accept it whole — costs O(1) per batch.
+  when a request covers part of it (an ack of some offsets, a partial acquisition), and equal
+  neighbours are merged again when a write commits. The runs live in a `RunIndex` (`_runs.py`):
+  every operation below costs O(log n) in the window's runs (plus the runs it changes).
 
-Every entry point takes its inputs and `now_ms` and returns results and effects; nothing here
-reads a clock or does I/O. Changes that must be persisted are two-phase: the transition is applied
-at once and the runs it touched are marked pending; a `PersistWrite` effect is returned; the shell
-calls `on_write_complete(write_id, ok)` when the write is durable (commit: the start offset may
-advance) or failed (rollback; a lock that expired meanwhile rolls back to AVAILABLE, not ACQUIRED).
-A write never persists a start offset past records of another write still in flight (that write
-could fail), so overlapping writes can leave the stored start offset behind the one in memory;
-`on_write_complete` then returns one more write that catches the stored start offset up.
-Pending runs take no other transition until their write completes. Acquisitions and renewals are
-not persisted (ACQUIRED is never stored, as Kafka).
+Every entry point takes its inputs and `now_ms` and returns its results and effects (`PersistWrite`,
+`LockTimer`, `WakeFetches`); nothing here reads a clock or does I/O. `now_ms` for lock deadlines
+comes from a monotonic clock in the shell, so a wall-clock step neither expires every lock nor
+stretches them. Changes that must be persisted are two-phase: the transition is applied at once
+and the runs it touched are marked pending; a `PersistWrite` effect is returned; the shell calls
+`on_write_complete(write_id, ok)` when the write is durable (commit: the start offset may advance)
+or failed (rollback; a lock that expired meanwhile rolls back to AVAILABLE, not ACQUIRED). A write
+never persists a start offset past records of another write still in flight (that write could
+fail), so overlapping writes can leave the stored start offset behind the one in memory;
+`on_write_complete` then returns one more write that catches the stored start offset up. Pending
+runs take no other transition until their write completes. Acquisitions and renewals are not
+persisted (ACQUIRED is never stored, as Kafka).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from dataclasses import dataclass
-from operator import attrgetter
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, NamedTuple, Sequence, Union
 
+from quafka.protocol.coordinator_records import StateBatch
 from quafka.protocol.errors import ErrorCode
 
-from .record_state import (
-    ACK_ACCEPT,
-    ACK_EVENTS,
-    ACK_RELEASE,
-    ACK_RENEW,
-    Event,
-    RecordState,
-    next_state,
-    persisted_state,
-)
+from ._runs import Run, RunIndex
+from .record_state import ACK_ACCEPT, ACK_EVENTS, ACK_RELEASE, ACK_RENEW, Event, RecordState, next_state, persisted_state
 
 AVAILABLE = RecordState.AVAILABLE
 ACQUIRED = RecordState.ACQUIRED
 ARCHIVED = RecordState.ARCHIVED
-_FIRST = attrgetter("first")
 _NO_LIMIT = 2**62
-
-
-@dataclass(slots=True)
-class Run:
-    first: int
-    last: int
-    state: RecordState
-    delivery_count: int
-    member_id: str | None = None
-    deadline_ms: int = 0  # acquisition lock deadline while ACQUIRED
-    pending: int = 0  # id of the write in flight for this run, 0 when none
-    span: int = 0  # records in the batch this run was cut from
-
-    @property
-    def size(self) -> int:
-        return self.last - self.first + 1
-
-    def copy_range(self, first: int, last: int) -> "Run":
-        return Run(first, last, self.state, self.delivery_count, self.member_id, self.deadline_ms, self.pending,
-                   self.span or self.size)
 
 
 class AcquiredRange(NamedTuple):
     first_offset: int
     last_offset: int
-    delivery_count: int
-
-
-class StateBatch(NamedTuple):
-    """A persisted range: (first offset, last offset, state as stored, delivery count)."""
-
-    first_offset: int
-    last_offset: int
-    state: int
     delivery_count: int
 
 
@@ -95,29 +58,58 @@ class PersistWrite(NamedTuple):
     state_batches: tuple[StateBatch, ...]
 
 
+class LockTimer(NamedTuple):
+    """Effect: the earliest acquisition-lock deadline is now `deadline_ms` (None: no lock left).
+    When it passes, the shell calls `on_lock_timer`."""
+
+    deadline_ms: int | None
+
+
+class WakeFetches(NamedTuple):
+    """Effect: records may have become acquirable (released, expired, or room in the window):
+    complete the partition's parked ShareFetches."""
+
+
+Effect = Union[PersistWrite, LockTimer, WakeFetches]
+
+
+class Acquisition(NamedTuple):
+    ranges: list[AcquiredRange]
+    throttled: bool  # stopped early near the delivery limit: take nothing more from this partition now
+    effects: list[Effect]
+
+
+class Acknowledgement(NamedTuple):
+    error: ErrorCode  # NONE when applied; nothing changed otherwise
+    write: PersistWrite | None  # the write to await before answering (its effect, not in `effects`)
+    effects: list[Effect]
+
+
+Snapshot = tuple  # (state, delivery count, member id, deadline) of a run before a pending change
+
+
 class SharePartition:
     def __init__(self, start_offset: int, state_batches: Iterable[StateBatch] = ()) -> None:
         """A share partition starting at `start_offset`, with persisted state batches (if any)."""
         self.start_offset = start_offset
         self.next_offset = start_offset
-        self.runs: list[Run] = []
-        self._writes: dict[int, list[tuple[Run, tuple]]] = {}
+        self.runs = RunIndex()
+        self._writes: dict[int, dict[Run, Snapshot]] = {}
+        self._write_lows: dict[int, int] = {}  # lowest offset each write in flight holds
         self._sent_start_offset = start_offset  # the highest start offset any write has carried
         self._write_seq = 0
-        self.last_acquire_throttled = False  # the last acquire() stopped early near the delivery limit
-        self.last_ack_error = ErrorCode.none  # why the last acknowledge() was refused
+        self._armed_deadline_ms: int | None = None  # the last LockTimer effect's deadline
         self.lock_timeout_count = 0  # records whose acquisition lock expired (a metric; only grows)
-        self.deferred_writes: list[PersistWrite] = []
         for b in sorted(state_batches):
             first = max(b.first_offset, self.next_offset)
             if b.last_offset < first:
                 continue
             if first > self.next_offset:  # a gap between persisted batches: not yet delivered
-                self.runs.append(Run(self.next_offset, first - 1, AVAILABLE, 0))
-            state = RecordState(b.state)
+                self.runs.add(Run(self.next_offset, first - 1, AVAILABLE, 0))
+            state = RecordState(b.delivery_state)
             if state == ACQUIRED or state == RecordState.ARCHIVING:
                 state = AVAILABLE if state == ACQUIRED else ARCHIVED
-            self.runs.append(Run(first, b.last_offset, state, b.delivery_count))
+            self.runs.add(Run(first, b.last_offset, state, b.delivery_count))
             self.next_offset = b.last_offset + 1
         self._advance_start()
 
@@ -132,31 +124,50 @@ class SharePartition:
         return self.next_offset - self.start_offset
 
     def delivery_complete_count(self) -> int:
-        return sum(r.size for r in self.runs if r.state.terminal)
+        return self.runs.terminal_count
 
     def fetch_offset(self, max_in_flight: int) -> int | None:
         """Where the next acquisition would start: the first AVAILABLE offset in the window, else
         the end of the window — or None when the window is full and nothing in it is available."""
-        for run in self.runs:
-            if run.state == AVAILABLE and not run.pending:
-                return run.first
+        run = self.runs.first_available()
+        if run is not None:
+            return run.first
         if self.in_flight_count >= max_in_flight:
             return None
         return self.next_offset
 
+    def read_stop_offset(self, offset: int, max_records: int) -> int:
+        """The last offset an acquisition of `max_records` starting at `offset` (a `fetch_offset`)
+        can need from the log: the shell reads the batches up to the one holding it. From an
+        AVAILABLE run inside the window, to its end (the next available run is another read),
+        or on into new records when the run ends the window; past the window, `max_records`
+        offsets (each offset holds at most one record). O(log n)."""
+        if max_records <= 0:
+            max_records = _NO_LIMIT
+        want = offset + max_records - 1
+        if offset >= self.next_offset:
+            return want
+        run = self.runs.find(offset)
+        if run is None or run.last >= want or run.last + 1 >= self.next_offset:
+            return want
+        return run.last
+
     def next_deadline_ms(self) -> int | None:
-        deadlines = [r.deadline_ms for r in self.runs if r.state == ACQUIRED and not r.pending]
-        return min(deadlines) if deadlines else None
+        return self.runs.earliest_deadline_ms()
 
     def record(self, offset: int) -> tuple[RecordState, int, str | None] | None:
         """(state, delivery count, holder) of one offset in the window, None outside it."""
         if offset < self.start_offset or offset >= self.next_offset:
             return None
-        run = self.runs[self._index_of(offset)]
+        run = self.runs.find(offset)
+        assert run is not None
         return run.state, run.delivery_count, run.member_id
 
     def state_batches(self) -> list[StateBatch]:
         return [StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count) for r in self.runs]
+
+    def pending_writes(self) -> int:
+        return len(self._writes)
 
     # ------------------------------------------------------------------ acquire
     def acquire(
@@ -165,105 +176,92 @@ class SharePartition:
         log_batches: Sequence[tuple[int, int]],
         *,
         max_records: int,
-        batch_size: int,
         record_limit: bool,
         lock_duration_ms: int,
         delivery_limit: int,
         max_in_flight: int,
         now_ms: int,
-    ) -> list[AcquiredRange]:
+    ) -> Acquisition:
         """Acquire records for `member_id` from the log batches the shell read (their (base
         offset, last offset), in order): first AVAILABLE records in the window (released or
         expired ones, redelivered), then new records past the end offset.
 
         batch_optimized (`record_limit` False): whole batches; `max_records` is a soft cap that
         a batch may overshoot. record_limit: at most `max_records` offsets, splitting a batch.
-        Redelivery is throttled near the delivery limit (KAFKA-17541): once records have been
+        Redelivery is throttled near the delivery limit as Kafka 4.2's `SharePartition.acquire` /
+        `acquireSubsetBatchRecords` (KAFKA-17541, apache/kafka#20837): once records have been
         delivered max(2, ceil(limit / 2)) times, each further attempt takes half as many of the
-        batch's records as the one before, and the last permitted attempt takes a record alone.
+        batch's records as the one before, the last permitted attempt (limit > 2) takes a record
+        alone, a throttled run is never taken after other records in the same acquisition, and
+        nothing is acquired after a throttled run (`throttled` tells the shell to stop reading).
         """
-        self.last_acquire_throttled = False
+        effects: list[Effect] = []
         if not log_batches:
-            return []
+            return Acquisition([], False, effects)
+        runs = self.runs
         limit = max_records if max_records > 0 else _NO_LIMIT
         deadline = now_ms + lock_duration_ms
         throttle_from = max(2, -(-delivery_limit // 2))
         data_first, data_last = log_batches[0][0], log_batches[-1][1]
         acquired: list[AcquiredRange] = []
-        archived: list[tuple[Run, tuple]] = []  # AVAILABLE records that may never be delivered
+        archived: dict[Run, Snapshot] = {}  # AVAILABLE records that may never be delivered
         total = 0
-        i = 0
-        while i < len(self.runs) and total < limit:
-            run = self.runs[i]
-            i += 1
-            if run.state == AVAILABLE and not run.pending and run.first < data_first:
-                # compacted away: nothing at these offsets any more, never to be delivered
-                for part in self._isolate(run.first, min(run.last, data_first - 1)):
-                    archived.append((part, (part.state, part.delivery_count, part.member_id, part.deadline_ms)))
-                    part.state = ARCHIVED
-                i = self._index_of(min(run.last, data_first - 1)) + 1
-                continue
-            if run.state != AVAILABLE or run.pending or run.last < data_first:
-                continue
-            if run.first > data_last:
+        throttled = False
+        while total < limit:
+            run = runs.first_available()
+            if run is None or run.first > data_last:
                 break
-            lo, hi = max(run.first, data_first), min(run.last, data_last)
+            if run.first < data_first:  # compacted away: nothing at these offsets, never delivered
+                self._archive(self._isolate(run.first, min(run.last, data_first - 1)), archived)
+                continue
+            lo, hi = run.first, min(run.last, data_last)
             before = run.delivery_count  # deliveries so far
             if before >= delivery_limit:  # over a lowered limit: never delivered again
-                for part in self._isolate(lo, hi):
-                    archived.append((part, (part.state, part.delivery_count, part.member_id, part.deadline_ms)))
-                    part.state = ARCHIVED
-                i = self._index_of(hi) + 1
+                self._archive(self._isolate(lo, hi), archived)
                 continue
-            if before + 1 >= delivery_limit and total > 0 and delivery_limit > 2:
-                total = limit
+            last_attempt = delivery_limit > 2 and before + 1 == delivery_limit
+            throttled = before >= throttle_from or last_attempt
+            if throttled and total > 0:
+                total = limit  # throttled records come alone, in a later fetch
                 break
-            throttled = before >= throttle_from or before + 1 >= delivery_limit
             n = hi - lo + 1
-            if before + 1 >= delivery_limit:
+            if last_attempt:
                 n = 1  # the last permitted attempt delivers a record alone
             elif throttled:
-                n = min(n, max(1, (run.span or run.size) >> (before - throttle_from + 1)))  # half the batch, then a quarter, ...
+                n = min(n, max(1, run.span >> (before - throttle_from + 1)))  # half the batch, a quarter, ...
             if record_limit:
                 n = min(n, limit - total)
             for part in self._isolate(lo, lo + n - 1):
-                part.state = next_state(part.state, Event.ACQUIRE)
-                part.delivery_count += 1
-                part.member_id = member_id
-                part.deadline_ms = deadline
+                runs.set_state(part, next_state(part.state, Event.ACQUIRE), member_id, deadline,
+                               delivery_count=part.delivery_count + 1)
                 acquired.append(AcquiredRange(part.first, part.last, part.delivery_count))
-            i = self._index_of(lo + n - 1) + 1
             total += n
             if throttled:
-                self.last_acquire_throttled = True
-                return self._acquired(acquired, archived)
-        for base, last in log_batches:
-            if total >= limit or self.in_flight_count >= max_in_flight:
                 break
-            if last < self.next_offset:
-                continue
-            lo = max(base, self.next_offset)
-            if lo > self.next_offset and not self.runs:
-                self.start_offset = lo
-            elif lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
-                self.runs.append(Run(self.next_offset, lo - 1, ARCHIVED, 0))
-            hi = last if not record_limit else min(last, lo + (limit - total) - 1)
-            self.runs.append(Run(lo, hi, ACQUIRED, 1, member_id, deadline))
-            acquired.append(AcquiredRange(lo, hi, 1))
-            self.next_offset = hi + 1
-            total += hi - lo + 1
-        return self._acquired(acquired, archived)
+        if not throttled:
+            for base, last in log_batches:
+                if total >= limit or self.in_flight_count >= max_in_flight:
+                    break
+                if last < self.next_offset:
+                    continue
+                lo = max(base, self.next_offset)
+                if lo > self.next_offset and not len(runs):
+                    self.start_offset = lo
+                elif lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
+                    runs.add(Run(self.next_offset, lo - 1, ARCHIVED, 0))
+                hi = last if not record_limit else min(last, lo + (limit - total) - 1)
+                runs.add(Run(lo, hi, ACQUIRED, 1, member_id, deadline, span=last - base + 1, batch=base))
+                acquired.append(AcquiredRange(lo, hi, 1))
+                self.next_offset = hi + 1
+                total += hi - lo + 1
+        self._start_write(archived, effects)
+        self._timer_effect(effects)
+        return Acquisition(_merge(acquired), throttled, effects)
 
-    def _acquired(self, acquired: list[AcquiredRange], archived: list[tuple[Run, tuple]]) -> list[AcquiredRange]:
-        write = self._start_write(archived)
-        if write is not None:
-            self.deferred_writes.append(write)
-        return _merge(acquired)
-
-    def take_deferred_writes(self) -> list[PersistWrite]:
-        """Writes started by acquire() (records archived instead of delivered) for the shell."""
-        writes, self.deferred_writes = self.deferred_writes, []
-        return writes
+    def _archive(self, parts: list[Run], archived: dict[Run, Snapshot]) -> None:
+        for part in parts:
+            archived[part] = _snapshot(part)
+            self.runs.set_state(part, ARCHIVED)
 
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(
@@ -275,16 +273,33 @@ class SharePartition:
         lock_duration_ms: int,
         renew_enabled: bool,
         now_ms: int,
-    ) -> tuple[bool, PersistWrite | None]:
+    ) -> Acknowledgement:
         """Apply acknowledgements atomically: (first offset, last offset, types) batches, where
         types holds one type for the whole range or one per offset (already validated for shape
-        by the caller). Every offset must be ACQUIRED by `member_id` with an unexpired lock;
-        otherwise nothing changes, the result is False and `last_ack_error` says why
-        (INVALID_RECORD_STATE; INVALID_REQUEST for offsets past the end offset, never acquired).
-        Batches below the start offset are already terminal and skipped, as Kafka does. RENEW
-        extends the lock and needs `renew_enabled`."""
-        self.last_ack_error = ErrorCode.none
-        kept = []
+        by the caller). Every offset must be ACQUIRED by `member_id` with an unexpired lock and no
+        write in flight; otherwise nothing changes and the error says why. As Kafka's
+        `SharePartition.acknowledge` (4.2-4.4):
+
+        - a batch wholly below the start offset is skipped (its records are already terminal and
+          gone from the window: "All offsets in the acknowledgement batch are already
+          archived"), with no error — also when another member's acceptance moved the start
+          offset past a record whose lock this member had lost;
+        - a batch that starts below the start offset and ends at or above it (the start offset
+          moved inside it) is applied from the start offset on (`fetchSubMapForAcknowledgementBatch`
+          → `checkForStartOffsetWithinBatch`);
+        - INVALID_REQUEST: offsets past the end offset (never acquired: "The last offset in
+          request is past acquired records");
+        - INVALID_RECORD_STATE: offsets in the window not acquired by this member, whose lock
+          expired, already acknowledged, or with an earlier change still being written — also an
+          offset an earlier batch of the same request acknowledged (batches may share an offset:
+          Kafka's request validation lets a batch start at the previous batch's last offset, and
+          Kafka applies the batches in turn, so the shared offset is still ACQUIRED only if the
+          earlier batch RENEWed it).
+
+        RENEW extends the lock and needs `renew_enabled`."""
+        effects: list[Effect] = []
+        kept: list[tuple[int, int, Sequence[int]]] = []
+        max_last = -1
         for first, last, types in batches:
             if last < self.start_offset:
                 continue  # already terminal and gone from the window (Kafka skips these)
@@ -292,193 +307,247 @@ class SharePartition:
                 types = types if len(types) == 1 else types[self.start_offset - first:]
                 first = self.start_offset
             if last >= self.next_offset:
-                return self._refuse(ErrorCode.invalid_request)  # offsets never acquired
+                return Acknowledgement(ErrorCode.invalid_request, None, effects)  # offsets never acquired
             if ACK_RENEW in types and not renew_enabled:
-                return self._refuse(ErrorCode.invalid_record_state)
-            for run in self._overlapping(first, last):
+                return Acknowledgement(ErrorCode.invalid_record_state, None, effects)
+            if kept and first <= max_last and not _renewed_before(kept, first, last):
+                # Kafka's request validation lets a batch start at the previous batch's last offset,
+                # then applies the batches in turn: an offset an earlier batch of this request
+                # acknowledged is no longer ACQUIRED (one it renewed still is)
+                return Acknowledgement(ErrorCode.invalid_record_state, None, effects)
+            max_last = max(max_last, last)
+            for run in self.runs.overlapping(first, last):
                 if run.state != ACQUIRED or run.member_id != member_id or run.pending or run.deadline_ms <= now_ms:
-                    return self._refuse(ErrorCode.invalid_record_state)
+                    return Acknowledgement(ErrorCode.invalid_record_state, None, effects)
             kept.append((first, last, types))
-        changes: list[tuple[Run, tuple]] = []
+        changes: dict[Run, Snapshot] = {}
+        runs = self.runs
         for first, last, types in kept:
             for lo, hi, ack_type in _segments(first, last, types):
                 for run in self._isolate(lo, hi):
                     if ack_type == ACK_RENEW:
-                        run.deadline_ms = now_ms + lock_duration_ms
+                        runs.set_deadline(run, now_ms + lock_duration_ms)
                         continue
-                    snapshot = (run.state, run.delivery_count, run.member_id, run.deadline_ms)
+                    snapshot = _snapshot(run)
                     event = ACK_EVENTS[ack_type]
                     if ack_type == ACK_RELEASE and run.delivery_count >= delivery_limit:
                         event = Event.RELEASE_AT_LIMIT
-                    run.state = next_state(run.state, event)
-                    run.member_id = None
-                    run.deadline_ms = 0
-                    changes.append((run, snapshot))
-        return True, self._start_write(changes)
+                    runs.set_state(run, next_state(run.state, event))
+                    changes[run] = snapshot
+        write = self._start_write(changes, None)
+        self._timer_effect(effects)
+        return Acknowledgement(ErrorCode.none, write, effects)
 
-    def _refuse(self, error: ErrorCode) -> tuple[bool, None]:
-        self.last_ack_error = error
-        return False, None
+    # ------------------------------------------------------------------ releases
+    def release_member(self, member_id: str, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+        """Release every record `member_id` holds because its share session ended (closed at the
+        final epoch, or its connection dropped): AVAILABLE again with the delivery count kept, or
+        ARCHIVED at the limit — exactly as an explicit RELEASE. This is Kafka 4.2+
+        (`SharePartition.releaseAcquiredRecords` with `DeliveryCountOps.NO_OP`, KAFKA-19972,
+        apache/kafka#21092); Kafka 4.1 decreased the count instead (`DeliveryCountOps.DECREASE`,
+        KAFKA-17541), which 4.2 reverted so that a consumer crashing in a loop cannot have the same
+        records delivered forever."""
+        effects: list[Effect] = []
+        changes: dict[Run, Snapshot] = {}
+        for run in self.runs.held_by(member_id):
+            if run.pending:
+                continue
+            changes[run] = _snapshot(run)
+            event = Event.RELEASE_AT_LIMIT if run.delivery_count >= delivery_limit else Event.RELEASE
+            self.runs.set_state(run, next_state(run.state, event))
+        self._start_write(changes, effects)
+        self._timer_effect(effects)
+        return effects
 
-    def release_member(self, member_id: str, *, delivery_limit: int, now_ms: int) -> PersistWrite | None:
-        """Release every record `member_id` holds (its share session closed or was dropped):
-        AVAILABLE again with the delivery count kept, or ARCHIVED at the limit."""
-        return self._start_write(self._release_where(lambda r: r.member_id == member_id, Event.RELEASE,
-                                                     Event.RELEASE_AT_LIMIT, delivery_limit))
+    def on_lock_timer(self, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+        """The lock timer of the last `LockTimer` effect fired: expire what is due, re-arm."""
+        self._armed_deadline_ms = None
+        return self.expire_locks(delivery_limit=delivery_limit, now_ms=now_ms)
 
-    def expire_locks(self, *, delivery_limit: int, now_ms: int) -> PersistWrite | None:
-        """Return records whose acquisition lock has passed to AVAILABLE (ARCHIVED at the limit)."""
-        changes = self._release_where(lambda r: r.deadline_ms <= now_ms, Event.LOCK_EXPIRED,
-                                      Event.LOCK_EXPIRED_AT_LIMIT, delivery_limit)
-        for run, _snapshot in changes:
+    def expire_locks(self, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+        """Return records whose acquisition lock has passed to AVAILABLE with their delivery count
+        (ARCHIVED at the limit)."""
+        effects: list[Effect] = []
+        changes: dict[Run, Snapshot] = {}
+        for run in self.runs.pop_expired(now_ms):
+            changes[run] = _snapshot(run)
+            event = Event.LOCK_EXPIRED_AT_LIMIT if run.delivery_count >= delivery_limit else Event.LOCK_EXPIRED
+            self.runs.set_state(run, next_state(run.state, event))
             self.lock_timeout_count += run.size
-        return self._start_write(changes)
-
-    def _release_where(self, predicate, event: Event, at_limit: Event,
-                       delivery_limit: int) -> list[tuple[Run, tuple]]:
-        changes = []
-        for run in self.runs:
-            if run.state == ACQUIRED and not run.pending and predicate(run):
-                snapshot = (run.state, run.delivery_count, run.member_id, run.deadline_ms)
-                run.state = next_state(run.state, at_limit if run.delivery_count >= delivery_limit else event)
-                run.member_id = None
-                run.deadline_ms = 0
-                changes.append((run, snapshot))
-        return changes
+        self._start_write(changes, effects)
+        self._timer_effect(effects)
+        return effects
 
     # ------------------------------------------------------------------ start offset
-    def move_start_offset(self, log_start_offset: int) -> PersistWrite | None:
+    def move_start_offset(self, log_start_offset: int) -> list[Effect]:
         """Follow the log start offset (DeleteRecords, retention): records it passes are archived
         (not counted as complete) and leave the window."""
+        effects: list[Effect] = []
         if log_start_offset <= self.start_offset:
-            return None
-        if self.runs and log_start_offset > self.runs[0].first:
-            for run in self._isolate(self.runs[0].first, min(log_start_offset, self.next_offset) - 1):
-                run.state = next_state(run.state, Event.START_OFFSET_MOVED)
-                run.member_id = None
-                run.deadline_ms = 0
-        keep = bisect_right(self.runs, log_start_offset - 1, key=lambda r: r.last)
-        del self.runs[:keep]
+            return effects
+        runs = self.runs
+        first = runs.first()
+        if first is not None and log_start_offset > first.first:
+            for run in self._isolate(first.first, min(log_start_offset, self.next_offset) - 1):
+                runs.set_state(run, next_state(run.state, Event.START_OFFSET_MOVED))
+        while len(runs) and runs.first().last < log_start_offset:
+            runs.pop_first()
+        for write_id, changes in self._writes.items():  # what writes in flight still hold (rare path)
+            held = [r.first for r in changes if r.alive and r.pending == write_id]
+            if held:
+                self._write_lows[write_id] = min(held)
+            else:
+                self._write_lows.pop(write_id, None)
         self.start_offset = log_start_offset
         self.next_offset = max(self.next_offset, log_start_offset)
-        return self._start_offset_write()
+        effects.append(self._start_offset_write())
+        effects.append(WakeFetches())
+        self._timer_effect(effects)
+        return effects
 
     def _start_offset_write(self) -> PersistWrite:
         """A write of the start offset (and delivery-complete count) alone."""
         self._write_seq += 1
-        write = PersistWrite(self._write_seq, self.start_offset, self.delivery_complete_count(), ())
-        self._writes[write.write_id] = []
+        write = PersistWrite(self._write_seq, self.start_offset, self.runs.terminal_count, ())
+        self._writes[write.write_id] = {}
         self._sent_start_offset = max(self._sent_start_offset, self.start_offset)
         return write
 
     # ------------------------------------------------------------------ two-phase writes
-    def _start_write(self, changes: list[tuple[Run, tuple]]) -> PersistWrite | None:
+    def _start_write(self, changes: dict[Run, Snapshot], effects: list[Effect] | None) -> PersistWrite | None:
+        """Mark `changes` pending under a new write; append the write to `effects` (if given)."""
         if not changes:
             return None
+        # the start offset this write may carry: below the first non-terminal record and below
+        # every record another write in flight holds (that write could still fail)
+        start = self.runs.first_open_offset()
+        if start is None:
+            start = self.next_offset
+        for low in self._write_lows.values():  # one per write in flight (bounded by requests, not the window)
+            start = min(start, low)
+        start = max(start, self.start_offset)
         self._write_seq += 1
         write_id = self._write_seq
-        for run, _ in changes:
-            run.pending = write_id
+        for run in changes:
+            self.runs.set_pending(run, write_id)
         self._writes[write_id] = changes
-        start = self.start_offset
-        for run in self.runs:
-            if not run.state.terminal or (run.pending and run.pending != write_id):
-                start = run.first
-                break
-        else:
-            start = self.next_offset
+        self._write_lows[write_id] = min(r.first for r in changes)
         # terminal records past the start offset, counting those of writes still in flight: writes
         # reach the share coordinator in the order they start, so the count never goes back. If an
         # earlier write then fails (a disk error), this count includes its records: the stored
         # count is too high (lag shown too low) until the next write; no record state is wrong.
-        complete = sum(r.size for r in self.runs if r.state.terminal and r.first >= start)
-        batches = tuple(StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count)
-                        for r, _ in changes if r.last >= start)
+        # Every record in [start_offset, start) is terminal, so the count is one subtraction.
+        complete = self.runs.terminal_count - (start - self.start_offset)
+        batches = tuple(sorted(StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count)
+                               for r in changes if r.last >= start))
         self._sent_start_offset = max(self._sent_start_offset, start)
-        return PersistWrite(write_id, start, complete, batches)
+        write = PersistWrite(write_id, start, complete, batches)
+        if effects is not None:
+            effects.append(write)
+        return write
 
-    def on_write_complete(self, write_id: int, ok: bool, *, delivery_limit: int, now_ms: int) -> PersistWrite | None:
-        """Commit or roll back a write. Returns a write of the start offset alone when, with no
-        write left in flight, the stored start offset lags the one in memory (see the docstring)."""
-        changes = self._writes.pop(write_id, [])
-        for run, (state, count, member_id, deadline_ms) in changes:
-            if run.pending != write_id:
+    def on_write_complete(self, write_id: int, ok: bool, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+        """Commit or roll back a write. Effects: a write of the start offset alone when, with no
+        write left in flight, the stored start offset lags the one in memory (see the module
+        docstring); `WakeFetches` when records became acquirable; the lock timer."""
+        effects: list[Effect] = []
+        changes = self._writes.pop(write_id, {})
+        self._write_lows.pop(write_id, None)
+        runs = self.runs
+        wake = False
+        for run, (state, count, member_id, deadline_ms) in changes.items():
+            if run.pending != write_id or not run.alive:
                 continue
-            run.pending = 0
-            if ok or run.first < self.start_offset:
-                continue
-            if state == ACQUIRED and deadline_ms <= now_ms:  # the lock ran out while writing
-                event = Event.LOCK_EXPIRED_AT_LIMIT if count >= delivery_limit else Event.LOCK_EXPIRED
-                run.state, run.delivery_count, run.member_id, run.deadline_ms = next_state(state, event), count, None, 0
-            else:
-                run.state, run.delivery_count, run.member_id, run.deadline_ms = state, count, member_id, deadline_ms
+            runs.set_pending(run, 0)
+            if not ok and run.first >= self.start_offset:
+                if state == ACQUIRED and deadline_ms <= now_ms:  # the lock ran out while writing
+                    event = Event.LOCK_EXPIRED_AT_LIMIT if count >= delivery_limit else Event.LOCK_EXPIRED
+                    runs.set_state(run, next_state(state, event), delivery_count=count)
+                else:
+                    runs.set_state(run, state, member_id, deadline_ms, delivery_count=count)
+            wake = wake or run.state == AVAILABLE
         if ok:
+            for run in changes:
+                if run.alive and not run.pending:
+                    self._merge_neighbours(run)
+            before = self.start_offset
             self._advance_start()
+            wake = wake or self.start_offset > before  # room in the window
             if not self._writes and self.start_offset > self._sent_start_offset:
-                return self._start_offset_write()
-        return None
-
-    def pending_writes(self) -> int:
-        return len(self._writes)
+                effects.append(self._start_offset_write())
+        if wake:
+            effects.append(WakeFetches())
+        self._timer_effect(effects)
+        return effects
 
     # ------------------------------------------------------------------ internals
-    def _terminal_prefix_end(self, include_pending: bool) -> int:
-        for run in self.runs:
-            if not run.state.terminal or (run.pending and not include_pending):
-                return run.first
-        return self.next_offset
+    def _timer_effect(self, effects: list[Effect]) -> None:
+        deadline = self.runs.earliest_deadline_ms()
+        if deadline != self._armed_deadline_ms:
+            self._armed_deadline_ms = deadline
+            effects.append(LockTimer(deadline))
 
     def _advance_start(self) -> None:
-        k = 0
-        for run in self.runs:
+        runs = self.runs
+        while len(runs):
+            run = runs.first()
             if not run.state.terminal or run.pending:
                 break
-            k += 1
-        if k:
-            del self.runs[:k]
-        self.start_offset = self.runs[0].first if self.runs else max(self.start_offset, self.next_offset)
+            runs.pop_first()
+        first = runs.first()
+        self.start_offset = first.first if first is not None else max(self.start_offset, self.next_offset)
 
-    def _split_copy(self, run, first, last):
-        part = run.copy_range(first, last)
+    def _merge_neighbours(self, run: Run) -> None:
+        """Join `run` with every equal neighbour on either side (runs of one batch, same state,
+        count, holder and deadline, no write pending)."""
+        runs = self.runs
+        while True:
+            after = runs.neighbours(run)[1]
+            if after is None or after.first != run.last + 1 or not run.same_as(after):
+                break
+            runs.merge(run, after)
+        while True:
+            before = runs.neighbours(run)[0]
+            if before is None or before.last + 1 != run.first or not before.same_as(run):
+                break
+            runs.merge(before, run)
+            run = before
+
+    def _split(self, run: Run, at: int) -> Run:
+        right = self.runs.split(run, at)
         if run.pending:
             changes = self._writes.get(run.pending)
-            if changes is not None:
-                for r, snap in list(changes):
-                    if r is run:
-                        changes.append((part, snap))
-                        break
-        return part
-
-    def _index_of(self, offset: int) -> int:
-        return bisect_right(self.runs, offset, key=_FIRST) - 1
-
-    def _overlapping(self, first: int, last: int) -> list[Run]:
-        i = max(self._index_of(first), 0)
-        out = []
-        while i < len(self.runs) and self.runs[i].first <= last:
-            if self.runs[i].last >= first:
-                out.append(self.runs[i])
-            i += 1
-        return out
+            if changes is not None and run in changes:
+                changes[right] = changes[run]
+        return right
 
     def _isolate(self, first: int, last: int) -> list[Run]:
         """Split runs so that [first, last] is covered exactly by whole runs; return them."""
-        runs = self.runs
-        i = self._index_of(first)
-        run = runs[i]
+        run = self.runs.find(first)
+        assert run is not None and run.last >= first
         if run.first < first:
-            runs.insert(i + 1, self._split_copy(run, first, run.last))
-            run.last = first - 1
-            i += 1
-        out = []
-        while i < len(runs) and runs[i].first <= last:
-            run = runs[i]
-            if run.last > last:
-                runs.insert(i + 1, self._split_copy(run, last + 1, run.last))
-                run.last = last
+            run = self._split(run, first)
+        out = [run]
+        while run.last < last:
+            run = next(self.runs.iter_from(run.last + 1))
             out.append(run)
-            i += 1
+        if run.last > last:
+            self._split(run, last + 1)
         return out
+
+
+def _snapshot(run: Run) -> Snapshot:
+    return run.state, run.delivery_count, run.member_id, run.deadline_ms
+
+
+def _renewed_before(kept: list[tuple[int, int, Sequence[int]]], first: int, last: int) -> bool:
+    """Every offset of [first, last] that an earlier batch covers was RENEWed by it (rare: batches
+    overlap only when a client sends them so)."""
+    for lo, hi, types in kept:
+        for o in range(max(lo, first), min(hi, last) + 1):
+            if (types[0] if len(types) == 1 else types[o - lo]) != ACK_RENEW:
+                return False
+    return True
 
 
 def _segments(first: int, last: int, types: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -507,8 +576,12 @@ def _merge(ranges: list[AcquiredRange]) -> list[AcquiredRange]:
 __all__ = [
     "ACK_ACCEPT",
     "AcquiredRange",
+    "Acknowledgement",
+    "Acquisition",
+    "Effect",
+    "LockTimer",
     "PersistWrite",
-    "Run",
     "SharePartition",
     "StateBatch",
+    "WakeFetches",
 ]

@@ -240,7 +240,7 @@ def render(server: "BrokerServer") -> str:
                "name=ShareSessionEvictionsPerSec).", [((), sessions.evictions)])
 
     # ---- kafka.server:type=DelayedOperationPurgatory,delayedOperation=ShareFetch
-    parked = len({id(f) for waiting in manager.waiters.values() for f in waiting})
+    parked = manager.purgatory.operation_count()
     out.family("kafka_server_delayedoperationpurgatory_numdelayedoperations", "gauge",
                "ShareFetch requests parked waiting for records (kafka.server:type=DelayedOperationPurgatory,"
                "name=NumDelayedOperations,delayedOperation=ShareFetch).",

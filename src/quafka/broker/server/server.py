@@ -169,10 +169,6 @@ class BrokerServer:
         self.share_sessions.close(group_id, member_id)
         self.share_partitions.release_member(group_id, member_id)
 
-    def on_share_member_removed(self, group_id: str, member_id: str) -> None:
-        """The coordinator removed a member (left, or its session timed out)."""
-        self.close_share_session(group_id, member_id)
-
     def on_connection_closed(self, connection: object) -> None:
         """A dropped connection closes its share sessions and releases their records at once."""
         if self._stopping:
@@ -183,6 +179,7 @@ class BrokerServer:
     async def stop(self) -> None:
         self._stopping = True
         self.timers.close()
+        self.share_partitions.close()
         if self.share_state is not None:
             await self.share_state.close()
         for server in self._servers:

@@ -12,9 +12,13 @@ Wiring (BrokerServer.__init__, after `self.state` and `self.timers` exist):
   `on_topics_changed` with a snapshot of `server.state.topics`;
 - each group's settings are `server.state.group_config(group_id)` (its GROUP configs resolved
   over the broker's `group.share.*` defaults); the group size cap is `group.share.max.size`;
-- a member that leaves or is fenced is reported to `server.on_share_member_removed(group_id,
-  member_id)` when the server has it (it closes the member's share sessions and releases its
-  records), and a group that becomes empty to `server.on_share_group_emptied(group_id)` likewise.
+- a member that leaves or is fenced keeps its share session and the records it holds, as in
+  Kafka (the leave heartbeat and session-timeout fencing only write the group's records; the
+  share session ends at its final epoch, a new epoch 0, or when its connection drops —
+  `SharePartitionManager.releaseSession`, `ShareSessionCache`): librdkafka sends the leave
+  heartbeat and the final-epoch ShareAcknowledge on two connections, often in that order, and
+  the acknowledgement must still find the session; a group that becomes empty is reported to
+  `server.on_share_group_emptied(group_id)` when the server has it.
 
 Everything runs on the event loop thread.
 """
@@ -299,7 +303,7 @@ class ShareGroupService:
             elif isinstance(effect, CancelTimer):
                 self.timers.cancel(effect.key)
             elif isinstance(effect, MemberRemoved):
-                self._notify("on_share_member_removed", effect.group_id, effect.member_id)
+                pass  # the member's share session and held records are untouched (module docstring)
             elif isinstance(effect, GroupEmptied):
                 self._notify("on_share_group_emptied", effect.group_id)
 

@@ -1,21 +1,30 @@
-"""The shell around share partitions: creation and initial offsets, persistence of their writes,
-lock-expiry timers, following the log start offset, and waking parked ShareFetch requests.
+"""The shell around share partitions: creation and initial offsets, the fetch path, persistence
+of their writes, lock-expiry timers, following the log start offset, and completing parked
+ShareFetch requests.
 
 Each share partition (group × topic partition) is a pure `SharePartition` machine; this module
-carries out its effects:
+carries out the effects its calls return:
 
-- `PersistWrite` effects go to the share coordinator (`server.share_state`, WriteShareGroupState
-  on `__share_group_state`) and are committed or rolled back when the write is durable; a write
-  fenced by a newer state epoch (the group's offsets were altered) drops the share partition, which
-  is read again on next use;
-- a share partition is created from the share coordinator's state (ReadShareGroupState); state
-  with start offset -1 is resolved by `share.auto.offset.reset` and written back; a share
-  partition with no state at all (fetched without the group coordinator having initialised it)
-  is initialised here;
-- the earliest acquisition-lock deadline of each partition is armed on the broker's
-  `TimerService`; when it passes, expired locks are released and parked fetches woken;
-- the partition log's "log_start_offset" events move the share partition's start offset
-  (archiving what it passes) and "append" events wake parked fetches.
+- `PersistWrite` goes to the share coordinator (`server.share_state`, WriteShareGroupState on
+  `__share_group_state`) and is committed or rolled back when the write is durable; a write fenced
+  by a newer state epoch (the group's offsets were altered) drops the share partition, which is
+  read again on next use;
+- `LockTimer` arms the partition's acquisition-lock timer on a monotonic-clock `TimerService`;
+  when it fires, expired locks are released;
+- `WakeFetches` completes the partition's parked ShareFetches (`delayed_share_fetch`), oldest
+  first, synchronously — before the request whose acknowledgement freed the records runs its own
+  fetch, as Kafka's `SharePartitionManager.acknowledge` does.
+
+A share partition is created from the share coordinator's state (ReadShareGroupState); state with
+start offset -1 is resolved by `share.auto.offset.reset` and written back; a share partition with
+no state at all (fetched without the group coordinator having initialised it) is initialised here.
+The partition log's "log_start_offset" events move the share partition's start offset (archiving
+what it passes) and "append" events complete parked fetches.
+
+The fetch path reads only what it sends: the share partition says where acquisition starts
+(`fetch_offset`) and how far it can reach (`read_stop_offset`), and `Log.read_batches` returns the
+batches up to there, located through the offset index — so the broker's work per ShareFetch
+follows what it returns, not what lies beyond.
 """
 
 from __future__ import annotations
@@ -28,22 +37,32 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Sequence
 
 from quafka.broker import config as cfg
-from quafka.broker.core.share_partition import AcquiredRange, PersistWrite, SharePartition, StateBatch
+from quafka.broker.core.share_partition import (
+    AcquiredRange,
+    Effect,
+    LockTimer,
+    PersistWrite,
+    SharePartition,
+    StateBatch,
+    WakeFetches,
+)
 from quafka.broker.storage import Log, LogEvent
 from quafka.protocol import coordinator_records as records
 from quafka.protocol.errors import ErrorCode
-from quafka.protocol.record_batch import iter_headers
 
-from .clock import wall_clock_ms
+from .clock import monotonic_ms, wall_clock_ms
+from .delayed_share_fetch import DelayedShareFetch, ShareFetchPurgatory
+from .timers import TimerService
 
 if TYPE_CHECKING:
+    from quafka.broker.core.share_session import ShareSession
+
     from .server import BrokerServer
     from .state import TopicState
 
 log = logging.getLogger("quafka.share")
 
-READ_CHUNK_BYTES = 256 * 1024
-MAX_READS_PER_FETCH = 8
+MAX_READS_PER_FETCH = 8  # reads of one partition per fetch (each reaches one AVAILABLE run, or new records)
 
 
 @dataclass(eq=False)
@@ -75,13 +94,25 @@ class FetchedPartition:
         self.acquired = acquired
 
 
+class FetchParams:
+    """What one ShareFetch asks for (MaxRecords, ShareAcquireMode, MaxBytes)."""
+
+    __slots__ = ("max_records", "record_limit", "max_bytes")
+
+    def __init__(self, max_records: int, record_limit: bool, max_bytes: int) -> None:
+        self.max_records = max_records
+        self.record_limit = record_limit
+        self.max_bytes = max_bytes
+
+
 class SharePartitionManager:
     def __init__(self, server: "BrokerServer") -> None:
         self.server = server
         self.contexts: dict[tuple[str, uuid.UUID, int], ShareContext] = {}
         self.by_group: dict[str, set[ShareContext]] = {}
         self.by_log: dict[tuple[uuid.UUID, int], set[ShareContext]] = {}
-        self.waiters: dict[tuple[uuid.UUID, int], set[asyncio.Future]] = {}
+        self.purgatory = ShareFetchPurgatory()
+        self.lock_timers = TimerService(clock_ms=monotonic_ms)
         self._watched_logs: dict[tuple[uuid.UUID, int], Log] = {}
         # partition count of a topic when a group first met it: later partitions start at 0
         self.known_partitions: dict[tuple[str, uuid.UUID], int] = {}
@@ -136,7 +167,7 @@ class SharePartitionManager:
             plog.add_listener(lambda event, key=log_key: self._on_log_event(key, event))
             self._watched_logs[log_key] = plog
         if sp.start_offset < plog.log_start_offset:
-            self._spawn_persist(ctx, sp.move_start_offset(plog.log_start_offset))
+            self.execute(ctx, sp.move_start_offset(plog.log_start_offset))
         return ctx
 
     def _initial_offset(self, plog: Log, group_config: "cfg.ShareGroupConfig") -> int:
@@ -153,7 +184,8 @@ class SharePartitionManager:
         self.contexts.pop(ctx.key, None)
         self.by_group.get(ctx.group_id, set()).discard(ctx)
         self.by_log.get((ctx.topic_id, ctx.index), set()).discard(ctx)
-        self.server.timers.cancel(("lock",) + ctx.key)
+        self.lock_timers.cancel(ctx.key)
+        self.purgatory.wake_all(ctx.key)
 
     def drop_topic(self, topic_id: uuid.UUID) -> None:
         """The topic was deleted: its share partitions go, and so does their durable state."""
@@ -173,107 +205,175 @@ class SharePartitionManager:
         for key in [k for k in self.known_partitions if k[0] == group_id and (topic_ids is None or k[1] in topic_ids)]:
             del self.known_partitions[key]
 
+    def close(self) -> None:
+        self.lock_timers.close()
+
     # ------------------------------------------------------------------ fetch
-    def fetch(self, ctx: ShareContext, member_id: str, *, max_records: int, batch_size: int, record_limit: bool,
+    def fill(self, session: "ShareSession", member_id: str, params: FetchParams) -> dict[tuple, FetchedPartition]:
+        """Acquire for `member_id` from its session's partitions (rotated per request): what one
+        ShareFetch gets right now, {(topic id, partition): fetched}, empty when nothing."""
+        group_config = self.server.state.group_config(session.group_id)
+        fetched: dict[tuple, FetchedPartition] = {}
+        remaining_records = params.max_records
+        remaining_bytes = params.max_bytes
+        now_ms = monotonic_ms()
+        for key in session.rotated():
+            if remaining_records <= 0 or remaining_bytes <= 0:
+                break
+            ctx = self.get(session.group_id, key[0], key[1])
+            if ctx is None:
+                continue
+            got = self.fetch(ctx, member_id, max_records=remaining_records, record_limit=params.record_limit,
+                             max_bytes=remaining_bytes, group_config=group_config, now_ms=now_ms)
+            if got is not None:
+                fetched[key] = got
+                remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
+                remaining_bytes -= len(got.records)
+        return fetched
+
+    def fetch(self, ctx: ShareContext, member_id: str, *, max_records: int, record_limit: bool,
               max_bytes: int, group_config: "cfg.ShareGroupConfig", now_ms: int) -> FetchedPartition | None:
+        """Acquire records of one share partition and read the batches that hold them."""
         sp = ctx.sp
         plog = ctx.log
-        self.expire(ctx, group_config, now_ms)
+        self.maybe_expire(ctx, group_config, now_ms)
+        max_locks = group_config.partition_max_record_locks
         parts: list[bytes] = []
         acquired: list[AcquiredRange] = []
         total = 0
         sent_upto = -1  # the offset after the last batch put in `parts`
         for _ in range(MAX_READS_PER_FETCH):
-            offset = sp.fetch_offset(group_config.partition_max_record_locks)
+            offset = sp.fetch_offset(max_locks)
             if offset is None or offset >= plog.log_end_offset or total >= max_records:
                 break
             if offset < plog.log_start_offset:
-                self._spawn_persist(ctx, sp.move_start_offset(plog.log_start_offset))
+                self.execute(ctx, sp.move_start_offset(plog.log_start_offset))
                 continue
-            data = plog.read(offset, min(READ_CHUNK_BYTES, max(max_bytes, 1)), min_one_batch=True)
-            batches = [(h.base_offset, h.last_offset, pos + h.batch_length + 12) for pos, h in iter_headers(data)]
-            if not batches:
+            read = plog.read_batches(offset, max(max_bytes, 1), sp.read_stop_offset(offset, max_records - total))
+            extents = read.extents
+            if not extents:
                 break
             got = sp.acquire(
-                member_id, [(b, last) for b, last, _ in batches],
-                max_records=max_records - total, batch_size=batch_size, record_limit=record_limit,
+                member_id, [(e.base_offset, e.last_offset) for e in extents],
+                max_records=max_records - total, record_limit=record_limit,
                 lock_duration_ms=group_config.record_lock_duration_ms,
-                delivery_limit=group_config.delivery_count_limit,
-                max_in_flight=group_config.partition_max_record_locks, now_ms=now_ms,
+                delivery_limit=group_config.delivery_count_limit, max_in_flight=max_locks, now_ms=now_ms,
             )
-            for write in sp.take_deferred_writes():
-                self._spawn_persist(ctx, write)
-            if not got:
+            self.execute(ctx, got.effects)
+            if not got.ranges:
                 break
-            last_acquired = max(r.last_offset for r in got)
-            end = next((stop for _b, last, stop in batches if last >= last_acquired), len(data))
+            data = read.data
+            last_acquired = got.ranges[-1].last_offset
+            end = next((e.end for e in extents if e.last_offset >= last_acquired), len(data))
             # a later read may start inside what an earlier one already sent: send each batch once
-            begin = next((stop for _b, last, stop in reversed(batches) if last < sent_upto), 0)
+            begin = 0
+            for e in extents:
+                if e.last_offset >= sent_upto:
+                    break
+                begin = e.end
             if begin < end:
                 parts.append(data[begin:end] if begin or end < len(data) else data)
-            sent_upto = max([sent_upto] + [last + 1 for _b, last, stop in batches if stop <= end])
-            acquired.extend(got)
-            total += sum(r.last_offset - r.first_offset + 1 for r in got)
+                sent_upto = next(e.last_offset for e in extents if e.end == end) + 1
+            acquired.extend(got.ranges)
+            total += sum(r.last_offset - r.first_offset + 1 for r in got.ranges)
             max_bytes -= max(end - begin, 0)
-            if end < len(data) or max_bytes <= 0 or sp.last_acquire_throttled:
+            if end < len(data) or max_bytes <= 0 or got.throttled:
                 break
         if not acquired:
             return None
-        self._arm_lock_timer(ctx)
         return FetchedPartition(parts[0] if len(parts) == 1 else b"".join(parts), acquired)
 
-    def acquirable(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig") -> bool:
-        offset = ctx.sp.fetch_offset(group_config.partition_max_record_locks)
+    def acquirable(self, ctx: ShareContext) -> bool:
+        """Something in this share partition can be acquired now (O(log n))."""
+        offset = ctx.sp.fetch_offset(self.server.state.group_config(ctx.group_id).partition_max_record_locks)
         return offset is not None and offset < ctx.log.log_end_offset
+
+    async def wait(self, session: "ShareSession", member_id: str, params: FetchParams,
+                   timeout_ms: float) -> dict[tuple, FetchedPartition]:
+        """Park a ShareFetch that found nothing until it acquires something or `timeout_ms`
+        passes; then one last try (Kafka's DelayedShareFetch.onExpiration → onComplete)."""
+        keys = [(session.group_id, k[0], k[1]) for k in session.partitions]
+        if timeout_ms <= 0 or not keys:
+            return {}
+        sessions = self.server.share_sessions.sessions
+
+        def try_fill() -> dict[tuple, FetchedPartition]:
+            if sessions.get((session.group_id, session.member_id)) is not session:
+                return {}  # the session closed or was replaced while parked: acquire nothing for it
+            return self.fill(session, member_id, params)
+
+        op = DelayedShareFetch(keys, try_fill)
+        self.purgatory.watch(op)
+        try:
+            # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # arrives just after the future completed, and a broker stopping would then keep
+            # serving this connection
+            await asyncio.wait((op.future,), timeout=timeout_ms / 1000.0)
+        finally:
+            self.purgatory.unwatch(op)
+        if op.future.done() and not op.future.cancelled():
+            return op.future.result()
+        op.future.cancel()
+        return try_fill()
+
+    def complete_parked(self, ctx: ShareContext) -> int:
+        """Serve the fetches parked on this share partition while it has records to hand out."""
+        return self.purgatory.complete(ctx.key, lambda: self.contexts.get(ctx.key) is ctx and self.acquirable(ctx))
 
     # ------------------------------------------------------------------ acknowledge and release
     async def acknowledge(self, ctx: ShareContext, member_id: str, batches: Sequence[tuple[int, int, Sequence[int]]],
-                          group_config: "cfg.ShareGroupConfig", now_ms: int) -> ErrorCode:
-        """Apply a member's acknowledgements; the partition's error code (NONE when applied)."""
-        self.expire(ctx, group_config, now_ms)
-        ok, write = ctx.sp.acknowledge(
+                          group_config: "cfg.ShareGroupConfig") -> ErrorCode:
+        """Apply a member's acknowledgements; the partition's error code (NONE when applied).
+        Returns once the change is durable — by then the partition's parked fetches have been
+        served with whatever the acknowledgement freed."""
+        now_ms = monotonic_ms()
+        self.maybe_expire(ctx, group_config, now_ms)
+        result = ctx.sp.acknowledge(
             member_id, batches, delivery_limit=group_config.delivery_count_limit,
             lock_duration_ms=group_config.record_lock_duration_ms,
             renew_enabled=group_config.renew_acknowledge_enable, now_ms=now_ms,
         )
-        if not ok:
-            return ctx.sp.last_ack_error
-        if write is not None:
-            ok = await self._persist(ctx, write)
-        self._arm_lock_timer(ctx)
-        if not ok:
+        self.execute(ctx, result.effects)
+        if result.error != ErrorCode.none:
+            return result.error
+        if result.write is not None and not await self._persist(ctx, result.write):
             return ErrorCode.invalid_record_state
         self.server.metrics.count_acknowledgements(batches)
         return ErrorCode.none
 
     def release_member(self, group_id: str, member_id: str) -> None:
-        now_ms = wall_clock_ms()
+        """The member's share session ended: release what it holds (delivery counts kept)."""
+        now_ms = monotonic_ms()
         for ctx in list(self.by_group.get(group_id, ())):
-            group_config = self.server.state.group_config(group_id)
-            write = ctx.sp.release_member(member_id, delivery_limit=group_config.delivery_count_limit, now_ms=now_ms)
-            if write is not None:
-                self._spawn_persist(ctx, write)
-                self._arm_lock_timer(ctx)
-                self.wake((ctx.topic_id, ctx.index))
+            limit = self.server.state.group_config(group_id).delivery_count_limit
+            self.execute(ctx, ctx.sp.release_member(member_id, delivery_limit=limit, now_ms=now_ms))
 
-    def expire(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig", now_ms: int) -> None:
+    def maybe_expire(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig", now_ms: int) -> None:
         deadline = ctx.sp.next_deadline_ms()
-        if deadline is None or deadline > now_ms:
-            return
-        write = ctx.sp.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms)
-        if write is not None:
-            self._spawn_persist(ctx, write)
-            self.wake((ctx.topic_id, ctx.index))
-        self._arm_lock_timer(ctx)
+        if deadline is not None and deadline <= now_ms:
+            self.execute(ctx, ctx.sp.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms))
 
     # ------------------------------------------------------------------ effects
+    def execute(self, ctx: ShareContext, effects: Sequence[Effect]) -> None:
+        """Carry out a share partition's effects."""
+        for effect in effects:
+            if isinstance(effect, PersistWrite):
+                self._spawn_persist(ctx, effect)
+            elif isinstance(effect, LockTimer):
+                if effect.deadline_ms is None:
+                    self.lock_timers.cancel(ctx.key)
+                else:
+                    self.lock_timers.arm(ctx.key, effect.deadline_ms,
+                                         lambda now_ms, ctx=ctx: self._on_lock_timer(ctx, now_ms))
+            elif isinstance(effect, WakeFetches):
+                self.complete_parked(ctx)
+
     def _submit_write(self, ctx: ShareContext, write: PersistWrite) -> asyncio.Future:
         """Queue the write at once, so writes reach the share coordinator in the order the share
         partition started them (each carries the delivery-complete count as of its start)."""
         return self.server.share_state.write(
             ctx.state_key, state_epoch=ctx.state_epoch, start_offset=write.start_offset,
-            delivery_complete_count=write.delivery_complete_count,
-            state_batches=[records.StateBatch(*b) for b in write.state_batches])
+            delivery_complete_count=write.delivery_complete_count, state_batches=write.state_batches)
 
     async def _persist(self, ctx: ShareContext, write: PersistWrite, fut: asyncio.Future | None = None) -> bool:
         try:
@@ -286,68 +386,35 @@ class SharePartitionManager:
             log.warning("share state write for %s %s-%d refused: %s", ctx.group_id, ctx.topic.name, ctx.index,
                         getattr(error, "name", error))
         group_config = self.server.state.group_config(ctx.group_id)
-        catch_up = ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
-                                            now_ms=wall_clock_ms())
-        self._spawn_persist(ctx, catch_up)  # overlapping writes left the stored start offset behind
+        effects = ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
+                                           now_ms=monotonic_ms())
         if error == ErrorCode.fenced_state_epoch and self.contexts.get(ctx.key) is ctx:
             self._drop(ctx)  # re-initialised meanwhile (AlterShareGroupOffsets): read it again
-        # the records the write touched were pending until now: parked fetches may acquire them
-        self.wake((ctx.topic_id, ctx.index))
+        elif self.contexts.get(ctx.key) is ctx:
+            self.execute(ctx, effects)  # a catch-up write of the start offset; parked fetches served
         return ok
 
-    def _spawn_persist(self, ctx: ShareContext, write: PersistWrite | None) -> None:
-        if write is None:
-            return
+    def _spawn_persist(self, ctx: ShareContext, write: PersistWrite) -> None:
         fut = self._submit_write(ctx, write)
         task = asyncio.get_running_loop().create_task(self._persist(ctx, write, fut))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _arm_lock_timer(self, ctx: ShareContext) -> None:
-        key = ("lock",) + ctx.key
-        deadline = ctx.sp.next_deadline_ms()
-        timers = self.server.timers
-        if deadline is None:
-            timers.cancel(key)
-        elif timers.deadline_of(key) != deadline:
-            timers.arm(key, deadline, lambda now_ms, ctx=ctx: self._on_lock_timer(ctx, now_ms))
-
     def _on_lock_timer(self, ctx: ShareContext, now_ms: int) -> None:
         if self.contexts.get(ctx.key) is not ctx:
             return
-        self.expire(ctx, self.server.state.group_config(ctx.group_id), now_ms)
+        group_config = self.server.state.group_config(ctx.group_id)
+        self.execute(ctx, ctx.sp.on_lock_timer(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms))
 
     def _on_log_event(self, key: tuple[uuid.UUID, int], event: LogEvent) -> None:
-        if event.kind == "log_start_offset":
-            for ctx in list(self.by_log.get(key, ())):
-                if ctx.log is event.log:
-                    self._spawn_persist(ctx, ctx.sp.move_start_offset(event.log.log_start_offset))
-                    self._arm_lock_timer(ctx)
-        self.wake(key)
+        for ctx in list(self.by_log.get(key, ())):
+            if ctx.log is not event.log:
+                continue
+            if event.kind == "log_start_offset":
+                self.execute(ctx, ctx.sp.move_start_offset(event.log.log_start_offset))
+            else:
+                self.complete_parked(ctx)
 
-    # ------------------------------------------------------------------ parked fetches
-    def wake(self, key: tuple[uuid.UUID, int]) -> None:
-        futures = self.waiters.pop(key, None)
-        if futures:
-            for fut in futures:
-                if not fut.done():
-                    fut.set_result(None)
-
-    async def wait(self, keys: list[tuple[uuid.UUID, int]], timeout_ms: float) -> None:
-        if timeout_ms <= 0 or not keys:
-            return
-        fut = asyncio.get_running_loop().create_future()
-        for key in keys:
-            self.waiters.setdefault(key, set()).add(fut)
-        try:
-            # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a cancellation that
-            # arrives just after the future completed, and a broker stopping would then keep
-            # serving this connection
-            await asyncio.wait((fut,), timeout=timeout_ms / 1000.0)
-        finally:
-            for key in keys:
-                waiting = self.waiters.get(key)
-                if waiting is not None:
-                    waiting.discard(fut)
-                    if not waiting:
-                        del self.waiters[key]
+    def parked(self, group_id: str, topic_id: uuid.UUID, index: int) -> int:
+        """ShareFetches parked on one share partition (tests, metrics)."""
+        return self.purgatory.parked((group_id, topic_id, index))

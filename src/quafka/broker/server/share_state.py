@@ -7,8 +7,10 @@ append; this module appends them and replays them into the machine ("records are
 Writes to one state partition are batched: while a round of writes is in flight (its records
 appended, its fsync not yet done), new operations queue; the next round takes all of them, runs
 them through the machine one after the other (each sees the records of the one before), appends
-their records as one record batch and fsyncs once (group commit). A caller is answered only when
-its records are durable:
+their records as one record batch and fsyncs once (group commit). With no round in flight and no
+fsync to wait for (flush off, the default), a write is its own round and runs at once: the append
+is synchronous, so the caller's future is already resolved when it awaits it. A caller is answered
+only when its records are durable:
 
 - always: the batch is written to the segment file before the answer (it survives SIGKILL of the
   broker process);
@@ -69,6 +71,7 @@ class ShareStateService:
         self.machine = ShareCoordinator(
             self.num_partitions, int(config.get("share.coordinator.snapshot.update.records.per.snapshot")))
         self.loaded = False
+        self._topic = None  # __share_group_state's TopicState, once created or found
         self._queues: dict[int, list[tuple[Op, asyncio.Future]]] = {}
         self._draining: set[int] = set()
         self._flushed: dict[int, int] = {}  # state partition -> offset below which all is fsynced
@@ -85,13 +88,15 @@ class ShareStateService:
         return None if topic is None else [p.log for p in topic.partitions]
 
     def _log(self, partition: int) -> Log:
-        config = self.server.state.config
-        topic = self.server.state.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC, self.num_partitions, {
-            "segment.bytes": str(config.get("share.coordinator.state.topic.segment.bytes")),
-            "retention.ms": "-1",
-        })
-        if len(topic.partitions) != self.num_partitions:  # the topic predates a changed setting: keep it
-            self.num_partitions = self.machine.num_partitions = len(topic.partitions)
+        topic = self._topic
+        if topic is None or self.server.state.topics.get(SHARE_GROUP_STATE_TOPIC) is not topic:
+            config = self.server.state.config
+            topic = self._topic = self.server.state.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC, self.num_partitions, {
+                "segment.bytes": str(config.get("share.coordinator.state.topic.segment.bytes")),
+                "retention.ms": "-1",
+            })
+            if len(topic.partitions) != self.num_partitions:  # the topic predates a changed setting: keep it
+                self.num_partitions = self.machine.num_partitions = len(topic.partitions)
         return topic.partitions[partition].log
 
     # ------------------------------------------------------------------ start-up
@@ -189,6 +194,11 @@ class ShareStateService:
     # ------------------------------------------------------------------ write rounds
     def _submit(self, partition: int, op: Op) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
+        if partition not in self._draining and not self.flush_enabled(self._log(partition)):
+            # Nothing in flight and nothing to fsync: the round is this one operation, run now
+            # (the append is synchronous), so the caller's `await` does not wait for a task.
+            self._round(partition, [(op, fut)])
+            return fut
         self._queues.setdefault(partition, []).append((op, fut))
         if partition not in self._draining:
             self._draining.add(partition)
@@ -204,22 +214,39 @@ class ShareStateService:
                     results = self._apply(partition, [op for op, _ in waiting])
                     await self._durable(partition, self._log(partition).log_end_offset)
                 except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
-                    log.exception("%s-%d: write failed", SHARE_GROUP_STATE_TOPIC, partition)
-                    for _op, fut in waiting:
-                        if not fut.done():
-                            fut.set_exception(exc)
+                    self._fail(partition, waiting, exc)
                     continue
-                self.rounds += 1
-                elapsed_ms = (asyncio.get_running_loop().time() - started) * 1000.0
-                self.write_time_ms_total += elapsed_ms
-                metrics = self.server.metrics
-                metrics.share_state_writes += len(waiting)
-                metrics.share_state_write_time_ms.observe(elapsed_ms)
-                for (_op, fut), result in zip(waiting, results):
-                    if not fut.done():
-                        fut.set_result(result)
+                self._answer(waiting, results, started)
         finally:
             self._draining.discard(partition)
+
+    def _round(self, partition: int, waiting: list[tuple[Op, asyncio.Future]]) -> None:
+        """One round without an fsync to wait for: apply, append, answer — synchronously."""
+        started = asyncio.get_running_loop().time()
+        try:
+            results = self._apply(partition, [op for op, _ in waiting])
+        except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
+            self._fail(partition, waiting, exc)
+            return
+        self._answer(waiting, results, started)
+
+    @staticmethod
+    def _fail(partition: int, waiting: list[tuple[Op, asyncio.Future]], exc: Exception) -> None:
+        log.exception("%s-%d: write failed", SHARE_GROUP_STATE_TOPIC, partition, exc_info=exc)
+        for _op, fut in waiting:
+            if not fut.done():
+                fut.set_exception(exc)
+
+    def _answer(self, waiting: list[tuple[Op, asyncio.Future]], results: list[object], started: float) -> None:
+        self.rounds += 1
+        elapsed_ms = (asyncio.get_running_loop().time() - started) * 1000.0
+        self.write_time_ms_total += elapsed_ms
+        metrics = self.server.metrics
+        metrics.share_state_writes += len(waiting)
+        metrics.share_state_write_time_ms.observe(elapsed_ms)
+        for (_op, fut), result in zip(waiting, results):
+            if not fut.done():
+                fut.set_result(result)
 
     def _apply(self, partition: int, ops: list[Op]) -> list[object]:
         """Run the operations through the machine, each followed by the replay of its records at

@@ -92,6 +92,7 @@ class BrokerState:
         self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
         self.topic_listeners: list[Callable[[str, str], None]] = []  # (event, topic name)
         self.group_config_listeners: list[Callable[[str], None]] = []  # (group id)
+        self._group_config_cache: dict[str, tuple[cfg.BrokerConfig, cfg.ShareGroupConfig]] = {}
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> None:
@@ -300,8 +301,16 @@ class BrokerState:
         return dict(self.metadata.group_configs.get(group_id, {}))
 
     def group_config(self, group_id: str) -> "cfg.ShareGroupConfig":
-        """The group's effective share configuration (overrides, else broker defaults)."""
-        return cfg.resolve_group_config(self.config, self.group_configs(group_id))
+        """The group's effective share configuration (overrides, else broker defaults). Resolved
+        once per group and cached (every ShareFetch asks); the entry is dropped when the group's
+        configs change, and is stale as soon as the broker config object is replaced (a dynamic
+        broker config changed a default)."""
+        cached = self._group_config_cache.get(group_id)
+        if cached is not None and cached[0] is self.config:
+            return cached[1]
+        resolved = cfg.resolve_group_config(self.config, self.group_configs(group_id))
+        self._group_config_cache[group_id] = (self.config, resolved)
+        return resolved
 
     def set_group_configs(self, group_id: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
         """Replace the group's config overrides (validated against the broker's bounds)."""
@@ -314,6 +323,7 @@ class BrokerState:
         if validate_only:
             return
         self.store.commit([{"type": "group_configs", "group": group_id, "configs": clean}])
+        self._group_config_cache.pop(group_id, None)
         for listener in list(self.group_config_listeners):
             listener(group_id)
 

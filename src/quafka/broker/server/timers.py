@@ -2,7 +2,8 @@
 
 The core never sleeps: it returns "arm a timer at t for key k" and "cancel k" effects, and this
 service calls back when a deadline passes. Keys are any hashable; arming an existing key replaces
-its deadline. Deadlines are wall-clock milliseconds (the same clock the core gets as now_ms).
+its deadline. Deadlines are milliseconds of the service's clock (the same clock the core gets as
+now_ms): the wall clock by default, `monotonic_ms` for acquisition locks.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ log = logging.getLogger("quafka.timers")
 
 
 class TimerService:
-    def __init__(self) -> None:
+    def __init__(self, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self._clock_ms = clock_ms
         self._deadlines: dict[Hashable, tuple[int, int, Callable[[int], None]]] = {}
         self._heap: list[tuple[int, int, Hashable]] = []
         self._seq = itertools.count()
@@ -61,14 +63,14 @@ class TimerService:
         if self._handle is not None:
             self._handle.cancel()
         loop = asyncio.get_running_loop()
-        delay_s = max(0.0, (due - wall_clock_ms()) / 1000.0)
+        delay_s = max(0.0, (due - self._clock_ms()) / 1000.0)
         self._handle_due = due
         self._handle = loop.call_later(delay_s, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
         self._handle_due = None
-        now_ms = wall_clock_ms()
+        now_ms = self._clock_ms()
         while self._heap and self._heap[0][0] <= now_ms:
             due, seq, key = heapq.heappop(self._heap)
             entry = self._deadlines.get(key)

@@ -4,12 +4,14 @@ Imports only quafka.protocol (and the standard library).
 """
 
 from ._segment import _fsync_dir as fsync_dir
-from .base import AppendInfo, Log, LogConfig, LogEvent, LogStore
+from .base import AppendInfo, BatchExtent, BatchRead, Log, LogConfig, LogEvent, LogStore
 from .file_log import FileLog, FileLogStore
 from .memory_log import MemoryLog, MemoryLogStore
 
 __all__ = [
     "AppendInfo",
+    "BatchExtent",
+    "BatchRead",
     "FileLog",
     "FileLogStore",
     "Log",

@@ -26,6 +26,8 @@ from quafka.protocol.record_batch import (
     read_header,
 )
 
+from .base import BatchExtent
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -44,7 +46,9 @@ _MAX_TIMESTAMP_POS = 35  # maxTimestamp within a batch header
 _MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # index entries hold offsets relative to the base (Kafka: Int)
 _MAX_SEGMENT_BYTES = 0x7FFFFFFF  # positions are u32; Kafka caps segment.bytes at Int.MaxValue
 _SCAN_CHUNK_BYTES = 1 << 20  # reads when scanning whole segments
-_SEEK_CHUNK_BYTES = 64 << 10  # reads when walking from an index entry to a batch
+_SEEK_CHUNK_BYTES = 8 << 10  # reads when walking from an index entry (every index.interval.bytes, 4 KiB by default) to a batch
+_FIRST_CHUNK_BYTES = 4 << 10  # read_batches: first read at a batch, then doubling ...
+_MAX_CHUNK_BYTES = 1 << 20  # ... up to this
 
 _DIR_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _DELETED_DIR_NAME = re.compile(r"^.+-\d+\.[0-9a-f]+-delete$")
@@ -313,6 +317,66 @@ def _walk(seg: _Segment, pos: int, chunk_bytes: int) -> Iterator[tuple[int, Batc
         if p == 0:
             return
         pos += p
+
+
+def _read_batches(seg: _Segment, position: int, budget: int, stop_offset: int, out_pos: int,
+                  extents: list[BatchExtent]) -> tuple[bytes, bool]:
+    """Whole batches of `seg` from `position` (a batch start) for FileLog.read_batches: up to and
+    including the one holding `stop_offset`, within `budget` bytes, except that the first batch
+    is taken whole when nothing precedes it in the result (`out_pos`, its length so far, is 0).
+
+    Reads a small chunk, then chunks doubling in size (bounded by the budget and the segment),
+    each starting where the previous one ended (or at a header it cut), and parses only the
+    headers of the batches taken and of the one after them. Appends one extent per batch (ends
+    counted from `out_pos`) to `extents`. Returns (the batches' bytes, done): done is False only
+    when the segment ended with the read still wanting more.
+    """
+    fd = seg.read_fd()
+    limit = seg.size_bytes - position  # relative positions from here on
+    starts: list[int] = []
+    chunks: list[bytes] = []
+    chunk = b""
+    start = read_end = p = 0  # the last chunk's start and end; the next batch's start
+    want = _FIRST_CHUNK_BYTES
+    done = False
+    while limit - p >= HEADER_SIZE:
+        if p + HEADER_SIZE > budget and (p or out_pos):
+            done = True  # not even the next header fits
+            break
+        if p + HEADER_SIZE > read_end:
+            start = min(p, read_end)  # the body of the last batch taken, or a header cut in two
+            need = p + HEADER_SIZE - start
+            chunk = os.pread(fd, max(need, min(want, budget - start, limit - start)), position + start)
+            if len(chunk) < need:
+                done = True  # the file is shorter than the segment's size says
+                break
+            starts.append(start)
+            chunks.append(chunk)
+            read_end = start + len(chunk)
+            want = min(2 * want, _MAX_CHUNK_BYTES)
+        h = read_header(chunk, p - start)
+        size = h.batch_length + LOG_OVERHEAD
+        if size < HEADER_SIZE or p + size > limit or (p + size > budget and (p or out_pos)):
+            done = True  # corrupt length, or over budget
+            break
+        p += size
+        last_offset = h.base_offset + h.last_offset_delta
+        extents.append(BatchExtent(h.base_offset, last_offset, out_pos + p))
+        if last_offset >= stop_offset:
+            done = True
+            break
+    done = done or p != limit
+    if p > read_end:  # the last batch taken ends beyond what was read
+        if len(chunks) == 1:
+            return os.pread(fd, p, position), done  # one exact read rather than read and join
+        starts.append(read_end)
+        chunks.append(os.pread(fd, p - read_end, position + read_end))
+    if len(chunks) == 1:
+        return (chunk if len(chunk) == p else chunk[:p]), done
+    if not p:
+        return b"", done
+    starts.append(p)
+    return b"".join([memoryview(c)[: starts[i + 1] - starts[i]] for i, c in enumerate(chunks)]), done
 
 
 def _first_record_at_or_after(batch: bytes, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:

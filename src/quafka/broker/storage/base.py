@@ -50,6 +50,24 @@ class LogEvent(NamedTuple):
 Listener = Callable[[LogEvent], None]
 
 
+class BatchExtent(NamedTuple):
+    """One batch of a `BatchRead`: its offsets and where it ends in the read's data."""
+
+    base_offset: int
+    last_offset: int
+    end: int  # position in the returned bytes just past this batch (the next one starts here)
+
+
+class BatchRead(NamedTuple):
+    """The result of `Log.read_batches`."""
+
+    data: bytes  # whole batches, back to back
+    extents: tuple[BatchExtent, ...]  # one per batch in data, in order
+
+
+EMPTY_BATCH_READ = BatchRead(b"", ())
+
+
 class Log(abc.ABC):
     """One topic partition's log. Single-threaded: called from the broker's event loop only."""
 
@@ -128,6 +146,17 @@ class Log(abc.ABC):
         in total, except that with `min_one_batch` the first batch is returned even if it is
         larger than `max_bytes`. Empty if offset >= log end offset. The caller checks the range
         (offset < log start offset is the caller's OFFSET_OUT_OF_RANGE)."""
+
+    @abc.abstractmethod
+    def read_batches(self, offset: int, max_bytes: int, stop_offset: int) -> BatchRead:
+        """Whole batches starting with the batch that contains `offset`, stopping after the batch
+        that contains `stop_offset` (the first batch whose last offset is >= stop_offset) or at
+        the log end, and before `max_bytes` would be exceeded, except that the first batch is
+        always returned whole even when it is larger than max_bytes. Empty (b"", ()) if offset >=
+        log end offset. Crosses segment boundaries. Work (bytes read, headers parsed) is
+        proportional to the batches returned plus locating the first batch (at most one index
+        interval of header walking, as `read` does), never to the data beyond stop_offset. The
+        caller checks the range, as for `read`. For ShareFetch: sized to what will be sent."""
 
     @abc.abstractmethod
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:

@@ -35,6 +35,9 @@ Reads: read() returns the batch holding the offset and following whole batches u
 continuing into the next segments when a segment's remainder fits (Kafka stops at the end of a
 segment; continuing saves round trips when segments are small). A hint (next offset -> segment,
 position) is kept after each read, so a consumer reading sequentially does not rescan.
+read_batches() (ShareFetch) reads only what it returns: from the located batch, a 4 KiB chunk,
+then chunks doubling up to 1 MiB (bounded by max_bytes and the segment) while the batches wanted
+go on, parsing only their headers (see _segment._read_batches).
 
 Durability: append() writes with one os.write on an O_APPEND descriptor, so the bytes are in the
 kernel's page cache when it returns and survive SIGKILL of the process. fdatasync happens when
@@ -68,6 +71,7 @@ from ._segment import (
     InconsistentTopicIdError,
     _first_record_at_or_after,
     _fsync_dir,
+    _read_batches,
     _Segment,
     _sync_data,
     _walk,
@@ -76,7 +80,7 @@ from ._segment import (
     read_partition_metadata,
     write_partition_metadata,
 )
-from .base import AppendInfo, Log, LogConfig, LogStore
+from .base import EMPTY_BATCH_READ, AppendInfo, BatchExtent, BatchRead, Log, LogConfig, LogStore
 
 # ----------------------------------------------------------------------------- the log
 
@@ -377,6 +381,27 @@ class FileLog(Log):
                 self._read_hint = (_INT64.unpack_from(data, cut)[0], seg, position + cut)
             break
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read_batches(self, offset: int, max_bytes: int, stop_offset: int) -> BatchRead:
+        if offset >= self.log_end_offset:
+            return EMPTY_BATCH_READ
+        index, position = self._locate(offset)
+        segments = self._segments
+        parts: list[bytes] = []
+        extents: list[BatchExtent] = []
+        total = 0
+        while index < len(segments):
+            seg = segments[index]
+            data, done = _read_batches(seg, position, max_bytes - total, stop_offset, total, extents)
+            if data:
+                parts.append(data)
+                total += len(data)
+                self._read_hint = (extents[-1].last_offset + 1, seg, position + len(data))
+            if done:
+                break
+            index += 1
+            position = 0
+        return BatchRead(parts[0] if len(parts) == 1 else b"".join(parts), tuple(extents))
 
     def _locate(self, offset: int) -> tuple[int, int]:
         """(segment index, position) of the batch holding `offset` (< log end offset)."""

@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 from quafka.protocol.record_batch import LOG_OVERHEAD, BatchHeader, iter_records, read_header, stamp_base_offset
 
-from .base import AppendInfo, Log, LogConfig, LogStore
+from .base import EMPTY_BATCH_READ, AppendInfo, BatchExtent, BatchRead, Log, LogConfig, LogStore
 
 NO_TIMESTAMP = -1
 _MAX_TIMESTAMP_POS = 35  # maxTimestamp within a batch header
@@ -48,6 +48,10 @@ def _first_record_at_or_after(batch: bytes, timestamp_ms: int, min_offset: int) 
         if record.timestamp >= timestamp_ms and record.offset >= min_offset:
             return record.offset, record.timestamp
     return None
+
+
+def _batch_read(parts: list[bytes], extents: list[BatchExtent]) -> BatchRead:
+    return BatchRead(parts[0] if len(parts) == 1 else b"".join(parts), tuple(extents))
 
 
 class MemoryLog(Log):
@@ -219,6 +223,31 @@ class MemoryLog(Log):
                 total_bytes += len(batch)
             batch_index = 0
         return b"".join(parts)
+
+    def read_batches(self, offset: int, max_bytes: int, stop_offset: int) -> BatchRead:
+        if offset >= self.log_end_offset:
+            return EMPTY_BATCH_READ
+        index, batch_index = self._locate(offset)
+        segments = self._segments
+        parts: list[bytes] = []
+        extents: list[BatchExtent] = []
+        total = 0
+        while index < len(segments):  # indexes, not slices: no work for the batches not taken
+            seg = segments[index]
+            offsets, batches = seg.batch_offsets, seg.batches
+            for i in range(batch_index, len(batches)):
+                batch = batches[i]
+                if parts and total + len(batch) > max_bytes:
+                    return _batch_read(parts, extents)
+                total += len(batch)
+                last_offset = (offsets[i + 1] if i + 1 < len(offsets) else seg.next_offset) - 1
+                parts.append(batch)
+                extents.append(BatchExtent(offsets[i], last_offset, total))
+                if last_offset >= stop_offset:
+                    return _batch_read(parts, extents)
+            index += 1
+            batch_index = 0
+        return _batch_read(parts, extents)
 
     def _iter_batches(self, start_offset: int) -> Iterator[bytes]:
         index, batch_index = self._locate(start_offset)

@@ -14,14 +14,18 @@ ShareAcknowledge carries acknowledgements only (commitSync/commitAsync, and clos
 from __future__ import annotations
 
 import asyncio
-import datetime
 
 from quafka.protocol.errors import ErrorCode
+from quafka.protocol.share_encoders import (
+    ShareAcknowledgePartitionResult,
+    ShareFetchPartitionResult,
+    encode_share_acknowledge_response,
+    encode_share_fetch_response,
+)
 
-from ..clock import wall_clock_ms
 from ..registry import handles
+from ..share_partitions import FetchParams
 from ..state import LEADER_EPOCH
-from ._util import NO_THROTTLE, item_class, make, response_class
 
 MAX_MEMBER_ID_LENGTH = 36
 MAX_ACK_TYPE = {1: 3, 2: 4}
@@ -35,7 +39,10 @@ def validate_ack_batches(batches, version: int, is_renew: bool) -> ErrorCode:
     for b in batches:
         if b.first_offset > b.last_offset or b.first_offset < 0:
             return ErrorCode.invalid_request
-        if previous_last is not None and b.first_offset <= previous_last:
+        if previous_last is not None and b.first_offset < previous_last:
+            # as Kafka's KafkaApis.validateAcknowledgementBatches: a batch may start at the previous
+            # batch's last offset (the share partition then decides: INVALID_RECORD_STATE unless the
+            # earlier batch renewed that offset)
             return ErrorCode.invalid_request
         types = b.acknowledge_types
         size = b.last_offset - b.first_offset + 1
@@ -46,10 +53,6 @@ def validate_ack_batches(batches, version: int, is_renew: bool) -> ErrorCode:
                 return ErrorCode.invalid_request
         previous_last = b.last_offset
     return ErrorCode.none
-
-
-def _lock_timeout(group_config) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=group_config.record_lock_duration_ms)
 
 
 def _request_acks(req) -> tuple[dict, list]:
@@ -67,8 +70,8 @@ def _request_acks(req) -> tuple[dict, list]:
     return acks, order
 
 
-async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_renew: bool, group_config,
-                      now_ms: int) -> dict[tuple, ErrorCode]:
+async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_renew: bool,
+                      group_config) -> dict[tuple, ErrorCode]:
     results: dict[tuple, ErrorCode] = {}
     manager = server.share_partitions
     for key, batches in acks.items():
@@ -83,7 +86,7 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
             else:
                 error = await manager.acknowledge(
                     ctx, member_id, [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches],
-                    group_config, now_ms)
+                    group_config)
         results[key] = error
     return results
 
@@ -96,39 +99,47 @@ def _check_identity(req) -> str | None:
     return None
 
 
-def _response(resp_cls, group_config, by_topic: dict | None = None, error: ErrorCode = ErrorCode.none,
-              message: str | None = None):
-    """A ShareFetch/ShareAcknowledge response: {topic id: [partition entries]} or a top-level error."""
-    topic_cls = item_class(resp_cls, "responses")
-    return make(
-        resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
-        acquisition_lock_timeout=_lock_timeout(group_config) if group_config else datetime.timedelta(0),
-        responses=tuple(make(topic_cls, topic_id=tid, partitions=tuple(parts)) for tid, parts in (by_topic or {}).items()),
-        node_endpoints=(),
-    )
-
-
-def _top_level_error(resp_cls, error: ErrorCode, message: str | None, group_config):
-    return _response(resp_cls, group_config, error=error, message=message)
-
-
-def _failed(resp, field: str) -> bool:
-    """The response carries an error: top level, or `field` of any partition."""
-    if resp.error_code:
-        return True
-    for topic in resp.responses:
-        for p in topic.partitions:
-            if getattr(p, field):
-                return True
-    return False
-
-
 def _carries_acks(req) -> bool:
     for topic in req.topics:
         for p in topic.partitions:
             if p.acknowledgement_batches:
                 return True
     return False
+
+
+class _Outcome:
+    """What a ShareFetch/ShareAcknowledge answers, before encoding: a top-level error, or per
+    partition (in request order, then any others) its error, acknowledgement error and records."""
+
+    __slots__ = ("error", "message", "group_config", "order", "partition_errors", "ack_errors", "fetched")
+
+    def __init__(self, error: ErrorCode = ErrorCode.none, message: str | None = None, group_config=None,
+                 order: list | None = None, partition_errors: dict | None = None, ack_errors: dict | None = None,
+                 fetched: dict | None = None) -> None:
+        self.error, self.message, self.group_config = error, message, group_config
+        self.order = order or []
+        self.partition_errors = partition_errors or {}
+        self.ack_errors = ack_errors or {}
+        self.fetched = fetched or {}
+
+    @property
+    def lock_timeout_ms(self) -> int:
+        return self.group_config.record_lock_duration_ms if self.group_config is not None else 0
+
+    def failed(self) -> bool:
+        return bool(self.error) or any(e != ErrorCode.none for e in self.partition_errors.values())
+
+    def ack_failed(self) -> bool:
+        return bool(self.error) or any(e != ErrorCode.none for e in self.ack_errors.values())
+
+    def keys(self) -> list:
+        keys = list(self.order)
+        seen = set(keys)
+        for key in list(self.ack_errors) + list(self.fetched):
+            if key not in seen:
+                keys.append(key)
+                seen.add(key)
+        return keys
 
 
 @handles(78, 1, 2)
@@ -141,27 +152,26 @@ async def handle_share_fetch(ctx, req):
     if acks:
         metrics.share_ack_requests += 1
     try:
-        resp = await _share_fetch(ctx, req)
+        outcome = await _share_fetch(ctx, req)
     except BaseException:
         metrics.share_fetch_failed += 1
         if acks:
             metrics.share_ack_failed += 1
         raise
-    if _failed(resp, "error_code"):
+    if outcome.failed():
         metrics.share_fetch_failed += 1
-    if acks and _failed(resp, "acknowledge_error_code"):
+    if acks and outcome.ack_failed():
         metrics.share_ack_failed += 1
-    return resp
+    return _encode_fetch_response(ctx, outcome)
 
 
-async def _share_fetch(ctx, req):
+async def _share_fetch(ctx, req) -> _Outcome:
     server = ctx.server
     state = server.state
     version = ctx.api_version
-    resp_cls = response_class(78, version)
     problem = _check_identity(req)
     if problem:
-        return _top_level_error(resp_cls, ErrorCode.invalid_request, problem, None)
+        return _Outcome(ErrorCode.invalid_request, problem)
     group_id, member_id = req.group_id, req.member_id
     if not server.coordinators_loaded:  # share state is being replayed: served once it is back
         await server.wait_loaded()
@@ -170,28 +180,25 @@ async def _share_fetch(ctx, req):
     epoch = req.share_session_epoch
     max_wait_ms = int(req.max_wait.total_seconds() * 1000)
     if is_renew and (req.max_bytes or req.min_bytes or req.max_records or max_wait_ms):
-        return _top_level_error(resp_cls, ErrorCode.invalid_request,
-                                "a renew-only ShareFetch needs MaxBytes, MinBytes, MaxRecords and MaxWaitMs of 0",
-                                group_config)
+        return _Outcome(ErrorCode.invalid_request,
+                        "a renew-only ShareFetch needs MaxBytes, MinBytes, MaxRecords and MaxWaitMs of 0", group_config)
     acks, order = _request_acks(req)
     cache = server.share_sessions
     if epoch == INITIAL_EPOCH:
         if any(acks.values()):
-            return _top_level_error(resp_cls, ErrorCode.invalid_request,
-                                    "acknowledgements cannot be sent on the initial share session epoch", group_config)
+            return _Outcome(ErrorCode.invalid_request, "acknowledgements cannot be sent on the initial share session "
+                                                       "epoch", group_config)
         session, _replaced = cache.open(group_id, member_id, ctx.connection)
         if session is None:
             await asyncio.sleep(max(max_wait_ms, 0) / 1000.0)
             session, _replaced = cache.open(group_id, member_id, ctx.connection)
             if session is None:
-                return _top_level_error(resp_cls, ErrorCode.share_session_limit_reached,
-                                        f"the share session cache is full ({cache.max_sessions} sessions)",
-                                        group_config)
+                return _Outcome(ErrorCode.share_session_limit_reached,
+                                f"the share session cache is full ({cache.max_sessions} sessions)", group_config)
     else:
         session, error = cache.check(group_id, member_id, epoch)
         if session is None:
-            return _top_level_error(resp_cls, error, None, group_config)
-    now_ms = wall_clock_ms()
+            return _Outcome(error, None, group_config)
     partition_errors: dict[tuple, ErrorCode] = {}
     if epoch != FINAL_EPOCH:
         for key in order:
@@ -204,80 +211,48 @@ async def _share_fetch(ctx, req):
                 session.add([key])
         for forgotten in req.forgotten_topics_data:
             session.forget([(forgotten.topic_id, p) for p in forgotten.partitions])
-    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config, now_ms)
-    fetched: dict[tuple, object] = {}
+    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config)
+    fetched: dict = {}
     if epoch == FINAL_EPOCH:
         server.close_share_session(group_id, member_id)
     else:
         cache.advance(session)
         if not is_renew:
-            fetched = await _fetch(server, session, member_id, req, version, group_config, max_wait_ms)
-    return _fetch_response(resp_cls, state, order, partition_errors, ack_errors, fetched, group_config)
+            fetched = await _fetch(server, session, member_id, req, max_wait_ms)
+    return _Outcome(ErrorCode.none, None, group_config, order, partition_errors, ack_errors, fetched)
 
 
-async def _fetch(server, session, member_id: str, req, version: int, group_config, max_wait_ms: int) -> dict:
+async def _fetch(server, session, member_id: str, req, max_wait_ms: int) -> dict:
+    """Acquire now; else park until records can be acquired or MaxWaitMs passes."""
     manager = server.share_partitions
-    record_limit = getattr(req, "share_acquire_mode", 0) == 1
-    max_records = req.max_records if req.max_records > 0 else 500
-    batch_size = req.batch_size if req.batch_size > 0 else max_records
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_wait_ms / 1000.0
-    while True:
-        fetched: dict[tuple, object] = {}
-        remaining_records = max_records
-        remaining_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
-        keys = session.rotated()
-        for key in keys:
-            if remaining_records <= 0 or remaining_bytes <= 0:
-                break
-            ctx = manager.get(session.group_id, key[0], key[1])
-            if ctx is None:
-                continue
-            got = manager.fetch(ctx, member_id, max_records=remaining_records, batch_size=batch_size,
-                                record_limit=record_limit, max_bytes=remaining_bytes, group_config=group_config,
-                                now_ms=wall_clock_ms())
-            if got is not None:
-                fetched[key] = got
-                remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
-                remaining_bytes -= len(got.records)
-        if fetched:
-            return fetched
-        timeout_ms = (deadline - loop.time()) * 1000.0
-        if timeout_ms <= 0 or (session.group_id, session.member_id) not in server.share_sessions.sessions:
-            return fetched
-        await manager.wait(keys, timeout_ms)
+    params = FetchParams(
+        max_records=req.max_records if req.max_records > 0 else 500,
+        record_limit=getattr(req, "share_acquire_mode", 0) == 1,
+        max_bytes=req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
+    )
+    fetched = manager.fill(session, member_id, params)
+    if fetched or max_wait_ms <= 0:
+        return fetched
+    return await manager.wait(session, member_id, params, max_wait_ms)
 
 
-def _fetch_response(resp_cls, state, order, partition_errors, ack_errors, fetched, group_config):
-    topic_cls = item_class(resp_cls, "responses")
-    part_cls = item_class(topic_cls, "partitions")
-    leader_cls = item_class(part_cls, "current_leader")
-    acquired_cls = item_class(part_cls, "acquired_records")
-    leader = make(leader_cls, leader_id=state.node_id, leader_epoch=LEADER_EPOCH)
-    keys = list(order)
-    for key in list(ack_errors) + list(fetched):
-        if key not in keys:
-            keys.append(key)
+def _encode_fetch_response(ctx, outcome: _Outcome) -> bytes:
+    leader_id = ctx.server.state.node_id
     by_topic: dict = {}
-    for key in keys:
-        got = fetched.get(key)
-        error = partition_errors.get(key, ErrorCode.none)
-        ack_error = ack_errors.get(key)
-        if got is None and error == ErrorCode.none and ack_error is None:
-            continue
-        by_topic.setdefault(key[0], []).append(make(
-            part_cls,
-            partition_index=key[1],
-            error_code=error,
-            error_message=None,
-            acknowledge_error_code=int(ack_error) if ack_error is not None else 0,
-            acknowledge_error_message=None,
-            current_leader=leader,
-            records=got.records if got is not None else b"",
-            acquired_records=tuple(make(acquired_cls, first_offset=r.first_offset, last_offset=r.last_offset,
-                                        delivery_count=r.delivery_count) for r in got.acquired) if got else (),
-        ))
-    return _response(resp_cls, group_config, by_topic)
+    if not outcome.error:
+        fetched, ack_errors, partition_errors = outcome.fetched, outcome.ack_errors, outcome.partition_errors
+        for key in outcome.keys():
+            got = fetched.get(key)
+            error = partition_errors.get(key, ErrorCode.none)
+            ack_error = ack_errors.get(key)
+            if got is None and error == ErrorCode.none and ack_error is None:
+                continue
+            by_topic.setdefault(key[0], []).append(ShareFetchPartitionResult(
+                key[1], error, ack_error or 0, leader_id, LEADER_EPOCH,
+                got.records if got is not None else b"", got.acquired if got is not None else ()))
+    return encode_share_fetch_response(ctx.api_version, ctx.correlation_id, list(by_topic.items()),
+                                       error_code=outcome.error, error_message=outcome.message,
+                                       acquisition_lock_timeout_ms=outcome.lock_timeout_ms)
 
 
 @handles(79, 1, 2)
@@ -286,49 +261,47 @@ async def handle_share_acknowledge(ctx, req):
     metrics = ctx.server.metrics
     metrics.share_ack_requests += 1
     try:
-        resp = await _share_acknowledge(ctx, req)
+        outcome = await _share_acknowledge(ctx, req)
     except BaseException:
         metrics.share_ack_failed += 1
         raise
-    if _failed(resp, "error_code"):
+    if outcome.ack_failed():
         metrics.share_ack_failed += 1
-    return resp
+    leader_id = ctx.server.state.node_id
+    by_topic: dict = {}
+    if not outcome.error:
+        for key in outcome.order:
+            if key in outcome.ack_errors:
+                by_topic.setdefault(key[0], []).append(
+                    ShareAcknowledgePartitionResult(key[1], outcome.ack_errors[key], leader_id, LEADER_EPOCH))
+    return encode_share_acknowledge_response(ctx.api_version, ctx.correlation_id, list(by_topic.items()),
+                                             error_code=outcome.error, error_message=outcome.message,
+                                             acquisition_lock_timeout_ms=outcome.lock_timeout_ms)
 
 
-async def _share_acknowledge(ctx, req):
+async def _share_acknowledge(ctx, req) -> _Outcome:
     server = ctx.server
     state = server.state
     version = ctx.api_version
-    resp_cls = response_class(79, version)
     problem = _check_identity(req)
     if problem:
-        return _top_level_error(resp_cls, ErrorCode.invalid_request, problem, None)
+        return _Outcome(ErrorCode.invalid_request, problem)
     group_id, member_id = req.group_id, req.member_id
     if not server.coordinators_loaded:
         await server.wait_loaded()
     group_config = state.group_config(group_id)
     epoch = req.share_session_epoch
     if epoch == INITIAL_EPOCH:
-        return _top_level_error(resp_cls, ErrorCode.invalid_share_session_epoch,
-                                "ShareAcknowledge cannot open a share session (epoch 0)", group_config)
+        return _Outcome(ErrorCode.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session (epoch 0)",
+                        group_config)
     session, error = server.share_sessions.check(group_id, member_id, epoch)
     if session is None:
-        return _top_level_error(resp_cls, error, None, group_config)
+        return _Outcome(error, None, group_config)
     is_renew = bool(getattr(req, "is_renew_ack", False))
     acks, order = _request_acks(req)
-    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config,
-                                   wall_clock_ms())
+    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config)
     if epoch == FINAL_EPOCH:
         server.close_share_session(group_id, member_id)
     else:
         server.share_sessions.advance(session)
-    topic_cls = item_class(resp_cls, "responses")
-    part_cls = item_class(topic_cls, "partitions")
-    leader_cls = item_class(part_cls, "current_leader")
-    leader = make(leader_cls, leader_id=state.node_id, leader_epoch=LEADER_EPOCH)
-    by_topic: dict = {}
-    for key in order:
-        if key in ack_errors:
-            by_topic.setdefault(key[0], []).append(make(part_cls, partition_index=key[1], error_code=ack_errors[key],
-                                                        error_message=None, current_leader=leader))
-    return _response(resp_cls, group_config, by_topic)
+    return _Outcome(ErrorCode.none, None, group_config, order, ack_errors=ack_errors)

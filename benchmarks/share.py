@@ -729,6 +729,19 @@ def text_table(rows: list[Row]) -> str:
     return "\n".join([fmt(COLUMNS), fmt(["-" * w for w in widths])] + [fmt(c) for c in body])
 
 
+def redis_baseline(doc: Path) -> float | None:
+    """records/s of the Redis Streams section's 4-consumer COUNT 500 row in `doc`, if it has one."""
+    try:
+        text = doc.read_text()
+    except OSError:
+        return None
+    section = re.search(r"<!-- redis:begin -->(.*?)<!-- redis:end -->", text, re.S)
+    if section is None:
+        return None
+    row = re.search(rf"^\| {GOAL_CONSUMERS} \| 500 \| [0-9,]+ \| ([0-9,]+) \|", section.group(1), re.M)
+    return float(row.group(1).replace(",", "")) if row else None
+
+
 def _cum(prof: ProfileSummary, func: str) -> tuple[str, int, float] | None:
     for label, n, t in prof.by_cum:
         if label.endswith(f"({func})"):
@@ -770,6 +783,16 @@ def analysis(rows: list[Row], profile: tuple[ProfileSummary, list[Row]] | None, 
         out.append(f"**Goal: ≥ {GOAL_RECORDS_PER_S:,} records/s of 100 B consumed and acknowledged with "
                    f"{GOAL_CONSUMERS} consumers.** With the default settings {GOAL_CONSUMERS} share consumers on one "
                    f"partition reached {parts}{best}; the goal is {verdict}.{wtext}")
+        redis = redis_baseline(DOC_PATH)
+        if redis is not None:
+            ratio = worst.rate / redis
+            out.append(f"**Against Redis Streams** (DEVELOPERS.md: at least as fast as Redis Streams with batched "
+                       f"XACK on the same machine, {GOAL_CONSUMERS} consumers, one partition, 100 B records): the "
+                       f"Redis Streams section of this file (`benchmarks/redis_streams.py`, {GOAL_CONSUMERS} "
+                       f"consumers, COUNT 500, hiredis) reached {redis:,.0f} records/s; the slower of the "
+                       f"{GOAL_CONSUMERS}-consumer rows here is {ratio:.2f}× that — "
+                       + ("met." if ratio >= 1 else "**not** met.") + " Run both scripts in one session: the "
+                       "numbers of different machines do not compare.")
 
     lines = []
     for r in res:
@@ -858,7 +881,8 @@ def analysis(rows: list[Row], profile: tuple[ProfileSummary, list[Row]] | None, 
             parts.append(f"{r.mode}: {r.rate:,.0f} records/s, broker {r.broker_us_per_record:.2f} µs/record"
                          + (f" against {four.broker_us_per_record:.2f} with {GOAL_CONSUMERS}" if four else ""))
         out.append("**16 consumers** (" + "; ".join(parts) + "). Most of them wait: their ShareFetch requests park "
-                   "at the broker, and every acknowledgement wakes all of them to look for records and park again. "
+                   "at the broker, and a parked fetch is tried only when its partition has records to hand out "
+                   "(oldest first, `broker/server/delayed_share_fetch.py`), so the waiting ones cost nothing. "
                    "The join column: the first member of a new group is assigned the partition at once; the others "
                    "at their next heartbeat, `share.heartbeat.interval.ms` (5 s) later. The clock starts only once "
                    "all are assigned.")
@@ -890,14 +914,15 @@ def analysis(rows: list[Row], profile: tuple[ProfileSummary, list[Row]] | None, 
                  "share_partition.py")
         tops = ", ".join(f"`{l}` {prof.pct(t):.0f}%" for l, _n, t in prof.by_cum[2:]
                          if any(p in l for p in picks) and prof.pct(t) >= 3)
-        sf = _cum(prof, "_fetch")
-        enc = _cum(prof, "encode_response")
-        responses = enc[1] if enc else 0
+        fills = _cum(prof, "fill")
+        encoders = [_cum(prof, f) for f in ("encode_response", "encode_share_fetch_response",
+                                             "encode_share_acknowledge_response")]
+        responses = sum(e[1] for e in encoders if e)
         records = sum(r.result.records for r in prow)
         per = (f" The profiled runs answered {responses:,} requests in all for {records:,} records "
-               f"({records / responses:,.0f} records per request) and ran the ShareFetch acquisition loop "
-               f"{sf[1]:,} times: parked fetches are woken by every acknowledgement and most find nothing and "
-               f"park again." if sf and responses else "")
+               f"({records / responses:,.0f} records per request) and acquired for a ShareFetch {fills[1]:,} "
+               f"times: a parked fetch is tried only when its partition has records to hand out."
+               if fills and responses else "")
         out.append(f"**Broker profile** ({GOAL_CONSUMERS} consumers, CPU time, details below). Of the broker's "
                    f"busy time {prof.pct(quafka_s):.0f}% was quafka's own Python code, {prof.pct(kio_s):.0f}% "
                    f"kio (request decoding and generic response encoding), {prof.pct(asyncio_s):.0f}% asyncio, "

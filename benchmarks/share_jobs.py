@@ -332,7 +332,7 @@ class SlowJobs:
 SLOW_JOB_SCENARIOS = [
     SlowJobs("8 consumers, 5 ms jobs, 10-record batches, max.poll.records=10", 8, 5.0, 2000, 10, 10),
     SlowJobs("8 consumers, 1 ms jobs, 50-record batches, max.poll.records=500", 8, 1.0, 4000, 50, 500),
-    SlowJobs("the same, share.partition.max.record.locks=4000", 8, 1.0, 4000, 50, 500, 4000),
+    SlowJobs("The same, share.partition.max.record.locks=4000", 8, 1.0, 4000, 50, 500, 4000),
     SlowJobs("16 consumers, 2 ms jobs, 1-record batches, max.poll.records=1", 16, 2.0, 2000, 1, 1),
 ]
 

@@ -73,7 +73,12 @@ class ShareFetchPurgatory:
                 if op.future.done():  # timed out or cancelled meanwhile
                     self.unwatch(op)
                     continue
-                got = op.try_fill()
+                try:
+                    got = op.try_fill()
+                except Exception as exc:  # noqa: BLE001 - that fetch fails, not the request serving it
+                    self.unwatch(op)
+                    op.future.set_exception(exc)
+                    continue
                 if got:
                     self.unwatch(op)
                     op.future.set_result(got)

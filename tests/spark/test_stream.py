@@ -348,3 +348,38 @@ def test_fan_out_makes_n_groups_covering_every_offset_once(batch_sizes, n):
     assert offsets == list(range(base))
     counts = [sum(piece.count for piece in group) for group in groups]
     assert all(c > 0 for c in counts)
+
+
+SIGTERM_CHILD = """
+import os, signal, time
+from quafka.spark import stream
+from quafka.spark.datasource import RECORD_SCHEMA
+from quafka.spark.options import Options
+
+stream.CLOSE_ON_SIGTERM_S = 1.0
+reader = stream.QuafkaShareStreamReader(Options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+                                                 "share.group": "g"}), RECORD_SCHEMA)
+reader._install_sigterm()
+# SIGTERM arrives while the main thread holds a lock close() needs: here the stop event's own lock,
+# as when a first SIGTERM's handler was inside Event.set and Spark sent the second
+reader._stop._cond.acquire()
+print("ready", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(60)
+print("survived", flush=True)
+"""
+
+
+def test_sigterm_ends_the_runner_even_when_its_main_thread_holds_a_lock_close_needs():
+    """A runner left behind by its driver (issue 14: parent 1, SIGTERM ignored) was stuck in the
+    SIGTERM handler: close() ran in signal context and waited forever on a lock its own thread held.
+    The handler now closes on a thread of its own for a bounded time and then lets SIGTERM end it."""
+    child = subprocess.Popen([sys.executable, "-c", SIGTERM_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        out, err = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        pytest.fail(f"the runner did not end on SIGTERM within 30 s: {out!r} {err[-2000:]!r}")
+    assert out.strip() == "ready" and child.returncode == -signal.SIGTERM, (child.returncode, out, err[-2000:])

@@ -32,7 +32,9 @@ call ``read`` on an unpickled copy made by a planner. So:
   (``acquisition_lock_timeout_ms()``), so a batch that runs longer than the lock is neither
   redelivered nor duplicated.
 - A SIGTERM handler (the JVM ends the runner with SIGTERM on ``query.stop()``; ``stop()`` is never
-  called) closes the consumer, which releases the records not yet acknowledged.
+  called) closes the consumer, which releases the records not yet acknowledged, on a thread of its
+  own for at most ``CLOSE_ON_SIGTERM_S``, then lets SIGTERM end the process; a second SIGTERM ends
+  it at once.
 
 Acquire mode: ``share.acquire.mode=record_limit`` with ``max.poll.records`` set to the trigger's
 limit, so one poll never returns more than ``maxRecordsPerTrigger`` records (``batch_optimized``
@@ -67,6 +69,7 @@ log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 0.5
 COMMIT_TIMEOUT_S = 30.0
+CLOSE_ON_SIGTERM_S = 11.0  # close(): up to 5 s for the lock, then up to 5 s for the consumer
 DEFAULT_MAX_RECORDS = 10000
 DEFAULT_LOCK_MS = 30000
 FALLBACK_PARALLELISM = 2
@@ -289,8 +292,16 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_sigterm(signum, frame):  # noqa: ARG001
-            self.close()
+            # The handler runs in the main thread between two bytecodes, possibly while that thread
+            # holds a lock close() needs (inside Event.set, or self._lock during a poll): closing
+            # here could wait on it forever, and a second SIGTERM (Spark sends one on stop and the
+            # JVM another as it exits) would run this handler again inside the first. So the
+            # previous disposition comes back first (a second SIGTERM ends the process), and the
+            # close runs on its own thread, waited for a bounded time.
             signal.signal(signal.SIGTERM, previous if callable(previous) else signal.SIG_DFL)
+            closer = threading.Thread(target=self.close, name="quafka-share-close", daemon=True)
+            closer.start()
+            closer.join(CLOSE_ON_SIGTERM_S)
             if callable(previous):
                 previous(signum, frame)
             else:

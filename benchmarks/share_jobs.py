@@ -41,24 +41,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_fetch import _cpu_self, admin_client, create_topic  # noqa: E402
-from share import ShareBroker, set_group_configs, start_group, stop_procs  # noqa: E402
+from produce_fetch import _cpu_self, admin_client, create_topic, free_port  # noqa: E402
+from share import ShareBroker, _quiet_logger, set_group_configs, start_group, stop_procs  # noqa: E402
 
 VALUE_SIZE = 100
 POLL_TIMEOUT_S = 0.1
 COMMIT_EACH_POLL = "commit_sync() per poll"
 WIDE_LOCKS = 10_000
 WIDE = f"share.partition.max.record.locks={WIDE_LOCKS}"
-
-
-class _QuietLogger:
-    """librdkafka's log lines (connection refused at shutdown, ...) kept out of the report."""
-
-    def log(self, *_args, **_kwargs) -> None:
-        pass
-
-    def __getattr__(self, _name):
-        return lambda *a, **k: None
 
 
 # ----------------------------------------------------------------------------- workers (spawned)
@@ -73,7 +63,7 @@ def job_worker(bootstrap: str, topic: str, group: str, conf_extra: dict, work_ms
         from confluent_kafka import ShareConsumer
 
         conf = {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit",
-                "logger": _QuietLogger()}
+                "logger": _quiet_logger}
         conf.update(conf_extra)
         consumer = ShareConsumer(conf)
         consumer.subscribe([topic])
@@ -125,7 +115,7 @@ def paced_producer(bootstrap: str, topic: str, rate: int, records: int, go, out:
     try:
         from confluent_kafka import Producer
 
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1, "logger": _QuietLogger()})
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1, "logger": _quiet_logger})
         pad = b"x" * (VALUE_SIZE - 8)
         # warm up: the first produce() waits for the topic's metadata (tens of ms); one unstamped
         # record (stamp 0, left out of the latencies) pays for it before the clock starts
@@ -158,7 +148,7 @@ def produce_backlog(bootstrap: str, topic: str, records: int, batch_records: int
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50 if batch_records > 1 else 0,
                          "batch.num.messages": batch_records, "batch.size": 1_000_000, "acks": 1,
                          "max.in.flight.requests.per.connection": 1 if batch_records == 1 else 5,
-                         "queue.buffering.max.messages": 1_000_000, "logger": _QuietLogger()})
+                         "queue.buffering.max.messages": 1_000_000, "logger": _quiet_logger})
     value = b"v" * VALUE_SIZE
     for i in range(records):
         while True:
@@ -658,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"ack cost, window {window:,}, {pattern}: {us:.1f} µs, {lines:.0f} lines per acknowledgement",
                       flush=True)
     work_dir = tempfile.mkdtemp(prefix="quafka-jobs-")
-    metrics_port = _free_port()
+    metrics_port = free_port()
     broker = ShareBroker(work_dir, overrides=[f"metrics.listener=http://127.0.0.1:{metrics_port}",
                                               f"group.share.max.partition.max.record.locks={WIDE_LOCKS}"]).start()
     metrics = Metrics(metrics_port)
@@ -706,14 +696,6 @@ def main(argv: list[str] | None = None) -> int:
                                "<!-- share-jobs:end -->")
         print(f"wrote the job-queue section of {args.doc}")
     return 0
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 if __name__ == "__main__":

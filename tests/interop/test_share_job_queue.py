@@ -24,7 +24,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import ShareConsumer, TopicPartition
+from confluent_kafka import ShareConsumer
 
 from support import set_group_configs, wait_until
 from support.share_client import (

@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 0.5
 COMMIT_TIMEOUT_S = 30.0
-CLOSE_ON_SIGTERM_S = 11.0  # close(): up to 5 s for the lock, then up to 5 s for the consumer
+CLOSE_ON_SIGTERM_S = 3.0  # SIGTERM waits this long for close(); what it could not release, lock expiry does
 DEFAULT_MAX_RECORDS = 10000
 DEFAULT_LOCK_MS = 30000
 FALLBACK_PARALLELISM = 2

@@ -127,12 +127,13 @@ def populate(broker: EmbeddedBroker, groups: int, partitions: int) -> int:
         for g in range(groups):
             for p in range(partitions):
                 key = ShareStateKey(f"group-{g}", topic.topic_id, p)
-                service.initialize_now(key, state_epoch=0, start_offset=0)
+                # flush is off: each operation is its own round, stored before its future resolves
+                assert service.initialize(key, state_epoch=0, start_offset=0).done()
                 for step in range(3):
                     base = 1000 * step
-                    service.write_now(key, state_epoch=0, start_offset=base, delivery_complete_count=5,
-                                      state_batches=[StateBatch(base + 10, base + 14, 2, 1),
-                                                     StateBatch(base + 20, base + 20, 0, 2)])
+                    assert service.write(key, state_epoch=0, start_offset=base, delivery_complete_count=5,
+                                         state_batches=[StateBatch(base + 10, base + 14, 2, 1),
+                                                        StateBatch(base + 20, base + 20, 0, 2)]).done()
                 count += 1
         return count
 

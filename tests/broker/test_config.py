@@ -642,3 +642,11 @@ def test_docs_list_the_deviations():
         assert needle in section, needle
     assert re.search(r"quafka broker --config server.properties --override", text)
     assert 'make run ARGS="--override' in text and "EmbeddedBroker(config=" in text
+
+
+def test_a_state_topic_segment_size_below_the_segment_minimum_is_refused_at_start_up():
+    """Kafka accepts it (atLeast(1)) but cannot then create __share_group_state (segment.bytes has a
+    1 MiB minimum); quafka refuses it up front, naming the key and the minimum (found by tests/sim)."""
+    with pytest.raises(cfg.ConfigError) as info:
+        cfg.BrokerConfig.from_props({"share.coordinator.state.topic.segment.bytes": "1000"})
+    assert "share.coordinator.state.topic.segment.bytes" in str(info.value) and "1048576" in str(info.value)

@@ -302,6 +302,23 @@ def test_a_failed_renewal_forgets_only_the_unacknowledged_records():
     assert book.take_pending() == {TP: [(1, 1, A.ACCEPT)]} and book.delivered == {}
 
 
+def test_a_confirmed_renewal_followed_by_a_failed_one_does_not_hand_the_record_out_again():
+    """Soak-test regression (broker restart between two RENEWs): the first renewal is confirmed, the
+    second fails; the record is no longer held, so no poll returns it (it did, from ``renewed``) and
+    acknowledging it is refused, as Kafka's ShareInFlightBatch.renew/acknowledge."""
+    book = Acknowledgements(explicit=True)
+    records = [_record(o) for o in range(3)]
+    book.on_delivered(records)
+    book.acknowledge_range(TP, 0, 2, A.RENEW)
+    book.on_renewed(TP, book.take_pending()[TP])  # confirmed: would come back with the next poll
+    book.acknowledge_range(TP, 0, 1, A.RENEW)  # renewed again before that poll (2 is left as it is)
+    book.on_renew_failed(TP, book.take_pending()[TP])  # the session is gone
+    assert book.take_renewed() == [records[2]]
+    with pytest.raises(IllegalStateException, match="offset 0 is not a record delivered"):
+        book.acknowledge(TP, 0, A.ACCEPT, by_record=True)
+    assert [(f, l) for f, l, _ in book.delivered[TP]] == [(2, 2)]
+
+
 def test_renew_by_range_keeps_the_renewed_records():
     book = Acknowledgements(explicit=True)
     records = [_record(o) for o in range(3)]
@@ -506,6 +523,8 @@ class _DictBook:
                 self.renewed.append(record)
 
     def on_renew_failed(self, tp, offsets):
+        # no longer held: not handed out again, even if an earlier renewal was confirmed
+        self.renewed = [r for r in self.renewed if not (r.offset in offsets and (r.topic, r.partition) == tp)]
         delivered = self.delivered.get(tp, {})
         acked = self.acked.get(tp, {})
         for offset in offsets:

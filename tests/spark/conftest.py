@@ -10,6 +10,7 @@ does for one test) instead of hanging the suite."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import traceback
@@ -86,6 +87,36 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    stop_gateway_jvm()
+
+
+def stop_gateway_jvm(timeout_s: float = 30.0) -> None:
+    """End the driver JVM, which session.stop() leaves running (pyspark keeps the py4j gateway for
+    the next session) until this process exits: closing its stdin ends it — PythonGatewayServer
+    exits on end of input, so that it dies with its Python driver — and with it go its Python
+    workers (pyspark.daemon exits when its stdin closes too; a streaming runner when its JVM goes,
+    quafka.spark.lifetime). Then no process of the suite outlives it (the root conftest checks)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    except Exception:  # noqa: BLE001 - the JVM is ended below either way
+        pass
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,10 @@ checkpoint after a failed batch, and lock renewal during a long batch."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,28 +18,33 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
+from support import descendants, process_running
+
 from quafka import EmbeddedBroker
 from quafka.client import Admin
 
 pytestmark = pytest.mark.spark
 
 LOCK_MS = 5000
+LONG_LOCK_MS = 600_000  # longer than any test runs (pytest's timeout is 300 s): only a release frees its records
 
 
 @pytest.fixture(scope="module")
 def broker():
-    """A broker whose groups may use 5 s record locks (the default minimum is 15 s)."""
-    with EmbeddedBroker(config={"group.share.min.record.lock.duration.ms": 5000}) as b:
+    """A broker whose groups may use 5 s record locks (the default minimum is 15 s) and, to prove
+    a release was not a lock's expiry, 10 min ones (the default maximum is 60 s)."""
+    with EmbeddedBroker(config={"group.share.min.record.lock.duration.ms": 5000,
+                                "group.share.max.record.lock.duration.ms": LONG_LOCK_MS}) as b:
         yield b.bootstrap_servers
 
 
-def make_topic(bootstrap: str, n: int) -> tuple[str, str]:
+def make_topic(bootstrap: str, n: int, lock_ms: int = LOCK_MS) -> tuple[str, str]:
     topic, group = f"st-{uuid.uuid4().hex[:8]}", f"sg-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics({topic: (1, 1)})
         admin.alter_configs("group", group, {"share.auto.offset.reset": "earliest",
                                              "share.assignment.interval.ms": "0",
-                                             "share.record.lock.duration.ms": str(LOCK_MS)})
+                                             "share.record.lock.duration.ms": str(lock_ms)})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(n):
         producer.produce(topic, value=str(i).encode(), key=b"k")
@@ -64,18 +71,26 @@ def wait_drained(bootstrap: str, group: str, topic: str, n: int, timeout: float 
 
 
 class Sink:
-    """foreachBatch target (runs in this driver process): values per batch and partition ids."""
+    """foreachBatch target (runs in this driver process): values per batch and partition ids.
 
-    def __init__(self, fail_batch: int | None = None, sleep_batch: tuple[int, float] | None = None) -> None:
+    Faults are injected by the ordinal of a batch *with rows* (1 = the first), not by batch id:
+    Spark runs batch 0 even when the first latestOffset acquired nothing (a source with no
+    committed offset always has "new data" on the first trigger, MicroBatchExecution), so which
+    batch id carries the first records depends on how fast the share consumer joined."""
+
+    def __init__(self, fail_data_batch: int | None = None, block_data_batch: int | None = None,
+                 sleep_data_batch: tuple[int, float] | None = None) -> None:
         self.lock = threading.Lock()
         self.values: list[int] = []
         self.batches: list[tuple[int, int, set[int]]] = []  # (batch id, rows, spark partition ids)
         self.batch_values: dict[int, set[int]] = {}
         self.delivery_counts: Counter = Counter()
+        self.data_batches = 0  # batches with rows so far
         self.failed_values: set[int] = set()
-        self.fail_batch = fail_batch
-        self.sleep_batch = sleep_batch
-        self.block_batch: int | None = None  # this batch waits for `release`, then fails
+        self.failed_batch: int | None = None  # the batch id that failed or was blocked
+        self.fail_data_batch = fail_data_batch
+        self.block_data_batch = block_data_batch  # this one waits for `release`, then fails
+        self.sleep_data_batch = sleep_data_batch
         self.entered = threading.Event()
         self.release = threading.Event()
 
@@ -84,16 +99,20 @@ class Sink:
 
         rows = df.select("value", "deliveryCount", "partition", spark_partition_id().alias("pid")).collect()
         values = [int(r.value) for r in rows]
-        if self.fail_batch is not None and rows and batch_id == self.fail_batch:
-            self.failed_values = set(values)
+        nth = None
+        if rows:
+            self.data_batches += 1
+            nth = self.data_batches
+        if nth is not None and nth == self.fail_data_batch:
+            self.failed_values, self.failed_batch = set(values), batch_id
             raise RuntimeError(f"injected failure in batch {batch_id}")
-        if self.block_batch is not None and rows and batch_id == self.block_batch:
-            self.failed_values = set(values)
+        if nth is not None and nth == self.block_data_batch:
+            self.failed_values, self.failed_batch = set(values), batch_id
             self.entered.set()
             self.release.wait(30)
             raise RuntimeError(f"batch {batch_id} interrupted by query.stop()")
-        if self.sleep_batch is not None and rows and batch_id == self.sleep_batch[0]:
-            time.sleep(self.sleep_batch[1])
+        if self.sleep_data_batch is not None and nth == self.sleep_data_batch[0]:
+            time.sleep(self.sleep_data_batch[1])  # a long batch: the renewer must keep its locks
         with self.lock:
             self.values.extend(values)
             self.batches.append((batch_id, len(rows), {r.pid for r in rows}))
@@ -163,8 +182,9 @@ def restart_and_check(spark, broker, topic, group, checkpoint, n, failing: Sink)
         wait_drained(broker, group, topic, n)
     finally:
         query.stop()
-    # the restart reruns batch 1 first, read by offset from the ranges the checkpoint names
-    assert sink.batches[0][0] == 1 and sink.batch_values[1] == failing.failed_values
+    # the restart reruns the failed batch first, read by offset from the ranges the checkpoint names
+    batch = failing.failed_batch
+    assert sink.batches[0][0] == batch and sink.batch_values[batch] == failing.failed_values, sink.batches
     everything = Counter(failing.values) + Counter(sink.values)
     assert set(everything) == set(range(n))  # nothing missing
     duplicates = {v for v, c in everything.items() if c > 1}
@@ -176,17 +196,20 @@ def test_stop_mid_batch_then_restart(spark, broker, tmp_path):
     n = 3000
     topic, group = make_topic(broker, n)
     checkpoint = tmp_path / "cp"
-    failing = Sink()
-    failing.block_batch = 1
+    failing = Sink(block_data_batch=2)
     query = start(spark, broker, topic, group, checkpoint, failing, numPartitions=2, maxRecordsPerTrigger=1000)
     assert failing.entered.wait(60), query.exception()
     stopper = threading.Thread(target=query.stop)
     stopper.start()
-    time.sleep(0.5)  # let stop() begin while batch 1 is still running
+    # stop() marks the query TERMINATED (isActive false) before it interrupts the stream thread and
+    # waits for it (MicroBatchExecution.stop): once isActive is false, stop() has begun, and it
+    # cannot end while the batch is blocked in the sink
+    wait_for(lambda: not query.isActive, 30, "query.stop() to begin")
+    assert stopper.is_alive(), "stop() returned while the batch was still running"
     failing.release.set()
     stopper.join(60)
     assert not stopper.is_alive() and not query.isActive
-    assert failing.failed_values and failing.seen()
+    assert failing.failed_values and failing.seen(), failing.batches  # the first data batch went through
     restart_and_check(spark, broker, topic, group, checkpoint, n, failing)
 
 
@@ -194,12 +217,12 @@ def test_failed_batch_is_replayed_from_the_checkpoint(spark, broker, tmp_path):
     n = 3000
     topic, group = make_topic(broker, n)
     checkpoint = tmp_path / "cp"
-    failing = Sink(fail_batch=1)
+    failing = Sink(fail_data_batch=2)
     query = start(spark, broker, topic, group, checkpoint, failing, numPartitions=2, maxRecordsPerTrigger=1000)
     wait_for(lambda: query.exception() is not None or not query.isActive, 60, "the injected failure")
     assert "injected failure" in str(query.exception())
     query.stop()
-    assert failing.failed_values and failing.seen()  # batch 0 went through, batch 1 failed
+    assert failing.failed_values and failing.seen(), failing.batches  # the first data batch went through, the second failed
     restart_and_check(spark, broker, topic, group, checkpoint, n, failing)
 
 
@@ -210,19 +233,23 @@ bootstrap, topic, group, checkpoint, out = sys.argv[1:6]
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
+data_batches = 0
+
+def write(name, text):
+    with open(os.path.join(out, name + ".tmp"), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(out, name + ".tmp"), os.path.join(out, name))
 
 def sink(df, batch_id):
+    global data_batches
     values = [int(r.value) for r in df.select("value").collect()]
     if not values:
         return
-    if batch_id == 1:  # the batch in flight when the driver is killed
-        with open(os.path.join(out, "inflight.tmp"), "w") as f:
-            f.write(" ".join(map(str, values)))
-        os.rename(os.path.join(out, "inflight.tmp"), os.path.join(out, "inflight"))
+    data_batches += 1
+    if data_batches == 2:  # the batch in flight when the driver is killed: its records stay acquired
+        write("inflight", f"{batch_id}\\n" + " ".join(map(str, values)))
         time.sleep(120)
-    with open(os.path.join(out, f"batch-{batch_id}.tmp"), "w") as f:
-        f.write(" ".join(map(str, values)))
-    os.rename(os.path.join(out, f"batch-{batch_id}.tmp"), os.path.join(out, f"batch-{batch_id}"))
+    write(f"batch-{batch_id}", " ".join(map(str, values)))
 
 (spark.readStream.format("quafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
  .option("share.group", group).option("maxRecordsPerTrigger", "1000").option("numPartitions", "2").load()
@@ -231,9 +258,9 @@ def sink(df, batch_id):
 """
 
 
-def test_sigkill_of_the_driver_then_restart(spark, broker, tmp_path):
-    n = 3000
-    topic, group = make_topic(broker, n)
+def start_driver(broker: str, topic: str, group: str, tmp_path) -> tuple[subprocess.Popen, Sink]:
+    """A driver process running DRIVER in a session of its own, once its second batch with records
+    is in flight; the returned Sink holds what its sink saw (the in-flight batch as the failed one)."""
     checkpoint, out = tmp_path / "cp", tmp_path / "out"
     out.mkdir()
     script = tmp_path / "driver.py"
@@ -243,23 +270,170 @@ def test_sigkill_of_the_driver_then_restart(spark, broker, tmp_path):
     proc = subprocess.Popen([sys.executable, str(script), broker, topic, group, str(checkpoint), str(out)],
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: (out / "inflight").exists() or proc.poll() is not None, 90, "batch 1 in the driver")
+        wait_for(lambda: (out / "inflight").exists() or proc.poll() is not None, 90, "the second batch in the driver")
         assert proc.poll() is None, "the driver subprocess ended early"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and the JVM's Python workers
-        proc.wait(30)
-    failing = Sink()
-    failing.failed_values = {int(v) for v in (out / "inflight").read_text().split()}
+    except BaseException:
+        kill_session(proc)
+        raise
+    seen = Sink()
+    batch, values = (out / "inflight").read_text().split("\n")
+    seen.failed_batch, seen.failed_values = int(batch), {int(v) for v in values.split()}
     for f in out.glob("batch-*"):
-        failing.values.extend(int(v) for v in f.read_text().split())
-    assert failing.values  # batch 0 reached the sink before the kill
-    restart_and_check(spark, broker, topic, group, str(checkpoint), n, failing)
+        seen.values.extend(int(v) for v in f.read_text().split())
+    return proc, seen
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started with start_new_session and everything left in its session's
+    process group (the driver, its JVM, the streaming runner; pyspark.daemon makes a group of its
+    own and exits when its JVM's pipe closes)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(30)
+
+
+def test_sigkill_of_the_driver_then_restart(spark, broker, tmp_path):
+    n = 3000
+    topic, group = make_topic(broker, n)
+    proc, failing = start_driver(broker, topic, group, tmp_path)
+    kill_session(proc)  # the driver, its JVM and the runner, all at once
+    assert failing.values  # the first data batch reached the sink before the kill
+    restart_and_check(spark, broker, topic, group, str(tmp_path / "cp"), n, failing)
+
+
+def reacquire(bootstrap: str, group: str, topic: str, offsets: set[int], timeout: float) -> dict[int, int]:
+    """{offset: delivery count} of `offsets` as a new member of the share group acquires them
+    (plus whatever else it acquires on the way); fails after `timeout` seconds. Accepts them all."""
+    from quafka.client import ShareConsumer
+
+    got: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+    with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group}) as consumer:
+        consumer.subscribe([topic])
+        while not offsets <= set(got):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(offsets - set(got))} of {len(offsets)} records not acquired again "
+                                     f"within {timeout} s (their locks last {LONG_LOCK_MS // 1000} s)")
+            for r in consumer.poll(0.5):
+                got[r.offset] = r.delivery_count
+    return got
+
+
+def members(bootstrap: str, group: str) -> list[str]:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        return [m.member_id for m in admin.describe_share_groups([group])[group].members]
+
+
+def runner_of(driver_pid: int) -> tuple[int, int]:
+    """(JVM pid, streaming runner pid) below a driver process."""
+    below = descendants(driver_pid)
+    runners = [p for p in below if "python_streaming_source_runner" in p.cmdline]
+    assert len(runners) == 1, [p.cmdline[:120] for p in below]
+    jvm = runners[0].ppid
+    assert any(p.pid == jvm and "java" in p.cmdline for p in below), [p.cmdline[:120] for p in below]
+    return jvm, runners[0].pid
+
+
+def test_runner_ends_and_releases_its_records_when_the_driver_jvm_is_killed(broker, tmp_path):
+    """Issue 14: a runner outlived its driver, keeping its share session and its records' locks.
+    The JVM of a running query is SIGKILLed while a batch is in flight (its records acquired by the
+    runner): the runner closes its share consumer (its member leaves the group) and exits, and its
+    records are at once available to the rest of the group — well before their 10-minute locks
+    could expire. (A runner that merely died would free them too, when the broker sees its
+    connection close; one that lives on, as in the issue, keeps them.)"""
+    topic, group = make_topic(broker, 3000, lock_ms=LONG_LOCK_MS)
+    proc, inflight = start_driver(broker, topic, group, tmp_path)
+    try:
+        jvm, runner = runner_of(proc.pid)
+        assert len(members(broker, group)) == 1  # the runner's consumer
+        os.kill(jvm, signal.SIGKILL)
+        wait_for(lambda: not process_running(runner), 15, f"the runner (pid {runner}) to exit")
+        # it closed its consumer, which left the group (a consumer that just vanished would stay a
+        # member until share.session.timeout.ms, 45 s, passed)
+        wait_for(lambda: not members(broker, group), 5, "the runner's member to leave the group")
+        got = reacquire(broker, group, topic, inflight.failed_values, timeout=20)
+    finally:
+        kill_session(proc)
+    assert {got[v] for v in inflight.failed_values} == {2}  # delivered again: the runner's acquisition was released
+
+
+RUNNER_PARENT = """
+import subprocess, signal, sys
+out = sys.argv[1]
+with open(out + "/runner.out", "w") as stdout, open(out + "/runner.err", "w") as stderr:
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[2]] + sys.argv[3:], stdout=stdout, stderr=stderr)
+print(child.pid, flush=True)
+signal.pause()
+"""
+
+RUNNER = """
+import json, os, socket, sys, threading
+from quafka.spark.datasource import RECORD_SCHEMA
+from quafka.spark.options import Options
+from quafka.spark.stream import QuafkaShareStreamReader
+
+bootstrap, topic, group = sys.argv[1:4]
+# as pyspark's worker does: connect back to the "JVM" named by PYTHON_WORKER_FACTORY_PORT
+driver = socket.create_connection(("127.0.0.1", int(os.environ["PYTHON_WORKER_FACTORY_PORT"])))
+reader = QuafkaShareStreamReader(Options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                                          "share.group": group, "maxRecordsPerTrigger": "100"}), RECORD_SCHEMA)
+end = {"seq": 0}
+while end["seq"] == 0:  # Spark's runner calls latestOffset like this; the first call arms the lifetime guards
+    end = reader.latestOffset({"v": 1, "seq": 0}, None)
+print(json.dumps(end), flush=True)
+threading.Event().wait()  # a stuck main thread: it never reads its socket again, only the watchdog can end it
+"""
+
+
+@pytest.mark.parametrize("driver_goes", ["parent killed", "socket closed"])
+def test_runner_watchdog_closes_the_share_session_when_the_driver_goes(broker, tmp_path, driver_goes):
+    """The runner's watchdog (quafka.spark.lifetime) ends it, whatever its main thread is doing,
+    when its parent dies (SIGKILL; the connection stays open) or when the peer closes the connection
+    it made to PYTHON_WORKER_FACTORY_PORT (the parent stays alive); either way the share session
+    is closed first: the member leaves the group and the acquired records are available again at
+    once (10-minute locks)."""
+    topic, group = make_topic(broker, 300, lock_ms=LONG_LOCK_MS)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(60)
+    env = dict(os.environ, PYTHON_WORKER_FACTORY_PORT=str(listener.getsockname()[1]))
+    parent = subprocess.Popen([sys.executable, "-c", RUNNER_PARENT, str(tmp_path), RUNNER, broker, topic, group],
+                              env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    conn = None
+    try:
+        runner = int(parent.stdout.readline())
+        conn, _ = listener.accept()
+        out, err = tmp_path / "runner.out", tmp_path / "runner.err"
+        wait_for(lambda: out.read_text().strip() or not process_running(runner), 60, "the runner's acquisition")
+        assert process_running(runner), err.read_text()[-3000:]
+        acquired = {o for first, last, _ in json.loads(out.read_text())["acq"][f"{topic}:0"]
+                    for o in range(first, last + 1)}
+        assert acquired and members(broker, group) == [json.loads(out.read_text())["member"]]
+        if driver_goes == "parent killed":
+            parent.kill()
+            parent.wait(10)
+        else:
+            conn.close()
+        wait_for(lambda: not process_running(runner), 15, f"the runner (pid {runner}) to exit")
+        # closed, not just gone: its member left the group (else it stays until share.session.timeout.ms, 45 s)
+        wait_for(lambda: not members(broker, group), 5, "the runner's member to leave the group")
+        got = reacquire(broker, group, topic, acquired, timeout=20)
+    finally:
+        if conn is not None:
+            conn.close()
+        listener.close()
+        kill_session(parent)
+        parent.stdout.close()
+    reason = "exited" if driver_goes == "parent killed" else "closed its connection"
+    assert reason in err.read_text(), err.read_text()[-3000:]
+    assert {got[o] for o in acquired} == {2}  # released by the runner's close, not expired
 
 
 def test_long_batch_is_renewed_not_redelivered(spark, broker, tmp_path):
     n = 300
     topic, group = make_topic(broker, n)
-    sink = Sink(sleep_batch=(0, 3 * LOCK_MS / 1000))
+    sink = Sink(sleep_data_batch=(1, 3 * LOCK_MS / 1000))
     query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=2)
     try:
         wait_for(lambda: len(sink.seen()) == n or query.exception() is not None, 60, "the long batch")
@@ -352,14 +526,14 @@ def test_fan_out_makes_n_groups_covering_every_offset_once(batch_sizes, n):
 
 SIGTERM_CHILD = """
 import os, signal, time
-from quafka.spark import stream
+from quafka.spark import lifetime, stream
 from quafka.spark.datasource import RECORD_SCHEMA
 from quafka.spark.options import Options
 
-stream.CLOSE_ON_SIGTERM_S = 1.0
+lifetime.CLOSE_S = 1.0
 reader = stream.QuafkaShareStreamReader(Options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
                                                  "share.group": "g"}), RECORD_SCHEMA)
-reader._install_sigterm()
+lifetime.end_with_driver(reader.close)  # what the reader's first runner call does
 # SIGTERM arrives while the main thread holds a lock close() needs: here the stop event's own lock,
 # as when a first SIGTERM's handler was inside Event.set and Spark sent the second
 reader._stop._cond.acquire()

@@ -1,4 +1,5 @@
-"""Shared test helpers: polling with deadlines, free ports, a broker in a subprocess."""
+"""Shared test helpers: polling with deadlines, free ports, a broker in a subprocess, the processes
+below a process (Linux /proc)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 
@@ -32,8 +34,10 @@ def free_port() -> int:
 
 def port_open(port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+            # polling a port in the ephemeral range can connect a socket to itself (TCP
+            # simultaneous open): that is no listener
+            return s.getsockname() != s.getpeername()
     except OSError:
         return False
 
@@ -91,6 +95,63 @@ class BrokerProcess:
             self.proc.wait(timeout_s)
         self._log.close()
         return self.proc.returncode
+
+
+# ----------------------------------------------------------------------------- processes (Linux /proc)
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    ppid: int
+    state: str  # "Z": exited, not yet reaped
+    cmdline: str
+
+
+def process_info(pid: int) -> ProcessInfo | None:
+    """The process `pid` from /proc (Linux), or None when it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # the command name in (...) may hold spaces
+    return ProcessInfo(pid, int(fields[1]), fields[0], cmdline)
+
+
+def processes() -> list[ProcessInfo]:
+    found = (process_info(int(name)) for name in os.listdir("/proc") if name.isdigit())
+    return [p for p in found if p is not None]
+
+
+def process_running(pid: int) -> bool:
+    """`pid` exists and has not exited (a zombie has)."""
+    info = process_info(pid)
+    return info is not None and info.state != "Z"
+
+
+def descendants(pid: int, table: list[ProcessInfo] | None = None) -> list[ProcessInfo]:
+    """The running processes below `pid` in the parent chain (children, their children, ...)."""
+    table = processes() if table is None else table
+    children: dict[int, list[ProcessInfo]] = {}
+    for p in table:
+        children.setdefault(p.ppid, []).append(p)
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child.pid)
+    return [p for p in out if p.state != "Z"]
+
+
+def environ_has(pid: int, name: str, value: str) -> bool:
+    """Whether process `pid` was started with `name=value` in its environment."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{name}={value}".encode() in f.read().split(b"\0")
+    except OSError:  # gone, or another user's
+        return False
 
 
 # ----------------------------------------------------------------------------- raw kio requests

@@ -257,8 +257,10 @@ _BROKER = [
     # -- share groups: the share coordinator (Kafka's ShareCoordinatorConfig)
     _key("share.coordinator.state.topic.num.partitions", "int", 50, _at_least(1),
          "Partition count of __share_group_state; never change it once the topic exists."),
-    _key("share.coordinator.state.topic.segment.bytes", "int", 104857600, _at_least(1),
-         "Segment size of the __share_group_state partitions."),
+    _key("share.coordinator.state.topic.segment.bytes", "int", 104857600, _at_least(1048576),
+         "Segment size of the __share_group_state partitions.",
+         note="at least 1048576 (Kafka: at least 1, but its state topic then cannot be created, segment.bytes "
+              "having a 1 MiB minimum): refused at start-up instead"),
     _key("share.coordinator.state.topic.compression.codec", "int", 0, _between(0, 4),
          "Compression codec id of the records written to __share_group_state.",
          note="only 0 (none): the share coordinator writes uncompressed batches"),

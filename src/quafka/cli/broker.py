@@ -77,7 +77,17 @@ async def _serve(config) -> int:
     except (MetadataStoreError, OSError) as exc:
         print(f"quafka broker: cannot start: {exc}", file=sys.stderr)
         return 1
-    await stop.wait()
+    signalled = asyncio.ensure_future(stop.wait())
+    stopped = asyncio.ensure_future(server.wait_stopped())
+    await asyncio.wait((signalled, stopped), return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    if server.halted:  # the log directory failed: the broker stopped itself, as Kafka halts
+        failed = server.failed_log_dir
+        print(f"quafka broker: stopped: log directory {failed.path} failed ({failed.where}: {failed.failure})",
+              file=sys.stderr)
+        await server.stop()
+        return 1
+    stopped.cancel()
     logging.getLogger("quafka.server").info("shutting down")
     await server.stop()
     return 0

@@ -16,7 +16,9 @@ acknowledgement for it is sent. The book answers the questions of Kafka's acknow
 ``take_pending(partitions)`` hands the pending acknowledgements of some partitions to the sender as
 ``(first_offset, last_offset, type)`` ranges and forgets delivered records acknowledged other than
 RENEW; a RENEWed record stays delivered, and is returned again by the next poll once the broker
-confirms the renewal (``on_renewed``), unless the application acknowledged it otherwise since.
+confirms the renewal (``on_renewed``), unless the application acknowledged it otherwise since, or a
+later renewal of it failed (``on_renew_failed``: the record is no longer held, neither delivered nor
+renewed; an earlier confirmation does not bring it back).
 ``ack_batches`` turns those ranges into the wire's AcknowledgementBatches.
 
 State is kept as ranges, not offsets (``RangeMap``, module ``_ranges``), per partition:
@@ -136,7 +138,8 @@ def ack_batches(acks: Sequence[AckRange] | Mapping[int, int]) -> list[tuple[int,
 
 def _not_delivered(tp: TopicPartition, offset: int, by: str) -> IllegalStateException:
     return IllegalStateException(f"{tp[0]}-{tp[1]} offset {offset} is not a record delivered to the application "
-                                 f"and still unacknowledged (already committed, or never returned by {by})")
+                                 f"and still unacknowledged (already committed, no longer held after a failed "
+                                 f"renewal, or never returned by {by})")
 
 
 class _Run:
@@ -389,8 +392,13 @@ class Acknowledgements:
                         renewed.assign(f, l, run)
 
     def on_renew_failed(self, tp: TopicPartition, ranges: Iterable[tuple[int, ...]]) -> None:
-        """The renewal of the ``(first, last, ...)`` ranges failed (lock expired, renewal disabled):
-        their records are no longer the application's to acknowledge."""
+        """The renewal of the ``(first, last, ...)`` ranges failed (lock expired, renewal disabled,
+        share session lost with a broker restart): their records are no longer the application's to
+        acknowledge, and no poll hands them out again, even one an earlier renewal had confirmed (as
+        Kafka's ShareInFlightBatch.renew: a record whose renewal completed exceptionally is dropped
+        from renewingRecords and never returns to inFlightRecords, so acknowledge() refuses it)."""
+        for first, last, *_ in ranges:
+            self._forget_renewed(tp, first, last)
         delivered = self.delivered.get(tp)
         if delivered is None:
             return

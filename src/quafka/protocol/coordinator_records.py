@@ -142,7 +142,7 @@ class ShareGroupMemberMetadataValue:  # type 10
 @dataclass(frozen=True, slots=True)
 class ShareGroupMetadataValue:  # type 11
     epoch: int
-    metadata_hash: int = 0  # int64 (KIP-1101, Kafka 4.1+); quafka writes 0
+    metadata_hash: int = 0  # int64 (KIP-1101, Kafka 4.1+); quafka: share_group.metadata_hash
 
 
 @dataclass(frozen=True, slots=True)

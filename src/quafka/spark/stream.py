@@ -31,10 +31,10 @@ call ``read`` on an unpickled copy made by a planner. So:
 - A daemon thread RENEWs the locks of pending batches every third of the lock duration
   (``acquisition_lock_timeout_ms()``), so a batch that runs longer than the lock is neither
   redelivered nor duplicated.
-- A SIGTERM handler (the JVM ends the runner with SIGTERM on ``query.stop()``; ``stop()`` is never
-  called) closes the consumer, which releases the records not yet acknowledged, on a thread of its
-  own for at most ``CLOSE_ON_SIGTERM_S``, then lets SIGTERM end the process; a second SIGTERM ends
-  it at once.
+- The runner ends with its driver (``lifetime.py``): on SIGTERM (the JVM ends the runner with
+  SIGTERM on ``query.stop()``; ``stop()`` is never called), when the driver JVM exits, and when it
+  closes its socket to the runner, the consumer is closed first — which releases the records not
+  yet acknowledged — for at most ``lifetime.CLOSE_S``.
 
 Acquire mode: ``share.acquire.mode=record_limit`` with ``max.poll.records`` set to the trigger's
 limit, so one poll never returns more than ``maxRecordsPerTrigger`` records (``batch_optimized``
@@ -50,8 +50,6 @@ are ACCEPTed a whole batch at a time; per-record RELEASE/REJECT is not expressib
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -61,6 +59,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .datasource import columns_batch, records_batch
+from .lifetime import end_with_driver
 from .options import OptionError, Options
 
 __all__ = ["QuafkaShareStreamReader"]
@@ -69,7 +68,6 @@ log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 0.5
 COMMIT_TIMEOUT_S = 30.0
-CLOSE_ON_SIGTERM_S = 3.0  # SIGTERM waits this long for close(); what it could not release, lock expiry does
 DEFAULT_MAX_RECORDS = 10000
 DEFAULT_LOCK_MS = 30000
 FALLBACK_PARALLELISM = 2
@@ -191,7 +189,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
 
     def _init_runtime(self) -> None:
         self._consumer = None
-        self._lock = threading.Lock()  # serialises every consumer call (owner thread, renewer, SIGTERM)
+        self._lock = threading.Lock()  # serialises every consumer call (owner thread, renewer, close)
         self._pending: dict[int, _Batch] = {}
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
@@ -226,13 +224,13 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
     def _member(self):
         if self._consumer is None:
             if self._closed:
-                raise RuntimeError("the quafka share consumer was closed (SIGTERM)")
+                raise RuntimeError("the quafka share consumer was closed (the runner is ending)")
             from quafka.client import ShareConsumer
 
             consumer = ShareConsumer(self.client_config)
             consumer.subscribe(self.topics)
             self._consumer = consumer
-            self._install_sigterm()
+            end_with_driver(self.close)  # SIGTERM, the driver's exit or its closed socket close it
             self._renewer = threading.Thread(target=self._renew_loop, name="quafka-share-renewer", daemon=True)
             self._renewer.start()
         return self._consumer
@@ -285,32 +283,6 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
                     self._ack(list(self._pending.values()), AcknowledgeType.RENEW)
             except Exception:  # noqa: BLE001 - keep renewing; a lost lock means a redelivery, not a loss
                 log.exception("quafka stream: renewing locks failed")
-
-    def _install_sigterm(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def on_sigterm(signum, frame):  # noqa: ARG001
-            # The handler runs in the main thread between two bytecodes, possibly while that thread
-            # holds a lock close() needs (inside Event.set, or self._lock during a poll): closing
-            # here could wait on it forever, and a second SIGTERM (Spark sends one on stop and the
-            # JVM another as it exits) would run this handler again inside the first. So the
-            # previous disposition comes back first (a second SIGTERM ends the process), and the
-            # close runs on its own thread, waited for a bounded time.
-            signal.signal(signal.SIGTERM, previous if callable(previous) else signal.SIG_DFL)
-            closer = threading.Thread(target=self.close, name="quafka-share-close", daemon=True)
-            closer.start()
-            closer.join(CLOSE_ON_SIGTERM_S)
-            if callable(previous):
-                previous(signum, frame)
-            else:
-                os.kill(os.getpid(), signal.SIGTERM)
-
-        try:
-            signal.signal(signal.SIGTERM, on_sigterm)
-        except ValueError:
-            pass
 
     def close(self) -> None:
         """Close the consumer: records not yet acknowledged are released to the group."""

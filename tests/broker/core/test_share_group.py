@@ -356,3 +356,48 @@ def test_only_an_empty_group_can_be_deleted():
     beat(c, "m1", -1)
     assert c.delete_group("g")[0] == ErrorCode.none and c.group("g") is None
     assert c.delete_group("g")[0] == ErrorCode.group_id_not_found
+
+
+# --------------------------------------------------------------------------- restore (start-up)
+
+
+def _replayed(c, group_id="g"):
+    """The group as a restart gets it back: rendered to its records' image and restored."""
+    from quafka.broker.core.group_records import image_of, restore_group
+
+    group, _meta = restore_group(group_id, image_of(c.group(group_id), None))
+    return group
+
+
+def test_restore_keeps_the_epoch_when_the_subscribed_topics_are_as_stored():
+    c = coordinator()
+    join(c, "m1")
+    stored = _replayed(c)
+    assert stored.metadata_hash != 0
+    again = coordinator()
+    effects = again.restore(stored, now_ms=100)
+    assert again.group("g").group_epoch == 1
+    assert effects == [ArmTimer(session_timer_key("g", "m1"), 100 + 45000)]
+
+
+def test_restore_bumps_the_epoch_when_a_subscribed_topic_changed_before_the_crash():
+    """A topic deleted and re-created (a new id) whose epoch bump was not stored before a crash:
+    the stored MetadataHash no longer matches, so restore moves the epoch and the member's next
+    heartbeat gets the new topic's partitions (before, the group was never reassigned)."""
+    c = coordinator()
+    join(c, "m1")
+    stored = _replayed(c)
+    T3 = uuid.UUID(int=3)
+    again = coordinator(topics={"t1": (T3, 4), "t2": (T2, 2)})
+    again.restore(stored, now_ms=100)
+    assert again.group("g").group_epoch == 2
+    result, _ = beat(again, "m1", 1, now_ms=200)
+    assert result.error == ErrorCode.none and result.member_epoch == 2 and result.assignment == {T3: [0, 1, 2, 3]}
+
+
+def test_unload_cancels_the_members_session_timers():
+    c = coordinator()
+    join(c, "m1")
+    join(c, "m2")
+    assert c.unload("g") == [CancelTimer(session_timer_key("g", "m1")), CancelTimer(session_timer_key("g", "m2"))]
+    assert c.group("g") is None and c.unload("g") == []

@@ -361,7 +361,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             if throttled:
                 break
         new: list[tuple[int, int, int]] = []  # (first, last, span) of new records
-        hole: tuple[int, int] | None = None  # archived offsets between the end offset and the first new record
+        holes: list[tuple[int, int]] = []  # archived offsets between the end offset and a new batch (one per gap)
         start, nxt = self.start, self.next
         if not throttled:
             for base, last in log_batches:
@@ -373,13 +373,13 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 if lo > nxt and start == nxt:
                     start = lo  # an empty window follows the log past a hole
                 elif lo > nxt:
-                    hole = (nxt, lo - 1)
+                    holes.append((nxt, lo - 1))
                 hi = last if not record_limit else min(last, lo + (limit - total) - 1)
                 new.append((lo, hi, last - base + 1))
                 acquired.extend((p, 1) for p in range(lo, hi + 1))
                 nxt = hi + 1
                 total += hi - lo + 1
-        return acquired, throttled, archived, new, hole, start, nxt
+        return acquired, throttled, archived, new, holes, start, nxt
 
     def do_acquire(self, data, compacted=False):
         member = data.draw(st.sampled_from(self.members), label="member")
@@ -414,7 +414,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 log_batches = self.log[max(0, index - earlier):index + data.draw(self.READ_BATCHES, label="batches")]
             else:
                 log_batches = self.log[index:index + data.draw(self.READ_BATCHES, label="batches")]
-        acquired, throttled, archived, new, hole, start, nxt = self.expected_acquisition(
+        acquired, throttled, archived, new, holes, start, nxt = self.expected_acquisition(
             log_batches, max_records, record_limit)
         before = self.before()
         got = self.sp.acquire(member, log_batches, max_records=max_records, record_limit=record_limit,
@@ -431,8 +431,10 @@ class SharePartitionMachine(RuleBasedStateMachine):
                                             and acquired[-1][1] < self.limit else "alone"))
         if archived:
             event("acquire: archived records compaction removed")
-        if hole is not None or start != self.start:
+        if holes or start != self.start:
             event("acquire: past a hole in the log")
+        if len(holes) > 1:
+            event("acquire: past several holes in the log")
         # apply
         snapshots = {}
         for o in archived:
@@ -443,9 +445,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
             rec = self.recs.get(o)
             if rec is not None:  # redelivered
                 rec.state, rec.count, rec.member, rec.deadline = Q, c, member, self.now + LOCK_MS
-        if hole is not None:
-            for o in range(hole[0], hole[1] + 1):
-                self.recs[o] = Rec(X, 0, hole[1] - hole[0] + 1)
+        for lo, hi in holes:
+            for o in range(lo, hi + 1):
+                self.recs[o] = Rec(X, 0, hi - lo + 1)
         for lo, hi, span in new:
             for o in range(lo, hi + 1):
                 self.recs[o] = Rec(Q, 1, span, member, self.now + LOCK_MS)
@@ -880,3 +882,38 @@ SharePartitionMachine.TestCase.settings = settings(max_examples=300, stateful_st
 LargeWindowMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=50, **_SETTINGS)
 test_share_partition_against_the_reference_model = SharePartitionMachine.TestCase
 test_large_windows_against_the_reference_model = LargeWindowMachine.TestCase
+
+
+class _Script:
+    """Stands in for `st.data()`: hands out the given draws in order."""
+
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def draw(self, strategy, label=None):
+        return self.values.pop(0)
+
+
+def test_an_acquisition_past_two_holes_archives_both(monkeypatch):
+    """Regression (found by LargeWindowMachine): one read from an empty window spanning two holes that
+    compaction left in the log — the model used to keep only the last hole, losing offset 2."""
+    monkeypatch.setattr(f"{__name__}.event", lambda *args, **kwargs: None)  # no Hypothesis test running
+    m = LargeWindowMachine()
+    steps = [
+        lambda: m.setup(_Script(2, 1000, 2, [1, 1])),  # limit 2; log batches 0, 1
+        lambda: m.acquire(_Script("m1", 0, False, "as the shell")),  # m1 acquires 0-1
+        lambda: m.produce(_Script([1, 1, 1])),  # batches 2, 3, 4
+        lambda: m.acquire_after_compaction(_Script("m1", 0, False, 1, 1), skip=0),  # 2 compacted: hole, 3
+        lambda: m.acquire_after_compaction(_Script("m1", 0, False, 1, 1), skip=0),  # 4 compacted, nothing read
+        lambda: m.produce(_Script([1])),  # batch 5
+        lambda: m.acquire(_Script("m1", 0, False, "batches", 1)),  # hole 4, acquires 5
+        lambda: m.restart(skip=0, combine=False),  # nothing durable: an empty window at 0
+        lambda: m.acquire(_Script("m1", 0, False, "batches", 4)),  # 0, 1, hole 2, 3, hole 4, 5
+    ]
+    for step in steps:
+        step()
+        m.derived_values_agree()
+        m.offsets_agree()
+        m.records_agree()
+    assert [(run.first, run.last, run.state) for run in m.sp.runs] == [
+        (0, 0, Q), (1, 1, Q), (2, 2, X), (3, 3, Q), (4, 4, X), (5, 5, Q)]

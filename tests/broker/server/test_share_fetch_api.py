@@ -724,8 +724,8 @@ def test_parked_share_fetch_is_completed_when_held_records_are_released(make_bro
 
 
 class PersistGate:
-    """Holds every share-state write of the broker until `open()` (white-box: wraps the share
-    coordinator's wait for durability on the broker's loop), so that a release stays pending while a
+    """Holds every share-state write of the broker until `open()` (white-box: wraps the broker's
+    wait for durability, LogFlusher.flush, on the broker's loop), so that a release stays pending while a
     ShareFetch looks at it."""
 
     def __init__(self, broker) -> None:
@@ -733,14 +733,15 @@ class PersistGate:
 
         def install():
             share_state = broker.server.share_state
+            flusher = broker.server.flusher
             self.event = asyncio.Event()
-            durable = share_state._durable
+            durable = flusher.flush
 
             async def gated(*args, **kwargs):
                 await self.event.wait()
                 return await durable(*args, **kwargs)
 
-            share_state._durable = gated
+            flusher.flush = gated
             # every write takes the queued round (the one that waits for durability), not the
             # synchronous round of a partition with nothing in flight and nothing to fsync
             share_state.flush_enabled = lambda plog: True

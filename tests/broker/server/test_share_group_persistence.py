@@ -40,7 +40,6 @@ from quafka.protocol.coordinator_records import (
     SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataValue,
-    ShareGroupMetadataValue,
     ShareGroupStatePartitionMetadataValue,
     ShareGroupTargetAssignmentMemberValue,
     ShareGroupTargetAssignmentMetadataValue,
@@ -212,7 +211,7 @@ def test_the_group_its_members_their_assignments_and_its_configs_are_back_after_
                         SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT):
         assert latest[(record_type, (GROUP, b.member_id))] is None
         assert latest[(record_type, (GROUP, a.member_id))] is not None
-    assert latest[(SHARE_GROUP_METADATA, (GROUP,))] == ShareGroupMetadataValue(gone.group_epoch, 0)
+    assert latest[(SHARE_GROUP_METADATA, (GROUP,))].epoch == gone.group_epoch
 
 
 def test_an_empty_group_with_share_state_is_kept_and_listed_as_empty_after_a_restart(tmp_path, make_broker):
@@ -283,7 +282,9 @@ def test_the_group_is_written_to_consumer_offsets_as_records_10_to_15(make_broke
     members = {m.member_id: m for m in described.members}
     assert set(members) == {a.member_id, b.member_id}
 
-    assert latest[(SHARE_GROUP_METADATA, (GROUP,))] == ShareGroupMetadataValue(described.group_epoch, 0)
+    group_meta = latest[(SHARE_GROUP_METADATA, (GROUP,))]
+    assert group_meta.epoch == described.group_epoch
+    assert group_meta.metadata_hash != 0  # the subscribed topics' digest (KIP-1101's MetadataHash)
     assert latest[(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, (GROUP,))] == ShareGroupTargetAssignmentMetadataValue(
         described.assignment_epoch)
     for member_id, m in members.items():

@@ -495,8 +495,9 @@ def _state_writes_settled(broker, p: int) -> bool:
     def read():
         service = broker.server.share_state
         plog = state_log(broker, p)
-        flushed = not service.flush_enabled(plog) or service._flushed.get(p, 0) >= plog.log_end_offset
-        return not service._queues.get(p) and p not in service._draining and not service._flushing and flushed
+        flushed = not service.flush_enabled(plog) or plog.flushed_offset >= plog.log_end_offset
+        return (not service._queues.get(p) and p not in service._draining
+                and plog not in broker.server.flusher._in_flight and flushed)
     return broker.call(read)
 
 
@@ -618,7 +619,7 @@ def test_delivery_complete_count_counts_acknowledgements_whose_writes_overlap(ma
         manager = broker.server.share_partitions
 
         def start_both():
-            ctx = manager.get(group, tp[0], 0)
+            ctx = manager.loaded(group, tp[0], 0)
             group_config = broker.server.state.group_config(group)
             return [asyncio.ensure_future(manager.acknowledge(ctx, c.member_id, [(o, o, [ACCEPT])], group_config))
                     for c, o in held.items() if o in (0, 1)]

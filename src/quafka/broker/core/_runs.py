@@ -57,7 +57,8 @@ class Run:
         """Equal in everything but extent: neighbours like this may be one run."""
         return (self.state == other.state and self.delivery_count == other.delivery_count
                 and self.member_id == other.member_id and self.deadline_ms == other.deadline_ms
-                and self.batch == other.batch and not self.pending and not other.pending)
+                and self.batch == other.batch and self.span == other.span  # a restored run's batch may
+                and not self.pending and not other.pending)  # be a log batch's base, with another span
 
 
 class SortedRuns:

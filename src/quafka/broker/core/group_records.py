@@ -93,7 +93,7 @@ def image_of(group: ShareGroup | None, state_metadata: StatePartitionMetadata | 
     if group is None:
         return image
     gkey = (group.group_id,)
-    image[(SHARE_GROUP_METADATA, gkey)] = ShareGroupMetadataValue(group.group_epoch, 0)
+    image[(SHARE_GROUP_METADATA, gkey)] = ShareGroupMetadataValue(group.group_epoch, group.metadata_hash)
     image[(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, gkey)] = ShareGroupTargetAssignmentMetadataValue(
         group.assignment_epoch)
     for member_id, m in group.members.items():
@@ -155,7 +155,8 @@ def restore_group(group_id: str, image: Image) -> tuple[ShareGroup, StatePartiti
     meta = image[(SHARE_GROUP_METADATA, (group_id,))]
     target_meta = image.get((SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, (group_id,)))
     group = ShareGroup(group_id, group_epoch=meta.epoch,  # type: ignore[attr-defined]
-                       assignment_epoch=target_meta.assignment_epoch if target_meta else 0)  # type: ignore
+                       assignment_epoch=target_meta.assignment_epoch if target_meta else 0,  # type: ignore
+                       metadata_hash=meta.metadata_hash)  # type: ignore[attr-defined]
     state_metadata = StatePartitionMetadata()
     for (record_type, key), value in sorted(image.items(), key=lambda i: (i[0][0], i[0][1])):
         if record_type == SHARE_GROUP_MEMBER_METADATA:

@@ -11,8 +11,13 @@ its last five batches, so that:
 - a new epoch must start at sequence 0.
 
 When nothing is known of a producer (a new id, or its batches were all deleted), any sequence is
-accepted, as Kafka does. The state is rebuilt on start-up by replaying batch headers from the log
-(`replay`), so it needs no file of its own.
+accepted, as Kafka does.
+
+Persistence, as Kafka's ProducerStateManager: the shell writes the table to a snapshot file
+(`snapshot_entries`, Kafka's snapshot entry fields) when a segment is rolled and on clean shutdown;
+on start-up it loads the latest snapshot (`load_snapshot`) and replays only the batch headers
+after the snapshot's offset (`replay`). Without a snapshot the whole log is replayed. The file
+format is storage's (broker/storage/producer_snapshot.py); this module only gives and takes tuples.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from quafka.protocol.errors import ErrorCode
 
 INT32_MAX = 2**31 - 1
 BATCHES_KEPT = 5  # as Kafka (ProducerStateEntry.NUM_BATCHES_TO_RETAIN)
+NO_TIMESTAMP = -1
 
 
 class BatchMetadata(NamedTuple):
@@ -32,6 +38,7 @@ class BatchMetadata(NamedTuple):
     last_seq: int
     first_offset: int
     last_offset: int
+    timestamp_ms: int = NO_TIMESTAMP  # the batch's max timestamp (Kafka's BatchMetadata.timestamp)
 
 
 @dataclass
@@ -100,7 +107,8 @@ class ProducerStateTable:
             )
         return APPEND
 
-    def record(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int) -> None:
+    def record(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int,
+               timestamp_ms: int = NO_TIMESTAMP) -> None:
         """Remember a written batch (after append, or when replaying the log)."""
         entry = self.entries.get(producer_id)
         if entry is None or epoch > entry.epoch:
@@ -108,10 +116,42 @@ class ProducerStateTable:
             self.entries[producer_id] = entry
         elif epoch < entry.epoch:
             return
-        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp_ms))
 
-    def replay(self, producer_id: int, epoch: int, base_seq: int, last_offset_delta: int, base_offset: int) -> None:
+    def replay(self, producer_id: int, epoch: int, base_seq: int, last_offset_delta: int, base_offset: int,
+               timestamp_ms: int = NO_TIMESTAMP) -> None:
         if producer_id < 0 or base_seq < 0:
             return
         last_seq = (base_seq + last_offset_delta) & INT32_MAX
-        self.record(producer_id, epoch, base_seq, last_seq, base_offset, base_offset + last_offset_delta)
+        self.record(producer_id, epoch, base_seq, last_seq, base_offset, base_offset + last_offset_delta, timestamp_ms)
+
+    # -- snapshots (Kafka's ProducerStateManager.writeSnapshot / loadFromSnapshot)
+    def snapshot_entries(self) -> list[tuple[int, int, int, int, int, int, int, int]]:
+        """The table as snapshot entries, in the field order of Kafka's snapshot entry: (producer id,
+        epoch, last sequence, last offset, offset delta, timestamp, coordinator epoch, current
+        transaction's first offset). One entry per remembered batch, oldest first per producer
+        (Kafka keeps one per producer: its last batch); no transactions, so the last two are -1."""
+        out = []
+        for producer_id, entry in self.entries.items():
+            epoch = entry.epoch
+            for b in entry.batches:
+                out.append((producer_id, epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset,
+                            b.timestamp_ms, -1, -1))
+        return out
+
+    def load_snapshot(self, entries, log_start_offset: int = 0) -> None:
+        """Replace the table with `entries` (as `snapshot_entries` gives them, in order). Batches
+        that end below `log_start_offset` were deleted and are dropped, and with them a producer
+        none of whose batches remain, as a replay from the log start would have it."""
+        table = self.entries
+        table.clear()
+        for producer_id, epoch, last_seq, last_offset, offset_delta, timestamp_ms, _coord_epoch, _txn in entries:
+            if last_offset < log_start_offset or offset_delta < 0:
+                continue
+            entry = table.get(producer_id)  # as record(), inlined: start-up loads every partition's
+            if entry is None or epoch > entry.epoch:
+                entry = table[producer_id] = ProducerEntry(epoch)
+            elif epoch < entry.epoch:
+                continue
+            entry.batches.append(BatchMetadata((last_seq - offset_delta) & INT32_MAX, last_seq,
+                                               last_offset - offset_delta, last_offset, timestamp_ms))

@@ -24,6 +24,7 @@ share sessions and releases its records), GroupEmptied.
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Mapping, Protocol
 
@@ -128,6 +129,7 @@ class ShareGroup:
     target: dict[str, Assignment] = field(default_factory=dict)
     last_assignment_ms: int | None = None
     subscribed_metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
+    metadata_hash: int = 0  # of `subscribed_metadata` when the group epoch last moved (record 11)
 
     @property
     def state(self) -> GroupState:
@@ -209,6 +211,16 @@ def _check_member_epoch(member: ShareGroupMember, epoch: int) -> None:
             f"The share group member has a smaller member epoch ({epoch}) than the one known by the group "
             f"coordinator ({member.member_epoch}), and it does not match the previous member epoch "
             f"({member.previous_member_epoch}). The member must abandon all its partitions and rejoin."))
+
+
+def metadata_hash(subscribed: Mapping[str, tuple[TopicId, int]]) -> int:
+    """An int64 digest of the subscribed topics (name, id, partition count), stored as record
+    11's MetadataHash (KIP-1101) so that a restart can tell whether the topics changed since the
+    group epoch last moved. quafka's own digest (Kafka hashes differently); 0 for no topics."""
+    if not subscribed:
+        return 0
+    text = ";".join(f"{name}/{topic_id}/{count}" for name, (topic_id, count) in sorted(subscribed.items()))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True) or 1
 
 
 # --------------------------------------------------------------------------- the coordinator
@@ -342,7 +354,14 @@ class ShareGroupCoordinator:
         """Put back a group replayed from its records (start-up): members keep their ids, epochs and
         assignments, and each gets a fresh session timer, as Kafka does on loading a group."""
         self._groups[group.group_id] = group
-        group.subscribed_metadata = self._subscription_metadata(group)
+        current = self._subscription_metadata(group)
+        if metadata_hash(current) != group.metadata_hash:
+            # the subscribed topics changed after the last stored epoch (a topic created or deleted
+            # just before a crash): a new epoch, so the next heartbeat reassigns (KIP-1101's use of
+            # the stored MetadataHash); the shell stores it
+            self._bump_group_epoch(group)
+        else:
+            group.subscribed_metadata = current
         settings = self._settings(group.group_id)
         effects: list[Effect] = []
         for member_id in sorted(group.members):
@@ -350,6 +369,14 @@ class ShareGroupCoordinator:
             member.session_deadline_ms = now_ms + settings.session_timeout_ms
             effects.append(ArmTimer(session_timer_key(group.group_id, member_id), member.session_deadline_ms))
         return effects
+
+    def unload(self, group_id: str) -> list[Effect]:
+        """Forget the group as it is in memory (the shell reloads it from its records after a
+        failed append): its members' session timers are cancelled."""
+        group = self._groups.pop(group_id, None)
+        if group is None:
+            return []
+        return [CancelTimer(session_timer_key(group_id, member_id)) for member_id in sorted(group.members)]
 
     def bump_group_epoch(self, group_id: str) -> None:
         """AlterShareGroupOffsets on an empty group: the group epoch moves on (KIP-932)."""
@@ -419,6 +446,7 @@ class ShareGroupCoordinator:
     def _bump_group_epoch(self, group: ShareGroup) -> None:
         group.group_epoch += 1
         group.subscribed_metadata = self._subscription_metadata(group)
+        group.metadata_hash = metadata_hash(group.subscribed_metadata)
 
     def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[TopicId, int]]:
         names = {t for m in group.members.values() for t in m.subscribed_topic_names}

@@ -86,6 +86,7 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                 return
             ctx = RequestContext(server, peer, api_key, api_version, correlation_id,
                                  getattr(header, "client_id", None), header, connection)
+            server.requests_in_flight += 1
             try:
                 response = await spec.handler(ctx, body)
             except ProtocolError as exc:
@@ -96,6 +97,8 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                 log.info("closing connection from %s after API key %d version %d: %s",
                          peer, api_key, api_version, exc)
                 return
+            finally:
+                server.requests_in_flight -= 1
             if response is None:
                 observe(api_key, api_version, (perf_counter() - started) * 1000.0)
                 continue

@@ -95,7 +95,11 @@ class EmbeddedBroker:
         await server.start()
         self.server = server
         self._ready.set()
-        await self._stop.wait()
+        signalled = asyncio.ensure_future(self._stop.wait())
+        stopped = asyncio.ensure_future(server.wait_stopped())  # it stops itself if its log directory fails
+        await asyncio.wait((signalled, stopped), return_when=asyncio.FIRST_COMPLETED)
+        signalled.cancel()
+        stopped.cancel()
         await server.stop()
 
     def call(self, fn, *args):

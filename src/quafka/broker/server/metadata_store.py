@@ -25,6 +25,7 @@ import crc32c
 
 from quafka.broker.core.metadata import ClusterMetadata
 from quafka.broker.storage import fsync_dir
+from quafka.broker.storage._segment import _write_all
 
 log = logging.getLogger("quafka.metadata")
 
@@ -132,8 +133,16 @@ class MetadataStore:
         """Make `records` durable, then apply them to the image."""
         assert self.metadata is not None
         if self._fd is not None:
-            os.write(self._fd, b"".join(_encode_line(r) for r in records))
-            os.fsync(self._fd)
+            size = os.fstat(self._fd).st_size
+            try:
+                _write_all(self._fd, b"".join(_encode_line(r) for r in records))
+                os.fsync(self._fd)
+            except OSError:  # a short write left a torn line: cut it, or the next record follows it
+                try:
+                    os.ftruncate(self._fd, size)
+                except OSError:
+                    pass  # the torn tail is cut at the next start (nothing is appended after it)
+                raise
             self._records_in_journal += len(records)
         for record in records:
             self.metadata.replay(record)

@@ -96,6 +96,9 @@ class BrokerMetrics:
         self.share_state_writes = 0
         self.share_state_write_time_ms = Histogram(WRITE_BUCKETS_MS)
         self.share_state_partition_load_ms: list[float] = []
+        # storage: failed log directories (LogManager), flush-scheduler errors that are not I/O
+        self.log_dir_failures = 0
+        self.flush_loop_errors = 0
 
     def observe_request(self, api_key: int, api_version: int, elapsed_ms: float) -> None:
         key = (api_key, api_version)
@@ -286,7 +289,25 @@ def render(server: "BrokerServer") -> str:
                [((("state", "loading"),), 0 if loaded else num), ((("state", "active"),), num if loaded else 0),
                 ((("state", "failed"),), 0)])
 
+    # ---- storage
+    flusher = server.flusher
+    out.family("kafka_log_logmanager_offlinelogdirectorycount", "gauge",
+               "Log directories offline after a storage failure (kafka.log:type=LogManager,"
+               "name=OfflineLogDirectoryCount).", [((), 0 if server.failed_log_dir is None else 1)])
+    out.histogram("kafka_log_logflushstats_logflushrateandtimems",
+                  "Log flushes (fsyncs) and their time in ms (kafka.log:type=LogFlushStats,"
+                  "name=LogFlushRateAndTimeMs).", [((), flusher.flush_time_ms)])
+
     # ---- quafka only
+    out.family("quafka_log_flush_failures_total", "counter",
+               "Log flushes (fsyncs) that failed; each takes the log directory offline.",
+               [((), flusher.flush_failures)])
+    out.family("quafka_log_dir_failures_total", "counter",
+               "Storage failures that took the log directory offline (any call: write, read, fsync, open).",
+               [((), m.log_dir_failures)])
+    out.family("quafka_flush_scheduler_errors_total", "counter",
+               "Errors of the periodic flush scheduler other than storage failures (logged; it goes on).",
+               [((), m.flush_loop_errors)])
     out.family("quafka_share_partitions", "gauge",
                "Share partitions (group x topic partition) held in memory by this broker.", [((), len(contexts))])
     out.histogram("quafka_share_coordinator_write_time_ms",

@@ -11,12 +11,13 @@ import asyncio
 import logging
 
 from quafka.broker import config as cfg
-from quafka.broker.storage import LogEvent
+from quafka.broker.storage import LogDirHealth, LogEvent
 
 from .clock import wall_clock_ms
 from quafka.broker.core.share_session import ShareSessionCache
 
 from .connection import serve_connection
+from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .registry import HandlerSpec, advertised_ranges, load_handlers
 from .share_groups import ShareGroupService
@@ -30,6 +31,8 @@ log = logging.getLogger("quafka.server")
 # Read buffer per connection before asyncio pauses reading: large enough that a typical ~1 MB
 # produce request arrives without pause/resume cycles.
 STREAM_LIMIT_BYTES = 4 * 1024 * 1024
+# A broker halting on a failed log directory lets requests in flight answer for at most this long.
+HALT_DRAIN_S = 1.0
 
 
 class FetchPurgatory:
@@ -60,15 +63,21 @@ class FetchPurgatory:
 
 
 class BrokerServer:
-    def __init__(self, config: cfg.BrokerConfig, *, memory: bool = False) -> None:
+    def __init__(self, config: cfg.BrokerConfig, *, memory: bool = False, log_store=None,
+                 metadata_store=None) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
         self.metrics_server: MetricsServer | None = None
-        self.state = BrokerState(config, memory=memory, clock_ms=wall_clock_ms)
+        self.state = BrokerState(config, memory=memory, clock_ms=wall_clock_ms, log_store=log_store,
+                                 metadata_store=metadata_store)
         self.registry: dict[int, HandlerSpec] = load_handlers()
         self.advertised_ranges = advertised_ranges()
         self.purgatory = FetchPurgatory()
         self.timers = TimerService()
+        self.flusher = LogFlusher()
+        self.failed_log_dir: LogDirHealth | None = None  # set when the log directory failed
+        self._halting: asyncio.Task | None = None
+        self.requests_in_flight = 0  # handlers running (connection.py); a halt lets them answer
         self.share_sessions = ShareSessionCache(self._max_share_sessions())
         self.share_partitions = SharePartitionManager(self)
         self.share_state: ShareStateService | None = None
@@ -91,7 +100,17 @@ class BrokerServer:
     async def start(self) -> None:
         """Replay the metadata and open the logs, open the listeners, then replay the coordinators'
         internal topics (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS); returns when loaded."""
+        self.state.log_store.health.listeners.append(self.on_log_dir_failure)
         self.state.load()
+        try:
+            await self._start_after_load()
+        except BaseException:
+            # close what load opened (and its directory lock), so a retry in this process can start
+            await self._close_services()
+            self.state.close()
+            raise
+
+    async def _start_after_load(self) -> None:
         self.share_state = ShareStateService(self)
         self.share_groups = ShareGroupService(self)
         self.state.topic_listeners.append(self._on_topic_event)
@@ -176,10 +195,66 @@ class BrokerServer:
         for session in self.share_sessions.remove_connection(connection):
             self.share_partitions.release_member(session.group_id, session.member_id)
 
+    # ------------------------------------------------------------------ a failed log directory
+    def on_log_dir_failure(self, health: LogDirHealth) -> None:
+        """A storage call failed (ENOSPC, EIO, a read-only or vanished directory): the log
+        directory is offline, its partitions answer KAFKA_STORAGE_ERROR and the coordinators
+        NOT_COORDINATOR (Kafka's CoordinatorOperationExceptionHelper). quafka has one log
+        directory, which also holds the metadata, so — as Kafka's ReplicaManager.handleLogDirFailure
+        halts a broker whose metadata log directory (or last log directory) failed — the broker
+        stops: the request that hit the failure is answered first, then the listeners close.
+        Nothing is written to the directory again; the next start recovers it like after a
+        crash, once the disk is healthy."""
+        self.failed_log_dir = health
+        self.metrics.log_dir_failures += 1
+        log.error("log directory %s failed (%s: %s); it is offline and the broker is stopping, as Kafka stops "
+                  "when its last log directory fails. Fix the disk and start the broker again: it recovers "
+                  "the directory as after a crash.", health.path, health.where, health.failure)
+        if self._halting is None and not self._stopping:
+            try:
+                self._halting = asyncio.get_running_loop().create_task(self.stop(), name="halt")
+            except RuntimeError:  # not on the loop (start-up): the caller's exception stops it
+                pass
+
+    async def _let_requests_answer(self, timeout_s: float) -> None:
+        """Before a halt cancels the connections: let the requests being served (the one that met
+        the failure among them) write their answers — errors, by now — for at most `timeout_s`."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self.requests_in_flight > 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.005)
+
+    @property
+    def halted(self) -> bool:
+        """The broker stopped because its log directory failed (`quafka broker` exits with 1)."""
+        return self.failed_log_dir is not None
+
     async def stop(self) -> None:
+        if self._stopping:
+            await self._stopped.wait()
+            return
         self._stopping = True
+        if self.failed_log_dir is not None:  # halting: no new connections; answer what is in flight
+            for server in self._servers:
+                server.close()
+            await self._let_requests_answer(HALT_DRAIN_S)
         self.timers.close()
         self.share_partitions.close()
+        await self._close_services()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+        await self.flusher.close()
+        self.state.close()
+        self._stopped.set()
+        log.info("quafka broker %d stopped", self.state.node_id)
+
+    async def _close_services(self) -> None:
+        """The coordinators' background work, the listeners, the metrics listener and the
+        background tasks (cancelled; the caller gathers them)."""
+        if self.share_groups is not None:
+            self.share_groups.close()
         if self.share_state is not None:
             await self.share_state.close()
         for server in self._servers:
@@ -188,14 +263,6 @@ class BrokerServer:
             await self.metrics_server.close()
         for task in self._tasks:
             task.cancel()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
-        for server in self._servers:
-            await server.wait_closed()
-        self.state.close()
-        self._stopped.set()
-        log.info("quafka broker %d stopped", self.state.node_id)
 
     @staticmethod
     def loop_time_ms() -> float:
@@ -229,6 +296,9 @@ class BrokerServer:
                         log.exception("retention check failed for %s-%d", topic.name, part.index)
 
     async def _flush_loop(self) -> None:
+        """Start the flushes that flush.ms makes due (on the flusher's worker). A failure here is
+        a storage failure like any other (the flusher logged it, counted it and took the log
+        directory offline); anything else is logged and counted, and the loop goes on."""
         while True:
             interval_ms = min(
                 int(self.state.config.get("log.flush.scheduler.interval.ms")),
@@ -236,10 +306,19 @@ class BrokerServer:
                 1000,
             )
             await asyncio.sleep(max(interval_ms, 10) / 1000.0)
-            now_ms = wall_clock_ms()
-            for topic in list(self.state.topics.values()):
-                for part in topic.partitions:
-                    part.log.maybe_flush(now_ms)
+            if self.failed_log_dir is not None:
+                return
+            try:
+                now_ms = wall_clock_ms()
+                for topic in list(self.state.topics.values()):
+                    for part in topic.partitions:
+                        if part.log.flush_due(now_ms):
+                            self.flusher.flush_in_background(part.log)
+            except OSError:
+                pass  # begin_flush failed: the directory is offline (on_log_dir_failure)
+            except Exception:
+                self.metrics.flush_loop_errors += 1
+                log.exception("the flush scheduler failed; it goes on at its next interval")
 
     def _smallest_flush_ms(self) -> int:
         smallest = 2**63 - 1

@@ -1,10 +1,7 @@
 """The asyncio shell of the share-group coordinator: owns the `ShareGroupCoordinator` machine,
 feeds it topic metadata, group configs and the clock, and carries out its effects.
 
-Wiring (BrokerServer.__init__, after `self.state` and `self.timers` exist):
-
-    self.timers = TimerService()
-    self.share_groups = ShareGroupService(self)
+Wiring (BrokerServer.start, after `self.state` is loaded):
 
 - session timers go to `server.timers` (a `TimerService`; the service makes its own when the
   server has none), and a timer that fires calls the coordinator's `on_session_timeout`;
@@ -17,14 +14,27 @@ Wiring (BrokerServer.__init__, after `self.state` and `self.timers` exist):
   share session ends at its final epoch, a new epoch 0, or when its connection drops —
   `SharePartitionManager.releaseSession`, `ShareSessionCache`): librdkafka sends the leave
   heartbeat and the final-epoch ShareAcknowledge on two connections, often in that order, and
-  the acknowledgement must still find the session; a group that becomes empty is reported to
-  `server.on_share_group_emptied(group_id)` when the server has it.
+  the acknowledgement must still find the session. A group that becomes empty is logged; its
+  share partitions keep their state (Kafka does nothing more).
+
+Records on `__consumer_offsets`, and what a failed append does. Every change to a group is made in
+the machine, turned into records (`diff` of the group's image against the image last written) and
+appended before anything else happens: before timers are armed, before the request is answered,
+before the share coordinator is asked to initialise or delete state. If the append fails, the group
+is reloaded from its records — the image last written, exactly what a restart would replay — so
+memory is never ahead of the log (Kafka's CoordinatorRuntime likewise reverts its in-memory
+timeline to the last written offset when a write fails: SnapshottableCoordinator.revertLastWrittenOffset).
+The request then gets NOT_COORDINATOR, Kafka's answer to a coordinator write that failed with
+KAFKA_STORAGE_ERROR (CoordinatorOperationExceptionHelper.handleOperationException). With flush
+enabled for `__consumer_offsets`, the answer also waits for the fsync, on the flusher's worker
+thread — never on the event loop.
 
 Everything runs on the event loop thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable
@@ -40,6 +50,7 @@ from quafka.broker.core.share_group import (
     MemberRemoved,
     ShareGroupCoordinator,
 )
+from quafka.broker.storage import Log
 from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.coordinator_records import (
     CONSUMER_OFFSETS_TOPIC,
@@ -61,6 +72,9 @@ log = logging.getLogger("quafka.share_groups")
 __all__ = ["ShareGroupService"]
 
 
+NOT_STORED = "The group coordinator could not store the change (its log directory failed); retry."
+
+
 class ShareGroupService:
     def __init__(self, server: "BrokerServer") -> None:
         self.server = server
@@ -69,23 +83,34 @@ class ShareGroupService:
         self._topics_loaded = False
         self.state_metadata: dict[str, StatePartitionMetadata] = {}
         self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group
+        self._initializing: set[str] = set()  # groups whose share state is being initialised
+        self._tasks: set[asyncio.Task] = set()
         self.loaded = False
         server.state.topic_listeners.append(self._on_topic_event)
 
     # ------------------------------------------------------------------ requests
-    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, rack_id: str | None = None,
-                  subscribed_topic_names: Iterable[str] | None = None, client_id: str = "",
-                  client_host: str = "") -> HeartbeatResult:
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, rack_id: str | None = None,
+                        subscribed_topic_names: Iterable[str] | None = None, client_id: str = "",
+                        client_host: str = "") -> HeartbeatResult:
         self._refresh()
         self.coordinator.max_group_size = int(self.server.state.config.get("group.share.max.size"))
         result, effects = self.coordinator.heartbeat(
             group_id, member_id, member_epoch, rack_id=rack_id, subscribed_topic_names=subscribed_topic_names,
             client_id=client_id, client_host=client_host, now_ms=self._now_ms())
+        if result.error != ErrorCode.none:  # refused: nothing changed
+            self._execute(effects)
+            return result
+        try:
+            end = self._append(group_id)
+        except OSError:
+            return HeartbeatResult(ErrorCode.not_coordinator, NOT_STORED)
         self._execute(effects)
-        if result.error == ErrorCode.none:
-            self._maybe_initialize(group_id)
-            self.persist(group_id)
-        if result.error == ErrorCode.none and member_epoch in (0, -1):
+        try:
+            await self._durable(group_id, end)
+            await self._maybe_initialize(group_id)
+        except OSError:
+            return HeartbeatResult(ErrorCode.not_coordinator, NOT_STORED)
+        if member_epoch in (0, -1):
             log.info("share group %s: member %s %s (member epoch %d)", group_id, member_id,
                      "joined" if member_epoch == 0 else "left", result.member_epoch)
         return result
@@ -105,7 +130,7 @@ class ShareGroupService:
         """The member's assigned partitions (topic id -> partitions), or None if it is not a member."""
         return self.coordinator.assignment(group_id, member_id)
 
-    def delete_group(self, group_id: str) -> tuple[ErrorCode, str | None]:
+    async def delete_group(self, group_id: str) -> tuple[ErrorCode, str | None]:
         """DeleteGroups for a share group: only an empty group; its share state is tombstoned
         first (state metadata moves to DeletingTopics), then the group's records."""
         group = self.coordinator.group(group_id)
@@ -114,24 +139,37 @@ class ShareGroupService:
         if group.members:
             return ErrorCode.non_empty_group, "The group is not empty."
         meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
-        self._delete_state(group_id, list(meta.initialized) + list(meta.initializing))
-        for key in self.server.share_state.machine.keys(group_id):  # state made by fetches alone, too
-            self.server.share_state.delete_now(key)
+        try:
+            await self._delete_state(group_id, list(meta.initialized) + list(meta.initializing))
+            share_state = self.server.share_state
+            for key in share_state.machine.keys(group_id):  # state made by fetches alone, too
+                await share_state.delete(key)
+        except OSError:
+            return ErrorCode.not_coordinator, NOT_STORED
+        if self.coordinator.group(group_id) is None:  # deleted meanwhile
+            return ErrorCode.group_id_not_found, f"Group {group_id} not found."
         self.server.share_partitions.drop_group(group_id)
         error, message, effects = self.coordinator.delete_group(group_id)
-        self._execute(effects)
+        if error != ErrorCode.none:  # a member joined meanwhile
+            return error, message
         self.state_metadata.pop(group_id, None)
-        self.persist(group_id)
+        try:
+            end = self._append(group_id)
+            self._execute(effects)
+            await self._durable(group_id, end)
+        except OSError:
+            return ErrorCode.not_coordinator, NOT_STORED
         log.info("share group %s deleted", group_id)
         return error, message
 
     # ------------------------------------------------------------------ share-partition state
-    def _maybe_initialize(self, group_id: str) -> None:
+    async def _maybe_initialize(self, group_id: str) -> None:
         """Initialise the share-coordinator state of subscribed partitions the group has none for
         (KIP-932: a new topic starts at -1, resolved by share.auto.offset.reset on first use;
-        partitions added to a topic the group knows start at 0), recording it in record 15."""
+        partitions added to a topic the group knows start at 0), recording it in record 15
+        (initializing first, initialized once the share coordinator stored it — Kafka's order)."""
         group = self.coordinator.group(group_id)
-        if group is None or not group.subscribed_metadata:
+        if group is None or not group.subscribed_metadata or group_id in self._initializing:
             return
         meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
         todo: dict[uuid.UUID, tuple[str, list[int], bool]] = {}
@@ -143,21 +181,26 @@ class ShareGroupService:
                 todo[topic_id] = (name, missing, known)
         if not todo:
             return
-        for topic_id, (name, missing, _known) in todo.items():
-            old = meta.initializing.get(topic_id, (name, frozenset()))[1]
-            meta.initializing[topic_id] = (name, old | frozenset(missing))
-        self.persist(group_id)
-        share_state = self.server.share_state
-        for topic_id, (name, missing, known) in todo.items():
-            for p in missing:
-                key = ShareStateKey(group_id, topic_id, p)
-                if share_state.machine.state(key) is None:
-                    share_state.initialize_now(key, state_epoch=group.group_epoch, start_offset=0 if known else -1)
-            meta.initializing.pop(topic_id, None)
-            meta.initialized[topic_id] = (name, meta.initialized_partitions(topic_id) | frozenset(missing))
-        self.persist(group_id)
+        self._initializing.add(group_id)
+        try:
+            for topic_id, (name, missing, _known) in todo.items():
+                old = meta.initializing.get(topic_id, (name, frozenset()))[1]
+                meta.initializing[topic_id] = (name, old | frozenset(missing))
+            await self._durable(group_id, self._append(group_id))
+            share_state = self.server.share_state
+            for topic_id, (name, missing, known) in todo.items():
+                for p in missing:
+                    key = ShareStateKey(group_id, topic_id, p)
+                    await share_state.initialize_if_absent(key, state_epoch=group.group_epoch,
+                                                           start_offset=0 if known else -1)
+                meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
+                meta.initializing.pop(topic_id, None)
+                meta.initialized[topic_id] = (name, meta.initialized_partitions(topic_id) | frozenset(missing))
+                await self._durable(group_id, self._append(group_id))
+        finally:
+            self._initializing.discard(group_id)
 
-    def _delete_state(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
+    async def _delete_state(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
         """Tombstone the share state of the group's partitions of these topics (record 15 lists
         them as deleting until the tombstones are written)."""
         meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
@@ -167,40 +210,55 @@ class ShareGroupService:
             meta.deleting[topic_id] = entry[0] if entry else meta.deleting.get(topic_id, "")
             meta.initialized.pop(topic_id, None)
             meta.initializing.pop(topic_id, None)
-        self.persist(group_id)
+        await self._durable(group_id, self._append(group_id))
         share_state = self.server.share_state
         for key in share_state.machine.keys(group_id):
             if key.topic_id in topic_ids:
-                share_state.delete_now(key)
+                await share_state.delete(key)
         self.server.share_partitions.drop_group(group_id, set(topic_ids))
+        meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
         for topic_id in topic_ids:
             meta.deleting.pop(topic_id, None)
-        self.persist(group_id)
+        await self._durable(group_id, self._append(group_id))
 
-    def delete_offsets(self, group_id: str, topic_ids: list[uuid.UUID]) -> None:
-        self._delete_state(group_id, topic_ids)
+    async def delete_offsets(self, group_id: str, topic_ids: list[uuid.UUID]) -> ErrorCode:
+        """DeleteShareGroupOffsets; NOT_COORDINATOR when the change could not be stored."""
+        try:
+            await self._delete_state(group_id, topic_ids)
+        except OSError:
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
 
-    def reset_offsets(self, group_id: str, topic_id: uuid.UUID, topic_name: str,
-                      offsets: dict[int, int]) -> None:
-        """AlterShareGroupOffsets on an empty group: a new group epoch, and each share partition
-        re-initialised with a new state epoch at the given start offset."""
-        self.coordinator.ensure_group(group_id)
-        self.coordinator.bump_group_epoch(group_id)
-        group = self.coordinator.group(group_id)
-        assert group is not None
-        share_state = self.server.share_state
-        self.server.share_partitions.drop_group(group_id, {topic_id})
-        for p, start in offsets.items():
-            key = ShareStateKey(group_id, topic_id, p)
-            current = share_state.machine.state(key)
-            state_epoch = max(group.group_epoch, (current.state_epoch + 1) if current is not None else 0)
-            share_state.initialize_now(key, state_epoch=state_epoch, start_offset=start)
-        meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
-        meta.initialized[topic_id] = (topic_name, meta.initialized_partitions(topic_id) | frozenset(offsets))
-        self.persist(group_id)
+    async def reset_offsets(self, group_id: str, topic_id: uuid.UUID, topic_name: str,
+                            offsets: dict[int, int]) -> ErrorCode:
+        """AlterShareGroupOffsets on an empty group: a new group epoch (stored first), then each
+        share partition re-initialised with a new state epoch at the given start offset.
+        NOT_COORDINATOR when a change could not be stored."""
+        try:
+            self.coordinator.ensure_group(group_id)
+            self.coordinator.bump_group_epoch(group_id)
+            await self._durable(group_id, self._append(group_id))
+            group = self.coordinator.group(group_id)
+            if group is None:
+                return ErrorCode.group_id_not_found
+            share_state = self.server.share_state
+            self.server.share_partitions.drop_partitions(group_id, topic_id, offsets)
+            for p, start in offsets.items():
+                key = ShareStateKey(group_id, topic_id, p)
+                current = share_state.machine.state(key)
+                state_epoch = max(group.group_epoch, (current.state_epoch + 1) if current is not None else 0)
+                await share_state.initialize(key, state_epoch=state_epoch, start_offset=start)
+            # again: a ShareFetch may have loaded one while an fsync was awaited
+            self.server.share_partitions.drop_partitions(group_id, topic_id, offsets)
+            meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
+            meta.initialized[topic_id] = (topic_name, meta.initialized_partitions(topic_id) | frozenset(offsets))
+            await self._durable(group_id, self._append(group_id))
+        except OSError:
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
 
     # ------------------------------------------------------------------ records on __consumer_offsets
-    def _offsets_log(self, partition: int):
+    def _offsets_log(self, partition: int) -> Log:
         n = int(self.server.state.config.get("offsets.topic.num.partitions"))
         topic = self.server.state.ensure_internal_topic(CONSUMER_OFFSETS_TOPIC, n, {"retention.ms": "-1"})
         return topic.partitions[partition % len(topic.partitions)].log
@@ -211,23 +269,58 @@ class ShareGroupService:
             "offsets.topic.num.partitions"))
         return group_partition(group_id, n)
 
-    def persist(self, group_id: str) -> None:
-        """Append the records that bring `__consumer_offsets` in line with the group as it is now
-        (written to the segment file before this returns; fsynced too when flush is enabled)."""
-        # the log first: creating __consumer_offsets notifies topic listeners, which persist too
-        plog = self._offsets_log(self._partition_of(group_id))
-        image = image_of(self.coordinator.group(group_id), self.state_metadata.get(group_id))
-        old = self._images.get(group_id, {})
-        records = diff(old, image)
-        if not records:
-            return
-        append_records(plog, [encode_group_record(r) for r in records], self._now_ms())
-        if plog.config.flush_messages < MAX_LONG:
-            plog.flush()
+    def _append(self, group_id: str) -> int | None:
+        """Append the records that bring `__consumer_offsets` in line with the group as it is in
+        the machine now (in the segment file before this returns); the log end offset to make
+        durable, or None when nothing changed. If the append fails, the group is reloaded from
+        its records (`_reload`) and the OSError propagates: memory never runs ahead of the log."""
+        try:
+            # the log first: creating __consumer_offsets notifies topic listeners, which append too
+            plog = self._offsets_log(self._partition_of(group_id))
+            image = image_of(self.coordinator.group(group_id), self.state_metadata.get(group_id))
+            records = diff(self._images.get(group_id, {}), image)
+            if not records:
+                return None
+            end = append_records(plog, [encode_group_record(r) for r in records], self._now_ms())
+        except OSError as exc:
+            log.error("share group %s: appending its records failed (%s); reloaded from its records", group_id, exc)
+            self._reload(group_id)
+            raise
         if image:
             self._images[group_id] = image
         else:
             self._images.pop(group_id, None)
+        return end
+
+    def _reload(self, group_id: str) -> None:
+        """Make the group in memory what its records say (the image last written), as a restart
+        would: members keep ids, epochs and assignments and get fresh session timers."""
+        self._execute(self.coordinator.unload(group_id))
+        image = self._images.get(group_id)
+        if image:
+            group, meta = restore_group(group_id, image)
+            self._execute(self.coordinator.restore(group, self._now_ms()))
+            self.state_metadata[group_id] = meta
+        else:
+            self.state_metadata.pop(group_id, None)
+
+    async def _durable(self, group_id: str, end_offset: int | None) -> None:
+        """With flush enabled for `__consumer_offsets`: wait until `end_offset` is fsynced."""
+        if end_offset is None:
+            return
+        plog = self._offsets_log(self._partition_of(group_id))
+        if plog.config.flush_messages < MAX_LONG:
+            await self.server.flusher.flush(plog, end_offset)
+
+    def _commit_in_background(self, group_id: str) -> None:
+        """Append now (memory reverts if that fails) and fsync in the background: for changes no
+        request waits for (session timeouts, topic metadata)."""
+        try:
+            end = self._append(group_id)
+        except OSError:
+            return
+        if end is not None:
+            self._spawn(self._durable(group_id, end), f"share group {group_id} records")
 
     def load(self) -> None:
         """Replay the share-group records of `__consumer_offsets`: groups, members, epochs,
@@ -244,7 +337,8 @@ class ShareGroupService:
                 group, meta = restore_group(group_id, image)
                 self._execute(self.coordinator.restore(group, now_ms))
                 self.state_metadata[group_id] = meta
-                self._images[group_id] = image_of(group, meta)
+                self._images[group_id] = image  # what is stored; a new epoch of restore is appended:
+                self._commit_in_background(group_id)
             if images.groups():
                 log.info("loaded %d share group(s) from %s", len(images.groups()), CONSUMER_OFFSETS_TOPIC)
         self.loaded = True
@@ -258,14 +352,19 @@ class ShareGroupService:
             for group_id, meta in list(self.state_metadata.items()):
                 gone = [t for t in list(meta.initialized) + list(meta.initializing) if t not in live]
                 if gone:
-                    self._delete_state(group_id, gone)
+                    self._spawn(self._delete_state(group_id, gone), f"share group {group_id}: deleted topics")
 
     def _on_timer(self, group_id: str, member_id: str, now_ms: int) -> None:
         effects = self.coordinator.on_session_timeout(group_id, member_id, now_ms)
         if any(isinstance(e, MemberRemoved) for e in effects):
             log.info("share group %s: member %s fenced, its session timed out", group_id, member_id)
+        try:
+            end = self._append(group_id)
+        except OSError:
+            return  # reloaded: the member is back with a fresh session timer
         self._execute(effects)
-        self.persist(group_id)
+        if end is not None:
+            self._spawn(self._durable(group_id, end), f"share group {group_id} records")
 
     # ------------------------------------------------------------------ internals
     def _group_settings(self, group_id: str) -> Any:
@@ -281,9 +380,9 @@ class ShareGroupService:
         topics = {name: (t.topic_id, len(t.partitions)) for name, t in self.server.state.topics.items()}
         self._execute(self.coordinator.on_topics_changed(topics, self._now_ms()))
         self._topics_loaded = True
-        if self.loaded:  # a subscribed topic changed: the bumped group epochs are made durable now
+        if self.loaded:  # a subscribed topic changed: the bumped group epochs are stored now
             for group_id in self.coordinator.group_ids():
-                self.persist(group_id)
+                self._commit_in_background(group_id)
 
     @property
     def timers(self) -> TimerService:
@@ -305,18 +404,24 @@ class ShareGroupService:
             elif isinstance(effect, MemberRemoved):
                 pass  # the member's share session and held records are untouched (module docstring)
             elif isinstance(effect, GroupEmptied):
-                self._notify("on_share_group_emptied", effect.group_id)
+                log.info("share group %s is empty; its share partitions keep their state", effect.group_id)
 
-    def _notify(self, hook_name: str, *args: str) -> None:
-        hook = getattr(self.server, hook_name, None)
-        if hook is None:
+    def _spawn(self, coro, name: str) -> None:
+        """Run work no request waits for; a failure is logged (storage failures were already)."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
             return
-        try:
-            hook(*args)
-        except Exception:  # noqa: BLE001 - one failing hook must not break the coordinator
-            log.exception("%s%r failed", hook_name, args)
+        exc = task.exception()
+        if exc is not None and not isinstance(exc, OSError):
+            log.error("%s failed", task.get_name(), exc_info=exc)
 
     def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
         if self._own_timers is not None:
             self._own_timers.close()
-

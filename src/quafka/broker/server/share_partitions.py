@@ -117,10 +117,29 @@ class SharePartitionManager:
         # partition count of a topic when a group first met it: later partitions start at 0
         self.known_partitions: dict[tuple[str, uuid.UUID], int] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._loading: dict[tuple[str, uuid.UUID, int], asyncio.Future] = {}
 
     # ------------------------------------------------------------------ lookup and creation
-    def get(self, group_id: str, topic_id: uuid.UUID, index: int) -> ShareContext | None:
+    def loaded(self, group_id: str, topic_id: uuid.UUID, index: int) -> ShareContext | None:
+        """The share partition if it is loaded and its topic still the same (no I/O)."""
         ctx = self.contexts.get((group_id, topic_id, index))
+        if ctx is not None and ctx.topic is self.server.state.topics_by_id.get(topic_id):
+            return ctx
+        return None
+
+    async def load(self, group_id: str, keys) -> None:
+        """Load the share partitions (topic id, partition) not loaded yet (`fill` uses only
+        loaded ones, so that parked fetches are served synchronously)."""
+        contexts = self.contexts
+        for topic_id, index in list(keys):
+            if (group_id, topic_id, index) not in contexts:
+                await self.get(group_id, topic_id, index)
+
+    async def get(self, group_id: str, topic_id: uuid.UUID, index: int) -> ShareContext | None:
+        """The share partition, loaded from the share coordinator on first use (its read, and an
+        initialisation when it has no state, are stored before it serves anything)."""
+        key = (group_id, topic_id, index)
+        ctx = self.contexts.get(key)
         if ctx is not None:
             if ctx.topic is self.server.state.topics_by_id.get(topic_id):
                 return ctx
@@ -128,16 +147,28 @@ class SharePartitionManager:
         topic = self.server.state.topics_by_id.get(topic_id)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
+        loading = self._loading.get(key)
+        if loading is not None:  # another request is loading it (an fsync is in flight)
+            return await asyncio.shield(loading)
         started = perf_counter()
-        created = self._create(group_id, topic, index)
+        loading = self._loading[key] = asyncio.ensure_future(self._create(group_id, topic, index))
+        try:
+            created = await asyncio.shield(loading)
+        finally:
+            if self._loading.get(key) is loading:
+                del self._loading[key]
         self.server.metrics.partition_load_time_ms.observe((perf_counter() - started) * 1000.0)
         return created
 
-    def _create(self, group_id: str, topic: "TopicState", index: int) -> ShareContext | None:
+    async def _create(self, group_id: str, topic: "TopicState", index: int) -> ShareContext | None:
         plog = topic.partitions[index].log
         share_state = self.server.share_state
         key = records.ShareStateKey(group_id, topic.topic_id, index)
-        read = share_state.read(key)
+        try:
+            read = await share_state.read(key)
+        except OSError as exc:
+            log.warning("share state of %s %s-%d unavailable: %s", group_id, topic.name, index, exc)
+            return None
         group_config = self.server.state.group_config(group_id)
         known_key = (group_id, topic.topic_id)
         known = self.known_partitions.setdefault(known_key, len(topic.partitions))
@@ -145,7 +176,10 @@ class SharePartitionManager:
         if read.error == ErrorCode.unknown_topic_or_partition:  # no state: initialise it here
             start = plog.log_start_offset if index >= known else self._initial_offset(plog, group_config)
             state_epoch = 0
-            if share_state.initialize_now(key, state_epoch=0, start_offset=start) != ErrorCode.none:
+            initialized = await _stored(share_state.initialize_if_absent(key, state_epoch=0, start_offset=start), key)
+            if initialized is None:  # the group coordinator initialised it meanwhile: read it again
+                return await self._create(group_id, topic, index)
+            if initialized != ErrorCode.none:
                 return None
             sp = SharePartition(start)
         elif read.error != ErrorCode.none:
@@ -153,11 +187,15 @@ class SharePartitionManager:
             return None
         elif read.start_offset < 0:  # initialised, start offset to be set by share.auto.offset.reset
             start = self._initial_offset(plog, group_config)
-            share_state.write_now(key, state_epoch=state_epoch, start_offset=start, delivery_complete_count=0)
+            if await _stored(share_state.write(key, state_epoch=state_epoch, start_offset=start,
+                                               delivery_complete_count=0), key) != ErrorCode.none:
+                return None
             sp = SharePartition(start)
         else:
             sp = SharePartition(max(read.start_offset, plog.log_start_offset),
                                 [StateBatch(*b) for b in read.state_batches])
+        if self.server.state.topics_by_id.get(topic.topic_id) is not topic:
+            return None  # deleted while its state was read
         ctx = ShareContext(group_id, topic, index, plog, sp, (group_id, topic.topic_id, index), state_epoch)
         self.contexts[ctx.key] = ctx
         self.by_group.setdefault(group_id, set()).add(ctx)
@@ -193,8 +231,16 @@ class SharePartitionManager:
             self._drop(ctx)
         share_state = self.server.share_state
         for key in share_state.machine.keys():
-            if key.topic_id == topic_id:
-                share_state.delete_now(key)
+            if key.topic_id == topic_id:  # tombstones; a failure is logged (the round logged why)
+                share_state.delete(key).add_done_callback(_log_failed_delete)
+
+    def drop_partitions(self, group_id: str, topic_id: uuid.UUID, partitions) -> None:
+        """Forget these share partitions of the group (AlterShareGroupOffsets re-initialised
+        them); the topic's other partitions keep their in-flight state."""
+        for index in partitions:
+            ctx = self.contexts.get((group_id, topic_id, index))
+            if ctx is not None:
+                self._drop(ctx)
 
     def drop_group(self, group_id: str, topic_ids: set[uuid.UUID] | None = None) -> None:
         """Forget the group's share partitions (of these topics) so they are read again from the
@@ -220,11 +266,14 @@ class SharePartitionManager:
         for key in session.rotated():
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break
-            ctx = self.get(session.group_id, key[0], key[1])
+            ctx = self.loaded(session.group_id, key[0], key[1])
             if ctx is None:
                 continue
-            got = self.fetch(ctx, member_id, max_records=remaining_records, record_limit=params.record_limit,
-                             max_bytes=remaining_bytes, group_config=group_config, now_ms=now_ms)
+            try:
+                got = self.fetch(ctx, member_id, max_records=remaining_records, record_limit=params.record_limit,
+                                 max_bytes=remaining_bytes, group_config=group_config, now_ms=now_ms)
+            except OSError:  # the log directory failed: the handler answers KAFKA_STORAGE_ERROR
+                continue
             if got is not None:
                 fetched[key] = got
                 remaining_records -= sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
@@ -336,8 +385,11 @@ class SharePartitionManager:
         self.execute(ctx, result.effects)
         if result.error != ErrorCode.none:
             return result.error
-        if result.write is not None and not await self._persist(ctx, result.write):
-            return ErrorCode.invalid_record_state
+        if result.write is not None:
+            error = await self._persist(ctx, result.write)
+            if error != ErrorCode.none:  # rolled back: a storage failure, or the write was refused
+                return ErrorCode.kafka_storage_error if error == ErrorCode.kafka_storage_error \
+                    else ErrorCode.invalid_record_state
         self.server.metrics.count_acknowledgements(batches)
         return ErrorCode.none
 
@@ -375,9 +427,13 @@ class SharePartitionManager:
             ctx.state_key, state_epoch=ctx.state_epoch, start_offset=write.start_offset,
             delivery_complete_count=write.delivery_complete_count, state_batches=write.state_batches)
 
-    async def _persist(self, ctx: ShareContext, write: PersistWrite, fut: asyncio.Future | None = None) -> bool:
+    async def _persist(self, ctx: ShareContext, write: PersistWrite, fut: asyncio.Future | None = None) -> ErrorCode:
+        """Wait for the write, then tell the share partition (commit or roll back); the error."""
         try:
             error = await (fut if fut is not None else self._submit_write(ctx, write))
+        except OSError as exc:  # the log directory failed (it is offline now)
+            log.error("share state write failed for %s %s-%d: %s", ctx.group_id, ctx.topic.name, ctx.index, exc)
+            error = ErrorCode.kafka_storage_error
         except Exception:
             log.exception("share state write failed for %s %s-%d", ctx.group_id, ctx.topic.name, ctx.index)
             error = ErrorCode.unknown_server_error
@@ -392,7 +448,7 @@ class SharePartitionManager:
             self._drop(ctx)  # re-initialised meanwhile (AlterShareGroupOffsets): read it again
         elif self.contexts.get(ctx.key) is ctx:
             self.execute(ctx, effects)  # a catch-up write of the start offset; parked fetches served
-        return ok
+        return error
 
     def _spawn_persist(self, ctx: ShareContext, write: PersistWrite) -> None:
         fut = self._submit_write(ctx, write)
@@ -418,3 +474,17 @@ class SharePartitionManager:
     def parked(self, group_id: str, topic_id: uuid.UUID, index: int) -> int:
         """ShareFetches parked on one share partition (tests, metrics)."""
         return self.purgatory.parked((group_id, topic_id, index))
+
+
+async def _stored(fut: asyncio.Future, key: records.ShareStateKey) -> ErrorCode | None:
+    """The error code of a share-state operation; a storage failure is logged and refused."""
+    try:
+        return await fut
+    except OSError as exc:
+        log.warning("share state of %s unavailable: %s", key, exc)
+        return ErrorCode.kafka_storage_error
+
+
+def _log_failed_delete(fut: asyncio.Future) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("deleting share state failed: %s", fut.exception())

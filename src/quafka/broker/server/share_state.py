@@ -4,18 +4,27 @@ The pure `ShareCoordinator` (broker/core/share_coordinator.py) answers the persi
 — Initialize, Read, Write, Delete, ReadSummary — with the ShareSnapshot/ShareUpdate records to
 append; this module appends them and replays them into the machine ("records are the truth").
 
+Records first: an operation's records are computed from the machine without changing it, appended,
+and only then replayed into it — DescribeShareGroupOffsets and ReadShareGroupStateSummary never see
+state that is not stored, and a failed append leaves the machine as it was. Every operation, the
+share-partition leader's first read included, goes through the same queue (there is no "answer now,
+write later" path).
+
 Writes to one state partition are batched: while a round of writes is in flight (its records
 appended, its fsync not yet done), new operations queue; the next round takes all of them, runs
-them through the machine one after the other (each sees the records of the one before), appends
-their records as one record batch and fsyncs once (group commit). With no round in flight and no
-fsync to wait for (flush off, the default), a write is its own round and runs at once: the append
-is synchronous, so the caller's future is already resolved when it awaits it. A caller is answered
-only when its records are durable:
+them one after the other (each appended and replayed before the next is computed, so it sees the
+records of the one before) and fsyncs once on the flusher's worker thread (group commit). With no
+round in flight and no fsync to wait for (flush off, the default), an operation is its own round
+and runs at once: the append is synchronous, so the caller's future is already resolved when it
+awaits it. A caller is answered only when its records are durable:
 
-- always: the batch is written to the segment file before the answer (it survives SIGKILL of the
-  broker process);
+- always: the records are written to the segment file before the answer (they survive SIGKILL of
+  the broker process);
 - with flush enabled for the state topic (`flush.messages` / `log.flush.interval.messages` set to
   anything but its default, the maximum long): also fsynced, once per round of waiters.
+
+A failed append or fsync fails every waiter of its round with the OSError (the log directory is
+then offline: server.BrokerServer.on_log_dir_failure).
 
 On start-up every state partition is replayed from its log start offset: each batch's CRC is
 checked and a batch that fails it (or does not decode) is dropped and logged, never applied. A torn
@@ -35,7 +44,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from quafka.broker.core.share_coordinator import ReadResult, ReadSummaryResult, ShareCoordinator
+from quafka.broker.core.share_coordinator import ReadSummaryResult, ShareCoordinator
 from quafka.broker.storage import Log
 from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.coordinator_records import (
@@ -46,7 +55,6 @@ from quafka.protocol.coordinator_records import (
     decode_share_state_record,
     encode_share_state_record,
 )
-from quafka.protocol.errors import ErrorCode
 
 from .clock import wall_clock_ms
 from .internal_log import append_records, verified_records
@@ -74,8 +82,6 @@ class ShareStateService:
         self._topic = None  # __share_group_state's TopicState, once created or found
         self._queues: dict[int, list[tuple[Op, asyncio.Future]]] = {}
         self._draining: set[int] = set()
-        self._flushed: dict[int, int] = {}  # state partition -> offset below which all is fsynced
-        self._flushing: dict[int, asyncio.Future] = {}
         self._tasks: list[asyncio.Task] = []
         self.load_time_ms = 0.0
         self.load_buffer_bytes = int(config.get("share.coordinator.load.buffer.size"))
@@ -118,7 +124,6 @@ class ShareStateService:
                 self._replay_partition(p, logs[p])
             self.machine.finish_loading(p)
             load_times_ms.append((asyncio.get_running_loop().time() - partition_started) * 1000.0)
-            self._flushed[p] = logs[p].log_end_offset if logs is not None else 0
             if p % 8 == 7:
                 await asyncio.sleep(0)
         self.loaded = True
@@ -135,52 +140,45 @@ class ShareStateService:
             self.machine.replay(partition, offset, record)
 
     # ------------------------------------------------------------------ the persister's operations
-    def read(self, key: ShareStateKey) -> ReadResult:
-        """ReadShareGroupState (the share-partition leader's first use of a share partition)."""
-        result, records = self.machine.read(key, leader_epoch=LEADER_EPOCH, now_ms=wall_clock_ms())
-        if records:  # a newer leader epoch is made durable in the background
-            fut = self._submit(self.machine.partition_for(key), lambda: (None, records))
-            fut.add_done_callback(_log_failure)
-        return result
+    # Each returns a future that resolves with the operation's result once its records are
+    # appended (and fsynced when flush is on); nothing is visible in the machine before that.
 
-    def read_summary(self, key: ShareStateKey) -> ReadSummaryResult:
+    def read(self, key: ShareStateKey) -> asyncio.Future:
+        """ReadShareGroupState (the share-partition leader's first use of a share partition): a
+        newer leader epoch is recorded first, so the answer is only given once it is stored."""
+        return self._submit(self.machine.partition_for(key), lambda: self.machine.read(
+            key, leader_epoch=LEADER_EPOCH, now_ms=wall_clock_ms()))
+
+    async def read_summary(self, key: ShareStateKey) -> ReadSummaryResult:
+        """ReadShareGroupStateSummary: what is stored — the machine holds only appended records,
+        and with flush on this waits until they are fsynced too (a start offset whose fsync then
+        failed must not be shown). Raises the OSError of a failed fsync."""
+        topic = self.server.state.topics.get(SHARE_GROUP_STATE_TOPIC)
+        if topic is not None:
+            plog = topic.partitions[self.machine.partition_for(key) % len(topic.partitions)].log
+            if self.flush_enabled(plog) and plog.flushed_offset < plog.log_end_offset:
+                await self.server.flusher.flush(plog, plog.log_end_offset)
         return self.machine.read_summary(key, leader_epoch=LEADER_EPOCH)
 
-    def initialize_now(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> ErrorCode:
-        """InitializeShareGroupState, appended at once (in the segment file before this returns;
-        an fsync follows in the background when flush is enabled)."""
-        p = self.machine.partition_for(key)
-        self._log(p)
-        (error,) = self._apply(p, [lambda: self.machine.initialize(
-            key, state_epoch=state_epoch, start_offset=start_offset, now_ms=wall_clock_ms())])
-        self._spawn(self._durable(p, self._log(p).log_end_offset))
-        self.server.metrics.share_state_writes += 1
-        return error  # type: ignore[return-value]
-
-    def write_now(self, key: ShareStateKey, *, state_epoch: int, start_offset: int, delivery_complete_count: int,
-                  state_batches: Sequence[StateBatch] = ()) -> ErrorCode:
-        p = self.machine.partition_for(key)
-        (error,) = self._apply(p, [lambda: self.machine.write(
-            key, state_epoch=state_epoch, leader_epoch=LEADER_EPOCH, start_offset=start_offset,
-            delivery_complete_count=delivery_complete_count, state_batches=state_batches, now_ms=wall_clock_ms())])
-        self._spawn(self._durable(p, self._log(p).log_end_offset))
-        self.server.metrics.share_state_writes += 1
-        return error  # type: ignore[return-value]
-
-    def delete_now(self, key: ShareStateKey) -> ErrorCode:
-        """DeleteShareGroupState at once: a tombstone for the share partition."""
-        p = self.machine.partition_for(key)
-        (error,) = self._apply(p, [lambda: self.machine.delete(key, now_ms=wall_clock_ms())])
-        self._spawn(self._durable(p, self._log(p).log_end_offset))
-        self.server.metrics.share_state_writes += 1
-        return error  # type: ignore[return-value]
-
     def initialize(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> asyncio.Future:
+        """InitializeShareGroupState."""
         return self._submit(self.machine.partition_for(key), lambda: self.machine.initialize(
             key, state_epoch=state_epoch, start_offset=start_offset, now_ms=wall_clock_ms()))
 
+    def initialize_if_absent(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> asyncio.Future:
+        """InitializeShareGroupState unless the key has state when the round runs: the future
+        resolves with None then (nothing written). The share-partition leader's first fetch and the
+        group coordinator's initialisation of newly assigned partitions may race (with flush on,
+        both can be queued before either is stored): the second must not re-initialise."""
+        def op() -> tuple[object, list[ShareStateRecord]]:
+            if self.machine.state(key) is not None:
+                return None, []
+            return self.machine.initialize(key, state_epoch=state_epoch, start_offset=start_offset,
+                                           now_ms=wall_clock_ms())
+        return self._submit(self.machine.partition_for(key), op)
+
     def write(self, key: ShareStateKey, *, state_epoch: int, start_offset: int, delivery_complete_count: int,
-              state_batches: Sequence[StateBatch]) -> asyncio.Future:
+              state_batches: Sequence[StateBatch] = ()) -> asyncio.Future:
         """WriteShareGroupState: queued now (writes of one state partition are applied in the
         order they are submitted); the future resolves with the error code once durable."""
         return self._submit(self.machine.partition_for(key), lambda: self.machine.write(
@@ -212,7 +210,8 @@ class ShareStateService:
                 started = asyncio.get_running_loop().time()
                 try:
                     results = self._apply(partition, [op for op, _ in waiting])
-                    await self._durable(partition, self._log(partition).log_end_offset)
+                    plog = self._log(partition)
+                    await self.server.flusher.flush(plog, plog.log_end_offset)
                 except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
                     self._fail(partition, waiting, exc)
                     continue
@@ -232,7 +231,10 @@ class ShareStateService:
 
     @staticmethod
     def _fail(partition: int, waiting: list[tuple[Op, asyncio.Future]], exc: Exception) -> None:
-        log.exception("%s-%d: write failed", SHARE_GROUP_STATE_TOPIC, partition, exc_info=exc)
+        if isinstance(exc, OSError):
+            log.error("%s-%d: write failed: %s", SHARE_GROUP_STATE_TOPIC, partition, exc)
+        else:
+            log.exception("%s-%d: write failed", SHARE_GROUP_STATE_TOPIC, partition, exc_info=exc)
         for _op, fut in waiting:
             if not fut.done():
                 fut.set_exception(exc)
@@ -249,52 +251,26 @@ class ShareStateService:
                 fut.set_result(result)
 
     def _apply(self, partition: int, ops: list[Op]) -> list[object]:
-        """Run the operations through the machine, each followed by the replay of its records at
-        the offsets they will get, then append all their records as one batch. If the append
-        fails, the partition is reloaded from its log (the truth) and the error propagates."""
+        """Records first: each operation's records are computed from the machine (which they do
+        not change), appended as one batch, and only then replayed into the machine at the
+        offsets they got — so the next operation sees them, and a failed append leaves the
+        machine as it was (the operations before it are stored and replayed; the round fails as
+        a whole, since their fsync will not come). The order is Kafka's CoordinatorRuntime
+        less its snapshot-and-revert: nothing is applied that was not written."""
         plog = self._log(partition)
-        next_offset = plog.log_end_offset
         results: list[object] = []
-        encoded: list[tuple[bytes, bytes | None]] = []
         for op in ops:
             result, records = op()
+            if records:
+                first_offset = plog.log_end_offset
+                append_records(plog, [encode_share_state_record(r) for r in records], wall_clock_ms())
+                for i, record in enumerate(records):
+                    self.machine.replay(partition, first_offset + i, record)
             results.append(result)
-            for record in records:
-                self.machine.replay(partition, next_offset, record)
-                encoded.append(encode_share_state_record(record))
-                next_offset += 1
-        if not encoded:
-            return results
-        try:
-            append_records(plog, encoded, wall_clock_ms())
-        except Exception:
-            self.machine.begin_loading(partition)
-            self._replay_partition(partition, plog)
-            self.machine.finish_loading(partition)
-            raise
         return results
 
     def flush_enabled(self, plog: Log) -> bool:
         return plog.config.flush_messages < MAX_LONG
-
-    async def _durable(self, partition: int, end_offset: int) -> None:
-        """Return once everything below `end_offset` is fsynced (at once when flush is off)."""
-        plog = self._log(partition)
-        if not self.flush_enabled(plog):
-            return
-        while self._flushed.get(partition, 0) < end_offset:
-            pending = self._flushing.get(partition)
-            if pending is not None:
-                await asyncio.shield(pending)
-                continue
-            target = plog.log_end_offset
-            fut = asyncio.get_running_loop().run_in_executor(None, plog.flush)
-            self._flushing[partition] = fut
-            try:
-                await asyncio.shield(fut)
-                self._flushed[partition] = max(self._flushed.get(partition, 0), target)
-            finally:
-                self._flushing.pop(partition, None)
 
     # ------------------------------------------------------------------ upkeep
     def prune(self) -> dict[int, int]:
@@ -316,15 +292,19 @@ class ShareStateService:
         interval_ms = int(self.server.state.config.get("share.coordinator.cold.partition.snapshot.interval.ms"))
         now_ms = wall_clock_ms()
         waits = []
-        count = 0
         for p in range(self.num_partitions):
-            records = self.machine.cold_snapshots(p, now_ms=now_ms, interval_ms=interval_ms)
-            if records:
-                count += len(records)
-                waits.append(self._submit(p, lambda records=records: (None, records)))
-        if waits:
-            await asyncio.gather(*waits)
+            if self.machine.cold_snapshots(p, now_ms=now_ms, interval_ms=interval_ms):
+                waits.append(self._submit(p, lambda p=p: self._cold_snapshots(p, interval_ms)))
+        count = 0
+        for fut in waits:
+            count += await fut
         return count
+
+    def _cold_snapshots(self, partition: int, interval_ms: int) -> tuple[int, list[ShareStateRecord]]:
+        """Computed when the round runs, from the state as it is then: a write queued before
+        must not be folded over by a snapshot taken earlier."""
+        records = self.machine.cold_snapshots(partition, now_ms=wall_clock_ms(), interval_ms=interval_ms)
+        return len(records), records
 
     async def _prune_loop(self) -> None:
         while True:
@@ -354,8 +334,3 @@ class ShareStateService:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-
-def _log_failure(fut: asyncio.Future) -> None:
-    """Done callback of a write nobody waits for: its failure is logged (the round logged why)."""
-    if not fut.cancelled() and fut.exception() is not None:
-        log.warning("a background write to %s failed: %s", SHARE_GROUP_STATE_TOPIC, fut.exception())

@@ -7,6 +7,7 @@ the event loop thread only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import uuid
@@ -18,6 +19,7 @@ from quafka.broker.core.metadata import ClusterMetadata, ProducerIdAllocator, To
 from quafka.broker.core.producer_state import ProducerStateTable
 from quafka.broker.server.metadata_store import MetadataStore
 from quafka.broker.storage import FileLogStore, Log, LogStore, MemoryLogStore
+from quafka.broker.storage.dir_lock import DirLock, lock_dirs
 from quafka.protocol.errors import ErrorCode
 
 log = logging.getLogger("quafka.broker")
@@ -42,6 +44,7 @@ class PartitionState:
     index: int
     log: Log
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+    snapshot_offset: int = -1  # offset of the newest producer snapshot written or loaded (-1: none)
 
 
 @dataclass(slots=True)
@@ -77,14 +80,19 @@ def validate_topic_name(name: str | None) -> None:
 
 
 class BrokerState:
-    def __init__(self, config: cfg.BrokerConfig, *, memory: bool, clock_ms: Callable[[], int]) -> None:
+    def __init__(self, config: cfg.BrokerConfig, *, memory: bool, clock_ms: Callable[[], int],
+                 log_store: LogStore | None = None, metadata_store: MetadataStore | None = None) -> None:
+        """`log_store` / `metadata_store` replace the stores `memory` chooses (the simulator in
+        tests/sim passes stores that survive a simulated crash)."""
         self.static_config = config
         self.config = config
         self.clock_ms = clock_ms
         self.node_id: int = config.node_id
+        self._dir_locks: list[DirLock] = []
         log_dir = None if memory else config.log_dir
-        self.store = MetadataStore(log_dir, self.node_id)
-        self.log_store: LogStore = MemoryLogStore() if memory else FileLogStore(config.log_dir)
+        self.store = metadata_store if metadata_store is not None else MetadataStore(log_dir, self.node_id)
+        self.log_store: LogStore = log_store if log_store is not None else (
+            MemoryLogStore() if memory else FileLogStore(config.log_dir))
         self.metadata: ClusterMetadata | None = None
         self.topics: dict[str, TopicState] = {}
         self.topics_by_id: dict[uuid.UUID, TopicState] = {}
@@ -96,7 +104,30 @@ class BrokerState:
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> None:
-        """Replay the metadata journal and open every partition log (before listening)."""
+        """Lock the data directories, replay the metadata journal and open every partition log
+        (before listening). On failure the locks are released again."""
+        self._lock_data_dirs()
+        try:
+            self._load()
+        except BaseException:
+            self._release_data_dirs()
+            raise
+
+    def _lock_data_dirs(self) -> None:
+        """One broker per data directory, as Kafka's LogManager.lockLogDirs: an exclusive lock on
+        `<dir>/.lock` in the log directory (which also holds the metadata journal; a separate
+        metadata directory would be locked too) before anything in it is read: the directories
+        the stores use, so a memory broker (or memory stores) takes no lock. Raises
+        DirectoryLockedError naming the holder."""
+        dirs = [d for d in (getattr(self.log_store, "log_dir", None), getattr(self.store, "log_dir", None)) if d]
+        self._dir_locks = lock_dirs(dirs)
+
+    def _release_data_dirs(self) -> None:
+        locks, self._dir_locks = self._dir_locks, []
+        for lock in locks:
+            lock.release()
+
+    def _load(self) -> None:
         self.metadata = self.store.load()
         self._apply_dynamic_broker_configs()
         now_ms = self.clock_ms()
@@ -115,18 +146,59 @@ class BrokerState:
         self._refresh_topic_settings(topic)
         log_config = cfg.log_config(self.config, topic.configs)
         for p in range(info.partitions):
-            plog = self.log_store.open_log(info.name, p, info.topic_id, log_config, now_ms)
-            part = PartitionState(topic, p, plog)
-            for header in plog.iter_batch_headers(plog.log_start_offset):
-                if header.producer_id >= 0:
-                    part.producers.replay(
-                        header.producer_id, header.producer_epoch, header.base_sequence,
-                        header.last_offset_delta, header.base_offset,
-                    )
-            topic.partitions.append(part)
+            topic.partitions.append(self._open_partition(topic, p, log_config, now_ms))
         self.topics[topic.name] = topic
         self.topics_by_id[topic.topic_id] = topic
         return topic
+
+    def _open_partition(self, topic: TopicState, index: int, log_config, now_ms: int) -> PartitionState:
+        plog = self.log_store.open_log(topic.name, index, topic.topic_id.hex, log_config, now_ms)
+        part = PartitionState(topic, index, plog)
+        self._load_producer_state(part)
+        plog.roll_listener = functools.partial(self._on_roll, part)
+        return part
+
+    # ------------------------------------------------------------------ producer-state snapshots
+    def _load_producer_state(self, part: PartitionState) -> None:
+        """Rebuild the partition's producer state as Kafka's UnifiedLog.rebuildProducerState /
+        ProducerStateManager.loadFromSnapshot: the newest readable snapshot at or below the log
+        end offset (an unreadable one is deleted with a warning and an older one tried), then the
+        batch headers from the snapshot's offset on; without a snapshot, from the log start. If
+        headers were replayed, a snapshot is taken at the log end, so the next start begins there."""
+        plog = part.log
+        start, end = plog.log_start_offset, plog.log_end_offset
+        snapshots = plog.producer_snapshots
+        replay_from = start
+        if snapshots is not None:
+            loaded = snapshots.load_latest(end)
+            if loaded is not None:
+                offset, entries = loaded
+                part.producers.load_snapshot(entries, start)
+                part.snapshot_offset = offset
+                replay_from = max(offset, start)
+        replay = part.producers.replay
+        for header in plog.iter_batch_headers(replay_from):
+            if header.producer_id >= 0:
+                replay(header.producer_id, header.producer_epoch, header.base_sequence,
+                       header.last_offset_delta, header.base_offset, header.max_timestamp)
+        if snapshots is not None and replay_from < end:
+            self._take_producer_snapshot(part, end, sync=False)
+
+    def _take_producer_snapshot(self, part: PartitionState, offset: int, *, sync: bool) -> None:
+        """Write the producer state as the snapshot at `offset` (the state after every batch below
+        it). A no-op for a memory log."""
+        snapshots = part.log.producer_snapshots
+        if snapshots is None:
+            return
+        snapshots.write(offset, part.producers.snapshot_entries(), sync=sync)
+        part.snapshot_offset = offset
+
+    def _on_roll(self, part: PartitionState, new_base_offset: int) -> None:
+        """A segment was rolled (Kafka's UnifiedLog.roll -> ProducerStateManager.takeSnapshot): the
+        state covers every batch below the new segment, so it is the snapshot at its base offset.
+        Written without fsync on the event loop (Kafka, too, defers that flush): a snapshot a
+        power loss tore fails its CRC at start-up and an older one is used."""
+        self._take_producer_snapshot(part, new_base_offset, sync=False)
 
     def _refresh_topic_settings(self, topic: TopicState) -> None:
         values = cfg.resolve_topic_configs(self.config, topic.configs)
@@ -141,8 +213,45 @@ class BrokerState:
         )
 
     def close(self) -> None:
-        self.log_store.close()
-        self.store.close()
+        """Take a producer snapshot at each partition's log end (Kafka's clean-shutdown snapshot, so
+        the next start replays no batch), close the logs and the journal, release the locks."""
+        try:
+            for topic in self.topics.values():
+                for part in topic.partitions:
+                    self._snapshot_on_close(part)
+            self.log_store.close()
+            self.store.close()
+        finally:
+            self._release_data_dirs()
+
+    def _snapshot_on_close(self, part: PartitionState) -> None:
+        plog = part.log
+        health = getattr(plog, "health", None)
+        if plog.producer_snapshots is None or getattr(plog, "closed", False):
+            return
+        if health is not None and not health.online:
+            return  # nothing is written to a failed directory
+        end = plog.log_end_offset
+        if part.snapshot_offset == end:
+            return
+        try:
+            self._take_producer_snapshot(part, end, sync=True)
+        except OSError as exc:  # the next start replays from an older snapshot
+            log.warning("could not write the producer snapshot of %s-%d at offset %d: %s",
+                        part.topic.name, part.index, end, exc)
+
+    def _commit(self, records: list[dict]) -> None:
+        """Append to the metadata journal, which lives in the log directory: refused while the
+        directory is offline; a failure takes it offline (the broker stops, as Kafka halts when its
+        metadata log directory fails: ReplicaManager.handleLogDirFailure) and propagates."""
+        health = self.log_store.health
+        if not health.online:
+            raise health.offline_error()
+        try:
+            self.store.commit(records)
+        except OSError as exc:
+            health.fail(exc, "append to the metadata journal")
+            raise
 
     # ------------------------------------------------------------------ lookups
     def partition(self, topic: str, index: int) -> PartitionState | None:
@@ -184,7 +293,7 @@ class BrokerState:
         if validate_only:
             return None
         topic_id = uuid.uuid4()
-        self.store.commit([
+        self._commit([
             {"type": "topic", "name": name, "topic_id": topic_id.hex, "partitions": num_partitions, "configs": clean}
         ])
         assert self.metadata is not None
@@ -218,7 +327,7 @@ class BrokerState:
             raise OperationError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
         if not self.config.get("delete.topic.enable"):
             raise OperationError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-        self.store.commit([{"type": "remove_topic", "name": name}])
+        self._commit([{"type": "remove_topic", "name": name}])
         del self.topics[name]
         self.topics_by_id.pop(topic.topic_id, None)
         for part in topic.partitions:
@@ -241,12 +350,11 @@ class BrokerState:
             raise OperationError(ErrorCode.invalid_partitions, f"Number of partitions must be at most {MAX_PARTITIONS}.")
         if validate_only:
             return
-        self.store.commit([{"type": "partitions", "name": name, "count": count}])
+        self._commit([{"type": "partitions", "name": name, "count": count}])
         log_config = cfg.log_config(self.config, topic.configs)
         now_ms = self.clock_ms()
         for p in range(current, count):
-            plog = self.log_store.open_log(name, p, topic.topic_id.hex, log_config, now_ms)
-            topic.partitions.append(PartitionState(topic, p, plog))
+            topic.partitions.append(self._open_partition(topic, p, log_config, now_ms))
         self._notify_topic("partitions", name)
 
     def set_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
@@ -259,7 +367,7 @@ class BrokerState:
             raise OperationError(ErrorCode.invalid_config, str(exc)) from exc
         if validate_only:
             return
-        self.store.commit([{"type": "topic_configs", "name": name, "configs": clean}])
+        self._commit([{"type": "topic_configs", "name": name, "configs": clean}])
         topic.configs = dict(clean)
         self._reconfigure_topic(topic)
 
@@ -289,7 +397,7 @@ class BrokerState:
             raise OperationError(code, str(exc)) from exc
         if validate_only:
             return
-        self.store.commit([{"type": "broker_configs", "resource": resource, "configs": dict(configs)}])
+        self._commit([{"type": "broker_configs", "resource": resource, "configs": dict(configs)}])
         self.config = new_config
         for topic in self.topics.values():
             self._reconfigure_topic(topic)
@@ -322,7 +430,7 @@ class BrokerState:
             raise OperationError(ErrorCode.invalid_config, str(exc)) from exc
         if validate_only:
             return
-        self.store.commit([{"type": "group_configs", "group": group_id, "configs": clean}])
+        self._commit([{"type": "group_configs", "group": group_id, "configs": clean}])
         self._group_config_cache.pop(group_id, None)
         for listener in list(self.group_config_listeners):
             listener(group_id)
@@ -336,7 +444,7 @@ class BrokerState:
         assert self.producer_ids is not None
         pid, record = self.producer_ids.next_id()
         if record is not None:
-            self.store.commit([record])
+            self._commit([record])
         return pid
 
     # ------------------------------------------------------------------ listeners

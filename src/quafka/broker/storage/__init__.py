@@ -4,7 +4,18 @@ Imports only quafka.protocol (and the standard library).
 """
 
 from ._segment import _fsync_dir as fsync_dir
-from .base import AppendInfo, BatchExtent, BatchRead, Log, LogConfig, LogEvent, LogStore
+from .base import (
+    AppendInfo,
+    BatchExtent,
+    BatchRead,
+    FlushTicket,
+    Log,
+    LogConfig,
+    LogDirHealth,
+    LogDirOfflineError,
+    LogEvent,
+    LogStore,
+)
 from .file_log import FileLog, FileLogStore
 from .memory_log import MemoryLog, MemoryLogStore
 
@@ -14,8 +25,11 @@ __all__ = [
     "BatchRead",
     "FileLog",
     "FileLogStore",
+    "FlushTicket",
     "Log",
     "LogConfig",
+    "LogDirHealth",
+    "LogDirOfflineError",
     "LogEvent",
     "LogStore",
     "MemoryLog",

@@ -13,6 +13,9 @@ All offsets are ints; time comes in as `now_ms` from the caller.
 from __future__ import annotations
 
 import abc
+import errno
+import functools
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple, Sequence
 
@@ -73,9 +76,20 @@ class Log(abc.ABC):
 
     topic: str
     partition: int
+    # Producer-state snapshots (producer_snapshot.ProducerSnapshots, in the FileLog's directory);
+    # a memory log has none, so taking and loading snapshots is a no-op for it.
+    producer_snapshots = None
+    # Called with the new active segment's base offset when a segment is rolled (the broker takes
+    # a producer snapshot there, as Kafka's UnifiedLog.roll does); its OSError is the roll's.
+    roll_listener: Callable[[int], None] | None = None
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
+        self._unflushed_records = 0  # appended since the last begin_flush
+        self._first_unflushed_ms: int | None = None
+        self.flushed_offset = 0  # everything below is fsynced (Kafka's recovery point)
+        self.flush_count = 0  # flushes completed (introspection: tests count group commits)
+        self.health = LogDirHealth("memory")  # the store gives its logs the directory's
 
     # -- state
     @property
@@ -127,13 +141,56 @@ class Log(abc.ABC):
         a non-empty active segment whose data expired is rolled, then deleted). Returns True if
         the log start offset moved."""
 
-    @abc.abstractmethod
+    # -- flushing: begin on the log's thread, sync anywhere, complete on the log's thread
+    def _count_unflushed(self, records: int, now_ms: int) -> None:
+        """Called by append(): `records` more records are written but not yet fsynced."""
+        if not self._unflushed_records:
+            self._first_unflushed_ms = now_ms
+        self._unflushed_records += records
+
+    @property
+    def unflushed_records(self) -> int:
+        return self._unflushed_records
+
+    def flush_due(self, now_ms: int) -> bool:
+        """flush.messages unflushed records have accumulated, or flush.ms has elapsed since the
+        oldest unflushed append (Kafka's UnifiedLog.flush triggers, log.flush.interval.*)."""
+        if not self._unflushed_records:
+            return False
+        config = self.config
+        return (self._unflushed_records >= config.flush_messages
+                or now_ms - self._first_unflushed_ms >= config.flush_ms)  # type: ignore[operator]
+
     def maybe_flush(self, now_ms: int) -> bool:
-        """fsync if flush_ms has elapsed since the oldest unflushed append. True if it did."""
+        """fsync now, on this thread, if `flush_due`. True if it did (tools and tests; the broker
+        flushes through `begin_flush` so that no fsync runs on its event loop)."""
+        if not self.flush_due(now_ms):
+            return False
+        self.flush()
+        return True
 
     @abc.abstractmethod
+    def begin_flush(self) -> "FlushTicket | None":
+        """Take what must be synced for everything appended so far (None if nothing is) and
+        count it as flushed from now on; appends after this start a new count. Called on the
+        thread that appends. The ticket's `run()` does the blocking syncs on any thread, then
+        `complete_flush(ticket)` on the appending thread publishes the result. If `run()`
+        raises, the records it covered may not be durable: the caller must treat the log as
+        failed (Kafka takes its log directory offline), never retry as if nothing happened."""
+
+    def complete_flush(self, ticket: "FlushTicket") -> None:
+        """Everything below `ticket.end_offset` is durable."""
+        if ticket.end_offset > self.flushed_offset:
+            self.flushed_offset = ticket.end_offset
+        self.flush_count += 1
+
     def flush(self) -> None:
-        """fsync everything written so far."""
+        """fsync everything written so far, on this thread."""
+        ticket = self.begin_flush()
+        if ticket is None:
+            return
+        ticket.run()
+        self.complete_flush(ticket)
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -185,6 +242,114 @@ class Log(abc.ABC):
         event = LogEvent(kind, self)
         for listener in list(self._listeners):
             listener(event)
+
+
+class LogDirOfflineError(OSError):
+    """A storage call on a log directory that failed before: Kafka's KafkaStorageException
+    (KAFKA_STORAGE_ERROR) for a partition whose log directory is offline."""
+
+
+class LogDirHealth:
+    """Whether a log directory still serves — Kafka's LogDirFailureChannel for one directory.
+
+    The first OSError of any storage call on the directory (ENOSPC, EIO on a write, a read or an
+    fsync, a read-only or vanished directory) takes it offline for good: later calls raise
+    LogDirOfflineError before touching the disk, and listeners hear of it once, on the thread
+    that saw it (the broker's event loop). Nothing is retried: after a failed fsync the kernel
+    may have dropped the dirty pages, so a later fsync's success would prove nothing."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.failure: OSError | None = None
+        self.where = ""
+        self.listeners: list[Callable[["LogDirHealth"], None]] = []
+
+    @property
+    def online(self) -> bool:
+        return self.failure is None
+
+    def fail(self, exc: OSError, where: str) -> None:
+        if self.failure is not None:
+            return
+        self.failure, self.where = exc, where
+        for listener in list(self.listeners):
+            listener(self)
+
+    def offline_error(self) -> LogDirOfflineError:
+        return LogDirOfflineError(errno.EIO, f"log directory {self.path} is offline since {self.where} failed: "
+                                             f"{self.failure}")
+
+
+def guard_storage_calls(cls: type, names: Sequence[str]) -> None:
+    """Wrap the named methods of a Log or LogStore class: refused at once while `self.health`
+    is offline; an OSError they raise takes it offline (and propagates)."""
+    for name in names:
+        method = getattr(cls, name)
+
+        @functools.wraps(method)
+        def guarded(self, *args, __method=method, __name=name, **kwargs):
+            health = self.health
+            if health.failure is not None:
+                raise health.offline_error()
+            try:
+                return __method(self, *args, **kwargs)
+            except LogDirOfflineError:
+                raise
+            except OSError as exc:
+                health.fail(exc, f"{__name} on {getattr(self, 'topic', '?')}-{getattr(self, 'partition', '?')}"
+                            if isinstance(self, Log) else __name)
+                raise
+
+        setattr(cls, name, guarded)
+
+
+class FlushTicket:
+    """One flush's work, taken by `Log.begin_flush` on the appending thread: duplicated file
+    descriptors to fdatasync and a directory to fsync, so `run()` may happen on a worker thread
+    while appends go on (a segment closed or deleted meanwhile still gets its sync through its
+    duplicate). `blocking` is False when there is nothing to sync (memory logs): run it inline."""
+
+    __slots__ = ("end_offset", "records", "_fds", "_dir_path", "_sync_data", "_sync_dir")
+
+    def __init__(self, end_offset: int, records: int, fds: Sequence[int] = (), dir_path: str | None = None,
+                 sync_data: Callable[[int], None] | None = None, sync_dir: Callable[[str], None] | None = None,
+                 ) -> None:
+        self.end_offset = end_offset
+        self.records = records
+        self._fds = list(fds)
+        self._dir_path = dir_path
+        self._sync_data = sync_data
+        self._sync_dir = sync_dir
+
+    @property
+    def blocking(self) -> bool:
+        return bool(self._fds) or self._dir_path is not None
+
+    def run(self) -> None:
+        """fdatasync every descriptor, then fsync the directory; the duplicates are closed
+        whatever happens. Raises the first OSError."""
+        fds, self._fds = self._fds, []
+        try:
+            for fd in fds:
+                self._sync_data(fd)  # type: ignore[misc]
+            if self._dir_path is not None:
+                self._sync_dir(self._dir_path)  # type: ignore[misc]
+        finally:
+            for fd in fds:
+                _close_quietly(fd)
+
+    def discard(self) -> None:
+        """Close the duplicates without syncing (the log is being abandoned)."""
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            _close_quietly(fd)
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 class LogStore(abc.ABC):

@@ -20,11 +20,19 @@ on close(). The ``.index`` file ends with a trailer (magic ``QIX1``, entry count
 it, then a CRC32 of both files' entries and the trailer). On open, a non-active segment's indexes
 are loaded when the trailer is intact and its covered size equals the ``.log`` size; otherwise
 the segment's batch headers are scanned to rebuild them (and the files are rewritten). The active
-segment is always recovered: every batch's CRC is checked, and the file is truncated at the first
-incomplete, corrupt or out-of-sequence batch (a torn tail after a crash). Its index files, if
-any, are removed; they are rewritten at the next roll or close. A rebuilt non-active segment is
-not CRC-checked (Kafka likewise recovers only what follows its recovery point). segment.ms of a
-recovered active segment counts from its first batch's max timestamp, as Kafka's does.
+segment likewise: close() fsyncs it and then writes its indexes, so index files that cover its
+exact size mean a clean shutdown and it is not scanned (Kafka recovers nothing after a clean
+shutdown). Otherwise (a crash: appends since, no index files, a torn tail) it is recovered: every
+batch's CRC is checked, and the file is truncated at the first incomplete, corrupt or
+out-of-sequence batch; its index files are removed and rewritten at the next roll or close. A
+rebuilt non-active segment is not CRC-checked (Kafka likewise recovers only what follows its
+recovery point). segment.ms of an active segment counts from its first batch's max timestamp, as
+Kafka's does.
+
+Producer-state snapshots (``<20-digit offset>.snapshot``, producer_snapshot.py) live in the same
+directory: the broker writes one when a segment is rolled (``roll_listener``) and on clean
+shutdown; a segment's deletion deletes the snapshot at its base offset, and strays are removed
+on open.
 
 Retention deletes whole segments from the oldest (retention.ms by each segment's largest
 timestamp, retention.bytes while the rest still holds that many bytes); an expired non-empty
@@ -40,10 +48,17 @@ then chunks doubling up to 1 MiB (bounded by max_bytes and the segment) while th
 go on, parsing only their headers (see _segment._read_batches).
 
 Durability: append() writes with one os.write on an O_APPEND descriptor, so the bytes are in the
-kernel's page cache when it returns and survive SIGKILL of the process. fdatasync happens when
-flush.messages unflushed records have accumulated, in maybe_flush() once flush.ms has elapsed
-since the oldest unflushed append, and on flush()/close(). With the defaults (both MAX_LONG, as
+kernel's page cache when it returns and survive SIGKILL of the process. fdatasync is split in three
+so that it never runs on the broker's event loop: begin_flush() (on the appending thread) takes
+duplicated descriptors of the segments written since the last flush and the directory if files
+were created, and resets the unflushed count; the ticket's run() syncs them on any thread; and
+complete_flush() moves `flushed_offset`. The broker flushes when flush.messages unflushed records
+have accumulated (before the produce response), once flush.ms has elapsed since the oldest
+unflushed append (its flush scheduler), and on close(). With the defaults (both MAX_LONG, as
 Kafka's log.flush.interval.*) flushing is left to the OS and a power loss may lose recent data.
+
+Faults: every method that touches the disk is guarded (base.guard_storage_calls): its OSError
+takes the log directory offline (LogDirHealth) and every later call is refused before any I/O.
 """
 
 from __future__ import annotations
@@ -54,7 +69,7 @@ import uuid
 from bisect import bisect_right
 from typing import Iterator, Sequence
 
-from quafka.protocol.record_batch import LOG_OVERHEAD, BatchHeader, stamp_base_offset
+from quafka.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header, stamp_base_offset
 
 from ._segment import (
     _DELETED_DIR_NAME,
@@ -80,15 +95,30 @@ from ._segment import (
     read_partition_metadata,
     write_partition_metadata,
 )
-from .base import EMPTY_BATCH_READ, AppendInfo, BatchExtent, BatchRead, Log, LogConfig, LogStore
+from .base import (
+    EMPTY_BATCH_READ,
+    AppendInfo,
+    BatchExtent,
+    BatchRead,
+    FlushTicket,
+    Log,
+    LogConfig,
+    LogDirHealth,
+    LogStore,
+    guard_storage_calls,
+)
+from .producer_snapshot import ProducerSnapshots
 
 # ----------------------------------------------------------------------------- the log
 
 class FileLog(Log):
     """A partition log in a directory of segment files (see the module docstring)."""
 
-    def __init__(self, dir_path: str, topic: str, partition: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(self, dir_path: str, topic: str, partition: int, config: LogConfig, now_ms: int,
+                 health: LogDirHealth | None = None) -> None:
         super().__init__()
+        if health is not None:
+            self.health = health
         self.topic = topic
         self.partition = partition
         self.dir_path = dir_path
@@ -97,22 +127,24 @@ class FileLog(Log):
         self._bases: list[int] = []  # segment base offsets, for bisect
         self._size_bytes = 0
         self._log_start_offset = 0
-        self._unflushed_records = 0
-        self._first_unflushed_ms: int | None = None
         self._dirty_segments: list[_Segment] = []  # rolled while holding unflushed records
         self._dir_dirty = False  # segment files created since the directory was last fsynced
         self._read_hint: tuple[int, _Segment, int] | None = None  # (next offset, segment, position)
         self.closed = False
-        self.flush_count = 0  # fsyncs done (introspection: tests count group commits)
+        self.producer_snapshots = ProducerSnapshots(dir_path, ())  # its files are listed by _open
         self._open(now_ms)
+        self.producer_snapshots.remove_stray(self._bases, self.log_end_offset)
+        self.flushed_offset = self.log_end_offset  # what recovery found is on disk
 
     # -- opening and recovery
     def _open(self, now_ms: int) -> None:
         names = os.listdir(self.dir_path)
+        self.producer_snapshots = ProducerSnapshots(self.dir_path, names)
         bases = sorted(int(n[:-4]) for n in names if n.endswith(LOG_SUFFIX) and n[:-4].isdigit())
+        base_set = set(bases)
         for name in names:  # leftovers: temporary files, indexes of deleted segments
             stem, _, suffix = name.partition(".")
-            orphan_index = suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases
+            orphan_index = suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in base_set
             if name.endswith(".tmp") or orphan_index:
                 os.unlink(os.path.join(self.dir_path, name))
         checkpoint = self._read_log_start_checkpoint()
@@ -125,11 +157,11 @@ class FileLog(Log):
             if i == len(bases) - 1:
                 self._recover_active(seg, now_ms)
             else:
-                log_size = os.stat(seg.path + LOG_SUFFIX).st_size
-                if not seg.load_index_files(log_size):
+                log_stat = os.stat(seg.path + LOG_SUFFIX)
+                if not seg.load_index_files(log_stat.st_size):
                     seg.scan(interval, verify_crc=False)
                     seg.write_index_files()
-                seg.last_append_ms = int(os.stat(seg.path + LOG_SUFFIX).st_mtime * 1000)
+                seg.last_append_ms = int(log_stat.st_mtime * 1000)
             self._segments.append(seg)
             self._bases.append(base)
             self._size_bytes += seg.size_bytes
@@ -143,10 +175,19 @@ class FileLog(Log):
         self._delete_below_log_start()
 
     def _recover_active(self, seg: _Segment, now_ms: int) -> None:
-        seg.remove_index_files()
+        """Recover the active segment: after a clean close its index files cover exactly its
+        bytes (close() fsyncs the log, then writes them), so they are loaded and nothing is
+        scanned, as Kafka skips recovery after a clean shutdown (LogLoader, hadCleanShutdown);
+        otherwise every batch's CRC is checked and a torn or corrupt tail is cut off."""
         fd = seg.open_for_append()
         file_size = os.fstat(fd).st_size
-        valid_bytes, first_timestamp = seg.scan(self._config.index_interval_bytes, verify_crc=True)
+        if file_size and seg.load_index_files(file_size):
+            positions = seg.index_positions  # still on disk, for these bytes: not rewritten at close
+            seg.bytes_since_index = file_size - (positions[-1] if positions else 0)
+            valid_bytes, first_timestamp = file_size, read_header(os.pread(fd, HEADER_SIZE, 0), 0).max_timestamp
+        else:
+            seg.remove_index_files()
+            valid_bytes, first_timestamp = seg.scan(self._config.index_interval_bytes, verify_crc=True)
         if valid_bytes < file_size:
             os.ftruncate(fd, valid_bytes)
             os.fsync(fd)
@@ -234,9 +275,8 @@ class FileLog(Log):
         if seg.roll_base_ms is None:
             seg.roll_base_ms = now_ms
         seg.last_append_ms = now_ms
-        if not self._unflushed_records:
-            self._first_unflushed_ms = now_ms
-        self._unflushed_records += offset - first_offset
+        seg.index_on_disk = False  # the index files (a clean close's) no longer cover it
+        self._count_unflushed(offset - first_offset, now_ms)
         if self._unflushed_records >= config.flush_messages and not defer_flush:
             self.flush()
         self._notify("append")
@@ -254,6 +294,8 @@ class FileLog(Log):
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
+        if self.roll_listener is not None:  # Kafka's UnifiedLog.roll takes a producer snapshot here
+            self.roll_listener(seg.base_offset)
         return seg
 
     def delete_records_before(self, offset: int) -> int:
@@ -306,33 +348,35 @@ class FileLog(Log):
     def _delete_segments(self, count: int) -> None:
         for seg in self._segments[:count]:
             seg.delete()
+            self.producer_snapshots.delete(seg.base_offset)  # a snapshot goes with its segment
             self._size_bytes -= seg.size_bytes
         del self._segments[:count]
         del self._bases[:count]
 
-    def maybe_flush(self, now_ms: int) -> bool:
-        if self._unflushed_records and now_ms - self._first_unflushed_ms >= self._config.flush_ms:
-            self.flush()
-            return True
-        return False
-
-    def flush(self) -> None:
-        if self.closed:
-            return
-        self.flush_count += 1
-        for seg in self._dirty_segments:
-            if not seg.deleted and seg.fd is not None:
-                _sync_data(seg.fd)
-        self._dirty_segments.clear()
-        _sync_data(self._segments[-1].fd)
-        if self._dir_dirty:
-            _fsync_dir(self.dir_path)
-            self._dir_dirty = False
+    def begin_flush(self) -> FlushTicket | None:
+        if self.closed or not (self._unflushed_records or self._dirty_segments or self._dir_dirty):
+            return None
+        fds: list[int] = []
+        try:
+            for seg in (*self._dirty_segments, self._segments[-1]):
+                if not seg.deleted and seg.fd is not None:
+                    fds.append(os.dup(seg.fd))
+        except OSError:
+            FlushTicket(0, 0, fds).discard()
+            raise
+        ticket = FlushTicket(self.log_end_offset, self._unflushed_records, fds,
+                             self.dir_path if self._dir_dirty else None, _sync_data, _fsync_dir)
+        self._dirty_segments = []
+        self._dir_dirty = False
         self._unflushed_records = 0
         self._first_unflushed_ms = None
+        return ticket
 
     def close(self) -> None:
         if self.closed:
+            return
+        if not self.health.online:  # nothing more is written to a failed directory
+            self.release()
             return
         self.flush()
         for seg in self._segments:
@@ -469,10 +513,15 @@ class FileLog(Log):
             seg = segments[i]
             if seg.deleted:
                 continue
+            opened_here = seg.fd is None  # a sealed segment nobody reads: close it again after
             pos = seg.position_for(start_offset) if i == first else 0
-            for _, header in _walk(seg, pos, _SCAN_CHUNK_BYTES):
-                if header.next_offset > start_offset:
-                    yield header
+            try:
+                for _, header in _walk(seg, pos, _SCAN_CHUNK_BYTES):
+                    if header.next_offset > start_offset:
+                        yield header
+            finally:  # a scan of 100k segments must not hold 100k descriptors
+                if opened_here and seg is not self._segments[-1]:
+                    seg.close_fd()
 
 
 # ----------------------------------------------------------------------------- the store
@@ -482,6 +531,7 @@ class FileLogStore(LogStore):
 
     def __init__(self, log_dir: str | os.PathLike) -> None:
         self.log_dir = os.fspath(log_dir)
+        self.health = LogDirHealth(self.log_dir)
         os.makedirs(self.log_dir, exist_ok=True)
         self._logs: dict[tuple[str, int], FileLog] = {}
 
@@ -506,7 +556,7 @@ class FileLogStore(LogStore):
                 f"log directory {path} holds topic id {recorded_id}, not {topic_id_hex}: "
                 f"a topic named {topic!r} was deleted and recreated; delete the directory to start afresh"
             )
-        log = FileLog(path, topic, partition, config, now_ms)
+        log = FileLog(path, topic, partition, config, now_ms, self.health)
         self._logs[(topic, partition)] = log
         return log
 
@@ -540,3 +590,10 @@ class FileLogStore(LogStore):
         for log in self._logs.values():
             log.close()
         self._logs.clear()
+
+
+# Every call that touches the disk: its OSError takes the log directory offline (Kafka's
+# LogDirFailureChannel.maybeAddOfflineLogDir), and once offline it is refused before any I/O.
+guard_storage_calls(FileLog, ("append", "delete_records_before", "enforce_retention", "begin_flush", "read",
+                              "read_batches", "offset_for_timestamp", "max_timestamp_offset"))
+guard_storage_calls(FileLogStore, ("open_log", "delete_log", "existing_logs"))

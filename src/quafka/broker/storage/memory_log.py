@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 from quafka.protocol.record_batch import LOG_OVERHEAD, BatchHeader, iter_records, read_header, stamp_base_offset
 
-from .base import EMPTY_BATCH_READ, AppendInfo, BatchExtent, BatchRead, Log, LogConfig, LogStore
+from .base import EMPTY_BATCH_READ, AppendInfo, BatchExtent, BatchRead, FlushTicket, Log, LogConfig, LogDirHealth, LogStore
 
 NO_TIMESTAMP = -1
 _MAX_TIMESTAMP_POS = 35  # maxTimestamp within a batch header
@@ -66,8 +66,6 @@ class MemoryLog(Log):
         self._bases = [0]
         self._size_bytes = 0
         self._log_start_offset = 0
-        self._unflushed_records = 0
-        self._first_unflushed_ms: int | None = None
         self.closed = False
 
     @property
@@ -125,9 +123,7 @@ class MemoryLog(Log):
         if seg.roll_base_ms is None:
             seg.roll_base_ms = now_ms
         seg.last_append_ms = now_ms
-        if not self._unflushed_records:
-            self._first_unflushed_ms = now_ms
-        self._unflushed_records += offset - first_offset
+        self._count_unflushed(offset - first_offset, now_ms)
         if self._unflushed_records >= config.flush_messages and not defer_flush:
             self.flush()
         self._notify("append")
@@ -188,15 +184,14 @@ class MemoryLog(Log):
         del self._segments[:count]
         del self._bases[:count]
 
-    def maybe_flush(self, now_ms: int) -> bool:
-        if self._unflushed_records and now_ms - self._first_unflushed_ms >= self._config.flush_ms:
-            self.flush()
-            return True
-        return False
-
-    def flush(self) -> None:
+    def begin_flush(self) -> FlushTicket | None:
+        """Nothing to sync: the ticket only moves `flushed_offset` (run it inline)."""
+        if self.closed or not self._unflushed_records:
+            return None
+        ticket = FlushTicket(self.log_end_offset, self._unflushed_records)
         self._unflushed_records = 0
         self._first_unflushed_ms = None
+        return ticket
 
     def close(self) -> None:
         self.flush()
@@ -291,11 +286,13 @@ class MemoryLogStore(LogStore):
 
     def __init__(self) -> None:
         self._logs: dict[tuple[str, int], tuple[MemoryLog, str]] = {}
+        self.health = LogDirHealth("memory")
 
     def open_log(self, topic: str, partition: int, topic_id_hex: str, config: LogConfig, now_ms: int) -> MemoryLog:
         entry = self._logs.get((topic, partition))
         if entry is None:
             log = MemoryLog(topic, partition, config, now_ms)
+            log.health = self.health
             self._logs[(topic, partition)] = (log, topic_id_hex)
             return log
         log, recorded_id = entry

@@ -66,7 +66,14 @@ def _read_all(state, req, version: int, isolation: int):
             data = b""
             if offset < end and (remaining > 0 or first_data):
                 limit = min(fp.partition_max_bytes, remaining)
-                data = plog.read(offset, max(limit, 0), min_one_batch=first_data)
+                try:
+                    data = plog.read(offset, max(limit, 0), min_one_batch=first_data)
+                except OSError:  # the log directory is offline now (server.on_log_dir_failure)
+                    logs.pop()
+                    parts.append(FetchPartitionResult(index, int(ErrorCode.kafka_storage_error), -1, -1, -1,
+                                                      b"", None, -1))
+                    errors = True
+                    continue
                 if data:
                     first_data = False
                     total += len(data)

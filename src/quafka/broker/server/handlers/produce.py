@@ -6,13 +6,16 @@ offsets are stamped by the log, and the bytes are stored as they came (compresse
 response is written by a hand-made encoder (`quafka.protocol.hot_encoders`).
 
 acks: 0 (no response), 1 and -1/all behave the same on one node: the response is sent once the
-batch is in the segment file. Transactions are not implemented: a transactional InitProducerId is
+batch is in the segment file, and once fsynced (on the flusher's worker thread) when the append
+reached flush.messages. A failed write or fsync answers KAFKA_STORAGE_ERROR (the log directory is
+then offline: server.BrokerServer.on_log_dir_failure). Transactions are not implemented: a transactional InitProducerId is
 refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and transactional batches with INVALID_RECORD.
 """
 
 from __future__ import annotations
 
 from quafka.broker.core.producer_state import Duplicate, Refused
+from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
 from quafka.protocol.record_batch import COMPRESSION_ZSTD, InvalidBatch, set_log_append_time, validate_batches
@@ -24,6 +27,7 @@ from ..state import PartitionState, TopicState
 from ._util import NO_THROTTLE, make, response_class
 
 _ERR_NONE = int(ErrorCode.none)
+DUPLICATE: list = []  # record_errors of a duplicate's answer (identity-compared; encodes as none)
 
 
 def _failed(index: int, error: ErrorCode, message: str | None, log_start_offset: int = -1) -> ProducePartitionResult:
@@ -56,11 +60,15 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
     if h.compression == COMPRESSION_ZSTD and version < 7:
         return _failed(index, ErrorCode.unsupported_compression_type,
                        "zstd-compressed batches need Produce v7 or later", plog.log_start_offset)
+    if not plog.health.online:  # a retry after a failed write or fsync: nothing is stored any more
+        return _failed(index, ErrorCode.kafka_storage_error,
+                       f"The log directory of {topic.name}-{index} is offline", -1)
     idempotent = h.producer_id >= 0 and h.base_sequence >= 0
     if idempotent:
         outcome = part.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
-        if isinstance(outcome, Duplicate):
-            return ProducePartitionResult(index, _ERR_NONE, outcome.first_offset, -1, plog.log_start_offset, None, [])
+        if isinstance(outcome, Duplicate):  # (the handler waits for its fsync if it is not durable yet)
+            return ProducePartitionResult(index, _ERR_NONE, outcome.first_offset, -1, plog.log_start_offset, None,
+                                          DUPLICATE)
         if isinstance(outcome, Refused):
             return _failed(index, outcome.error_code, outcome.message, plog.log_start_offset)
     buf = bytearray(records)
@@ -68,10 +76,14 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
     if topic.log_append_time:
         append_time = now_ms
         set_log_append_time(buf, pos, h.batch_length + 12, now_ms)
-    info = plog.append(buf, batches, now_ms)
+    try:
+        info = plog.append(buf, batches, now_ms, defer_flush=True)
+    except OSError as exc:  # the log directory is offline now (server.on_log_dir_failure)
+        return _failed(index, ErrorCode.kafka_storage_error, f"Writing to {topic.name}-{index} failed: {exc}",
+                       -1)
     if idempotent:
         part.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-                              info.first_offset, info.last_offset)
+                              info.first_offset, info.last_offset, append_time if append_time >= 0 else h.max_timestamp)
     return ProducePartitionResult(index, _ERR_NONE, info.first_offset, append_time, info.log_start_offset, None, [])
 
 
@@ -83,6 +95,7 @@ async def handle_produce(ctx, req):
     now_ms = wall_clock_ms()
     topics_out = []
     refuse: tuple[ErrorCode, str] | None = None
+    flushes: list[tuple[int, list, PartitionState, int]] = []
     if acks not in (-1, 0, 1):
         refuse = (ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, got {acks}")
     elif req.transactional_id is not None:
@@ -106,8 +119,21 @@ async def handle_produce(ctx, req):
                 parts_out.append(_failed(pd.index, missing if topic is None else ErrorCode.unknown_topic_or_partition,
                                          "This server does not host this topic-partition."))
                 continue
-            parts_out.append(produce_to_partition(topic, part, pd.records, now_ms, version))
+            result = produce_to_partition(topic, part, pd.records, now_ms, version)
+            plog = part.log
+            if result.error_code == _ERR_NONE and plog.config.flush_messages < MAX_LONG and (
+                    plog.unflushed_records >= plog.config.flush_messages
+                    # a retried batch whose first answer may still be waiting for its fsync
+                    or (result.record_errors is DUPLICATE and result.base_offset >= plog.flushed_offset)):
+                flushes.append((len(parts_out), parts_out, part, plog.log_end_offset))
+            parts_out.append(result)
         topics_out.append((getattr(td, "name", None), getattr(td, "topic_id", None), parts_out))
+    for position, parts_out, part, end_offset in flushes:  # flush.messages reached: answered once fsynced
+        try:
+            await ctx.server.flusher.flush(part.log, end_offset)
+        except OSError as exc:
+            parts_out[position] = _failed(part.index, ErrorCode.kafka_storage_error,
+                                          f"Flushing {part.topic.name}-{part.index} failed: {exc}")
     if acks == 0:
         failed = [p for _n, _i, parts in topics_out for p in parts if p.error_code != _ERR_NONE]
         if failed:

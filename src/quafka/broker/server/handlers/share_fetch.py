@@ -79,7 +79,7 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
             continue
         error = validate_ack_batches(batches, version, is_renew)
         if error == ErrorCode.none:
-            ctx = manager.get(group_id, key[0], key[1])
+            ctx = await manager.get(group_id, key[0], key[1])
             if ctx is None:
                 error = ErrorCode.unknown_topic_id if server.state.topics_by_id.get(key[0]) is None \
                     else ErrorCode.unknown_topic_or_partition
@@ -135,7 +135,7 @@ class _Outcome:
     def keys(self) -> list:
         keys = list(self.order)
         seen = set(keys)
-        for key in list(self.ack_errors) + list(self.fetched):
+        for key in list(self.ack_errors) + list(self.fetched) + list(self.partition_errors):
             if key not in seen:
                 keys.append(key)
                 seen.add(key)
@@ -219,6 +219,11 @@ async def _share_fetch(ctx, req) -> _Outcome:
         cache.advance(session)
         if not is_renew:
             fetched = await _fetch(server, session, member_id, req, max_wait_ms)
+    if server.failed_log_dir is not None:  # the log directory failed: every partition of the session is
+        # offline, listed in this request or not (an incremental ShareFetch lists none)
+        for key in [*order, *(session.partitions if epoch != FINAL_EPOCH else ())]:
+            if key not in fetched:
+                partition_errors.setdefault(key, ErrorCode.kafka_storage_error)
     return _Outcome(ErrorCode.none, None, group_config, order, partition_errors, ack_errors, fetched)
 
 
@@ -230,8 +235,9 @@ async def _fetch(server, session, member_id: str, req, max_wait_ms: int) -> dict
         record_limit=getattr(req, "share_acquire_mode", 0) == 1,
         max_bytes=req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
     )
+    await manager.load(session.group_id, session.partitions)
     fetched = manager.fill(session, member_id, params)
-    if fetched or max_wait_ms <= 0:
+    if fetched or max_wait_ms <= 0 or server.failed_log_dir is not None:  # a failed read is answered now
         return fetched
     return await manager.wait(session, member_id, params, max_wait_ms)
 

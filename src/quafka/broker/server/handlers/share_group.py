@@ -49,7 +49,7 @@ async def handle_share_group_heartbeat(ctx, req):
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress,
                     error_message=LOADING, member_id=None, member_epoch=0, heartbeat_interval=_ms(0),
                     assignment=None)
-    result = ctx.server.share_groups.heartbeat(
+    result = await ctx.server.share_groups.heartbeat(
         req.group_id, req.member_id, req.member_epoch, rack_id=req.rack_id,
         subscribed_topic_names=req.subscribed_topic_names, client_id=ctx.client_id or "",
         client_host=client_host(ctx.peer))
@@ -119,6 +119,6 @@ async def handle_delete_groups(ctx, req):
         elif not group_id:
             error = ErrorCode.invalid_group_id
         else:
-            error, _message = ctx.server.share_groups.delete_group(group_id)
+            error, _message = await ctx.server.share_groups.delete_group(group_id)
         results.append(make(result_cls, group_id=group_id, error_code=error))
     return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -67,7 +67,13 @@ async def handle_describe_share_group_offsets(ctx, req):
                                       error_code=ErrorCode.unknown_topic_or_partition,
                                       error_message="This server does not host this topic-partition."))
                     continue
-                summary = server.share_state.read_summary(ShareStateKey(g.group_id, topic.topic_id, p))
+                try:
+                    summary = await server.share_state.read_summary(ShareStateKey(g.group_id, topic.topic_id, p))
+                except OSError:  # its fsync failed: the log directory is offline
+                    parts.append(make(part_cls, partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                                      error_code=ErrorCode.kafka_storage_error,
+                                      error_message="The share state could not be made durable."))
+                    continue
                 if summary.error == ErrorCode.none:
                     start, epoch = summary.start_offset, summary.leader_epoch
                     lag = _lag(topic.partitions[p].log.log_end_offset, start, summary.delivery_complete_count)
@@ -127,7 +133,9 @@ async def handle_alter_share_group_offsets(ctx, req):
         responses.append(make(topic_cls, topic_name=t.topic_name, topic_id=topic.topic_id if topic else ZERO_UUID,
                               partitions=tuple(parts)))
     for topic, offsets in valid:
-        server.share_groups.reset_offsets(req.group_id, topic.topic_id, topic.name, offsets)
+        stored = await server.share_groups.reset_offsets(req.group_id, topic.topic_id, topic.name, offsets)
+        if stored != ErrorCode.none and refusal is None:
+            refusal = (stored, "The group coordinator could not store the new offsets; retry.")
     error, message = refusal if refusal is not None else (ErrorCode.none, None)
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
                 responses=tuple(responses))
@@ -157,7 +165,10 @@ async def handle_delete_share_group_offsets(ctx, req):
             doomed.append(topic.topic_id)
         responses.append(make(topic_cls, topic_name=t.topic_name, topic_id=topic.topic_id if topic else ZERO_UUID,
                               error_code=error, error_message=message))
+    error, message = ErrorCode.none, None
     if doomed:
-        server.share_groups.delete_offsets(req.group_id, doomed)
-    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+        error = await server.share_groups.delete_offsets(req.group_id, doomed)
+        if error != ErrorCode.none:
+            message = "The group coordinator could not store the deletion; retry."
+    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
                 responses=tuple(responses))

@@ -71,6 +71,9 @@ async def handle_create_topics(ctx, req):
         except OperationError as exc:
             values.update(error_code=exc.error_code, error_message=exc.message, num_partitions=-1,
                           replication_factor=-1, configs=None)
+        except OSError as exc:  # the log directory failed (it is offline now: server.on_log_dir_failure)
+            values.update(error_code=ErrorCode.kafka_storage_error, error_message=f"Creating {t.name} failed: {exc}",
+                          num_partitions=-1, replication_factor=-1, configs=None)
         results.append(make(result_cls, **values))
     return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(results))
 
@@ -102,6 +105,8 @@ async def handle_delete_topics(ctx, req):
             state.delete_topic(name)
         except OperationError as exc:
             error, message = exc.error_code, exc.message
+        except OSError as exc:  # the log directory failed
+            error, message = ErrorCode.kafka_storage_error, f"Deleting {name} failed: {exc}"
         results.append(make(result_cls, name=name, topic_id=tid, error_code=error, error_message=message))
     return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
@@ -131,5 +136,7 @@ async def handle_create_partitions(ctx, req):
             state.create_partitions(t.name, t.count, validate_only=req.validate_only)
         except OperationError as exc:
             error, message = exc.error_code, exc.message
+        except OSError as exc:  # the log directory failed
+            error, message = ErrorCode.kafka_storage_error, f"Creating partitions of {t.name} failed: {exc}"
         results.append(make(result_cls, name=t.name, error_code=error, error_message=message))
     return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,6 +1,7 @@
 """The range-based acknowledgement book: RangeMap (every operation, and against a dict-per-offset
 model), ack_batches from ranges, the book against the former dict-per-offset book, the cost of a
-10,000-offset range in range operations, and the renewed-then-acknowledge_range regression."""
+10,000-offset range in range operations, the renewed-then-acknowledge_range regression, and the
+renewing state of a sent RENEW (Kafka's ShareInFlightBatch renewingRecords/renewedRecords)."""
 
 from __future__ import annotations
 
@@ -319,6 +320,58 @@ def test_a_confirmed_renewal_followed_by_a_failed_one_does_not_hand_the_record_o
     assert [(f, l) for f, l, _ in book.delivered[TP]] == [(2, 2)]
 
 
+def test_a_sent_renewal_is_renewing_not_unacknowledged_until_the_poll_hands_it_out_again():
+    """Regression (RENEW, commit, poll raised "1 records of the previous poll are not acknowledged"):
+    as Kafka's ShareInFlightBatch, sending a RENEW moves the record from in flight to renewing
+    (takeAcknowledgedRecords: inFlightRecords → renewingRecords), the broker's confirmation makes it
+    renewed (renew: → renewedRecords), and the next poll hands it out again, in flight
+    (takeRenewals: → inFlightRecords). Only then does explicit mode's poll check count it."""
+    book = Acknowledgements(explicit=True)
+    records = [_record(o, count=2) for o in range(3)]
+    book.on_delivered(records)
+    book.acknowledge(TP, 0, A.RENEW, by_record=True)
+    book.acknowledge_range(TP, 1, 2, A.ACCEPT)
+    assert book.unacknowledged() == [] and not book.renewals_in_flight()
+    sent = book.take_pending()  # commit_sync / commit_async
+    assert sent == {TP: [(0, 0, A.RENEW), (1, 2, A.ACCEPT)]}
+    assert list(book.delivered[TP]) == [(0, 0, _share_acks.RENEWING)] and book.records[TP].ranges()[0][:2] == (0, 0)
+    # renewing (commit_async: not answered yet): the poll's check passes, nothing to hand out yet
+    assert book.unacknowledged() == [] and book.unacknowledged_count() == 0
+    assert book.renewals_in_flight() and book.take_renewed() == [] and book.renewals_in_flight()
+    book.on_renewed(TP, [r for r in sent[TP] if r[2] == A.RENEW])  # confirmed: renewed
+    assert book.unacknowledged() == [] and not book.renewals_in_flight()
+    [again] = book.take_renewed()  # the next poll returns it: the same record, same delivery count
+    assert again is records[0] and again.delivery_count == 2
+    book.on_delivered([again])
+    assert book.unacknowledged() == [(TP, 0)] and not book.renewals_in_flight()  # in flight again
+    assert book.take_renewed() == []
+    book.acknowledge(TP, 0, A.ACCEPT, by_record=True)
+    assert book.take_pending() == {TP: [(0, 0, A.ACCEPT)]}
+    assert book.delivered == {} and book.records == {} and book.renewed == {}
+
+
+def test_a_renewing_record_whose_renewal_fails_is_dropped_and_no_longer_in_flight():
+    book = Acknowledgements(explicit=True)
+    book.on_delivered([_record(0), _record(1)])
+    book.acknowledge_range(TP, 0, 1, A.RENEW)
+    sent = book.take_pending()
+    assert book.unacknowledged() == [] and book.renewals_in_flight()
+    book.on_renew_failed(TP, sent[TP])
+    assert not book.renewals_in_flight() and book.take_renewed() == [] and book.delivered == {}
+    with pytest.raises(IllegalStateException, match="offset 1 is not a record delivered"):
+        book.acknowledge(TP, 1, A.ACCEPT, by_record=True)
+
+
+def test_an_undecoded_renewal_goes_back_to_the_application():
+    """poll_batches keeps no Record to hand out again: a sent RENEW of undecoded offsets leaves them
+    unacknowledged (the application still holds them), not renewing."""
+    book = Acknowledgements(explicit=True)
+    book.on_delivered_ranges(TP, [(0, 4, 1)])
+    book.acknowledge_range(TP, 0, 4, A.RENEW)
+    book.on_renewed(TP, book.take_pending()[TP])
+    assert book.unacknowledged_count() == 5 and not book.renewals_in_flight() and book.take_renewed() == []
+
+
 def test_renew_by_range_keeps_the_renewed_records():
     book = Acknowledgements(explicit=True)
     records = [_record(o) for o in range(3)]
@@ -415,8 +468,9 @@ def test_drop_partitions_forgets_delivered_acknowledged_and_renewed():
 
 
 class _DictBook:
-    """The former book, offset by offset (dicts), with acknowledge_range's renewed fix: the
-    reference of the model test."""
+    """The former book, offset by offset (dicts), with acknowledge_range's renewed fix and Kafka's
+    renewing state (a sent RENEW of a decoded record is not unacknowledged until handed out again):
+    the reference of the model test."""
 
     def __init__(self, explicit: bool) -> None:
         self.explicit = explicit
@@ -425,15 +479,24 @@ class _DictBook:
         self.failed: dict = {}
         self.pending: dict = {}
         self.renewed: list = []
+        self.renewing: dict = {}  # tp → offsets whose RENEW was sent (records only), not handed out again
+
+    def _forget_renewed(self, tp, offsets):
+        self.renewed = [r for r in self.renewed if not (r.offset in offsets and (r.topic, r.partition) == tp)]
 
     def on_delivered(self, records):
         for r in records:
-            self.delivered.setdefault(TopicPartition(r.topic, r.partition), {})[r.offset] = r
+            tp = TopicPartition(r.topic, r.partition)
+            self.delivered.setdefault(tp, {})[r.offset] = r
+            self.renewing.get(tp, set()).discard(r.offset)
+            self._forget_renewed(tp, {r.offset})
 
     def on_delivered_ranges(self, tp, ranges):
         current = self.delivered.setdefault(tp, {})
         for first, last, _count in ranges:
             current.update(dict.fromkeys(range(first, last + 1)))
+            self.renewing.get(tp, set()).difference_update(range(first, last + 1))
+            self._forget_renewed(tp, set(range(first, last + 1)))
 
     def acknowledge_range(self, tp, first, last, ack_type):
         if not self.explicit:
@@ -443,6 +506,7 @@ class _DictBook:
         if missing is not None:
             raise _share_acks._not_delivered(tp, missing, "poll_batches()")
         self.acked.setdefault(tp, {}).update(dict.fromkeys(range(first, last + 1), ack_type))
+        self.renewing.get(tp, set()).difference_update(range(first, last + 1))
         if ack_type != A.RENEW:
             self.renewed = [r for r in self.renewed
                             if not (first <= r.offset <= last and (r.topic, r.partition) == tp)]
@@ -465,11 +529,17 @@ class _DictBook:
         if delivered is None or offset not in delivered:
             raise _share_acks._not_delivered(tp, offset, "poll()")
         self.acked.setdefault(tp, {})[offset] = ack_type
+        self.renewing.get(tp, set()).discard(offset)
         if ack_type != A.RENEW:
             self.renewed = [r for r in self.renewed if not (r.offset == offset and (r.topic, r.partition) == tp)]
 
     def unacknowledged(self):
-        return [(tp, o) for tp, records in self.delivered.items() for o in records if o not in self.acked.get(tp, {})]
+        return [(tp, o) for tp, records in self.delivered.items() for o in records
+                if o not in self.acked.get(tp, {}) and o not in self.renewing.get(tp, set())]
+
+    def renewals_in_flight(self):
+        renewed = {(TopicPartition(r.topic, r.partition), r.offset) for r in self.renewed}
+        return any((tp, o) not in renewed for tp, offsets in self.renewing.items() for o in offsets)
 
     def accept_delivered(self):
         for tp, records in self.delivered.items():
@@ -494,6 +564,8 @@ class _DictBook:
                 for offset, ack_type in acked.items():
                     if ack_type != A.RENEW:
                         delivered.pop(offset, None)
+                    elif delivered.get(offset) is not None:  # a record: renewing until handed out again
+                        self.renewing.setdefault(tp, set()).add(offset)
                 if not delivered:
                     self.delivered.pop(tp, None)
         self.acked.clear()
@@ -516,11 +588,10 @@ class _DictBook:
 
     def on_renewed(self, tp, offsets):
         delivered = self.delivered.get(tp, {})
-        acked = self.acked.get(tp, {})
+        renewing = self.renewing.get(tp, set())
         for offset in sorted(offsets):
-            record = delivered.get(offset)
-            if record is not None and offset not in acked:
-                self.renewed.append(record)
+            if offset in renewing:
+                self.renewed.append(delivered[offset])
 
     def on_renew_failed(self, tp, offsets):
         # no longer held: not handed out again, even if an earlier renewal was confirmed
@@ -530,17 +601,21 @@ class _DictBook:
         for offset in offsets:
             if offset not in acked:
                 delivered.pop(offset, None)
+                self.renewing.get(tp, set()).discard(offset)
         if not delivered:
             self.delivered.pop(tp, None)
 
     def take_renewed(self):
         out, self.renewed = self.renewed, []
+        for r in out:  # in flight again
+            self.renewing.get(TopicPartition(r.topic, r.partition), set()).discard(r.offset)
         return out
 
     def drop_partitions(self, partitions):
         for tp in partitions:
             self.delivered.pop(tp, None)
             self.acked.pop(tp, None)
+            self.renewing.pop(tp, None)
         self.renewed = [r for r in self.renewed if TopicPartition(r.topic, r.partition) not in partitions]
 
 
@@ -646,6 +721,7 @@ def test_the_book_agrees_with_the_offset_by_offset_book(explicit, raw, ops):
             both("drop_partitions", tp)
         assert sorted(book.unacknowledged()) == sorted(ref.unacknowledged())
         assert book.unacknowledged_count() == len(ref.unacknowledged())
+        assert book.renewals_in_flight() == ref.renewals_in_flight()
 
 
 # ----------------------------------------------------------------------------- cost in range operations

@@ -452,6 +452,63 @@ def test_renew_keeps_the_record_across_polls(env, consumers):
     _renew_finish(env, group, topic, owner, record, other, other_seen, assigned_at)
 
 
+def _renew_then_commit_setup(env, consumers):
+    """Two records; the owner (one record per poll) holds offset 0."""
+    topic, group = env.topic_and_group()
+    env.produce(topic, 2)
+    owner = consumers(env.config(group, RENEW_CONSUMER))
+    owner.subscribe([topic])
+    [record] = poll_nonempty(owner)
+    assert (record.offset, record.delivery_count) == (0, 1)
+    return topic, owner, record
+
+
+def _accept_and_get_the_next_record(topic, owner, record):
+    tp = TopicPartition(topic, 0)
+    owner.acknowledge(record, ACCEPT)
+    assert owner.commit_sync(5.0) == {tp: None}
+    [following] = poll_nonempty(owner)
+    assert (following.offset, following.delivery_count) == (1, 1)
+    owner.acknowledge(following, ACCEPT)
+    assert owner.commit_sync(5.0) == {tp: None}
+    assert owner.poll(0.3) == []
+
+
+def test_renew_commit_sync_then_poll_returns_the_renewed_record(env, consumers):
+    """Regression: RENEW, commit_sync, poll raised IllegalStateException ("1 records of the previous
+    poll are not acknowledged"). As Kafka's client (KAFKA-19845: commitSync moves the record from
+    ShareInFlightBatch.inFlightRecords to renewingRecords, the confirmation to renewedRecords, and
+    ShareConsumerImpl.collect's takeRenewedRecords hands it out again), the poll returns the renewed
+    record, same delivery count, before any new record; after ACCEPT the next record comes."""
+    topic, owner, record = _renew_then_commit_setup(env, consumers)
+    tp = TopicPartition(topic, 0)
+    owner.acknowledge(record, RENEW)
+    assert owner.commit_sync(5.0) == {tp: None}
+    again = owner.poll(5.0)
+    assert [(r.offset, r.delivery_count, r.value) for r in again] == \
+        [(record.offset, record.delivery_count, record.value)], keys(again)
+    with pytest.raises(IllegalStateException, match="not acknowledged"):  # in flight again
+        owner.poll(0.1)
+    _accept_and_get_the_next_record(topic, owner, record)
+
+
+def test_renew_commit_async_then_poll_returns_the_record_once_renewed(env, consumers):
+    """RENEW, commit_async, poll: the RENEW may still be in flight (Kafka's renewingRecords): the poll
+    does not refuse it, returns no new record meanwhile, and returns the renewed record, same
+    delivery count, once the broker confirms the renewal (the callback reports it)."""
+    topic, owner, record = _renew_then_commit_setup(env, consumers)
+    tp = TopicPartition(topic, 0)
+    reported: list[tuple[dict, Exception | None]] = []
+    owner.set_acknowledgement_commit_callback(lambda offsets, exc: reported.append((offsets, exc)))
+    owner.acknowledge(record, RENEW)
+    owner.commit_async()
+    again = owner.poll(5.0)
+    assert [(r.offset, r.delivery_count, r.value) for r in again] == \
+        [(record.offset, record.delivery_count, record.value)], keys(again)
+    _accept_and_get_the_next_record(topic, owner, record)
+    assert reported and reported[0] == ({tp: {0}}, None), reported
+
+
 def test_renew_from_background(env, consumers):
     """While the application processes one record for RENEW_WINDOW_S, RENEW + commit_sync from a
     background thread (sync class) or a background task (async class) every 0.7 s keep it locked;

@@ -15,17 +15,34 @@ acknowledgement for it is sent. The book answers the questions of Kafka's acknow
 
 ``take_pending(partitions)`` hands the pending acknowledgements of some partitions to the sender as
 ``(first_offset, last_offset, type)`` ranges and forgets delivered records acknowledged other than
-RENEW; a RENEWed record stays delivered, and is returned again by the next poll once the broker
-confirms the renewal (``on_renewed``), unless the application acknowledged it otherwise since, or a
-later renewal of it failed (``on_renew_failed``: the record is no longer held, neither delivered nor
-renewed; an earlier confirmation does not bring it back).
+RENEW. A RENEW follows Kafka's client (KAFKA-19845; ShareInFlightBatch.takeAcknowledgedRecords,
+renew and takeRenewals, ShareFetch.renew and takeRenewedRecords, ShareConsumerImpl.collect):
+
+- sending it (a commit, or the poll that carries it) moves the record from in flight to *renewing*
+  (Kafka's ``renewingRecords``): it stays delivered with the value RENEWING, which is not
+  UNACKNOWLEDGED, so the next poll's explicit-mode check does not count it;
+- the broker's confirmation (``on_renewed``) makes it *renewed* (Kafka's ``renewedRecords``): the
+  next poll hands it out again (``take_renewed``, Kafka's ``takeRenewals``), same Record, same
+  delivery count, and it is UNACKNOWLEDGED (in flight) again; ``renewals_in_flight()`` tells the
+  poll that renewals are still unanswered (Kafka's ``hasRenewals``: the poll returns no new records
+  then, only renewed ones once confirmed);
+- a failed renewal (``on_renew_failed``) ends the delivery: the record is no longer held, neither
+  delivered nor renewed, and an earlier confirmation does not bring it back (Kafka drops it from
+  ``renewingRecords`` and never puts it back into ``inFlightRecords``).
+
+quafka extension: a renewing or renewed record may still be acknowledged before the next poll hands
+it out (RENEW again, or its final ACCEPT/RELEASE/REJECT: the RENEW-from-a-background-thread and
+renew-between-steps uses, docs/client.md (f)); Kafka refuses that (``ShareInFlightBatch.acknowledge``
+looks only at ``inFlightRecords``). An acknowledgement other than RENEW means it does not come back.
+Undecoded deliveries (``poll_batches``) have no Record to hand out again: their RENEWed offsets go
+back to UNACKNOWLEDGED when sent, the application still holding them.
 ``ack_batches`` turns those ranges into the wire's AcknowledgementBatches.
 
 State is kept as ranges, not offsets (``RangeMap``, module ``_ranges``), per partition:
 
-- ``delivered``: offset ranges → UNACKNOWLEDGED or the application's type, not yet sent (the
-  acknowledged part of the delivered records: one map answers both "is it delivered" and "is it
-  acknowledged");
+- ``delivered``: offset ranges → UNACKNOWLEDGED, RENEWING or the application's type, not yet sent
+  (the acknowledged part of the delivered records: one map answers both "is it delivered" and "is
+  it acknowledged");
 - ``pending`` and ``failed``: offset ranges → type;
 - ``records`` and ``renewed``: offset ranges → a record run (below).
 
@@ -66,6 +83,11 @@ GAP = 0
 
 #: The value of delivered offsets the application has not acknowledged (no wire type).
 UNACKNOWLEDGED = -1
+
+#: The value of delivered offsets whose RENEW was sent: Kafka's ShareInFlightBatch ``renewingRecords``
+#: (unanswered) and ``renewedRecords`` (confirmed; then also in ``renewed``) — not in flight, so not
+#: unacknowledged, until the next poll hands them out again (no wire type).
+RENEWING = -2
 
 #: ``(first_offset, last_offset, type)``: the offsets first..last all acknowledged with ``type``.
 AckRange = tuple[int, int, int]
@@ -163,12 +185,13 @@ class Acknowledgements:
         self.explicit = explicit
         # per partition; a partition's entry goes when its map is empty (except in pending/failed
         # between settle and take, which is harmless)
-        self.delivered: dict[TopicPartition, RangeMap] = {}  # → UNACKNOWLEDGED or the app's type, unsent
+        self.delivered: dict[TopicPartition, RangeMap] = {}  # → UNACKNOWLEDGED, RENEWING or the app's type, unsent
         self.records: dict[TopicPartition, RangeMap] = {}  # → _Run (decoded deliveries only)
         self.failed: dict[TopicPartition, RangeMap] = {}  # failed deserialization → type (default RELEASE)
         self.pending: dict[TopicPartition, RangeMap] = {}  # ready to send → type
         self.renewed: dict[TopicPartition, RangeMap] = {}  # renewal confirmed → _Run: the next poll returns them
         self._acked: set[TopicPartition] = set()  # partitions whose delivered map may hold the app's types
+        self._renewing: set[TopicPartition] = set()  # partitions whose delivered map may hold RENEWING
 
     # ------------------------------------------------------------------ the application's side
 
@@ -187,7 +210,10 @@ class Acknowledgements:
                 j += 1
                 following += 1
             tp = TopicPartition(topic, partition)
-            self._delivered_of(tp).fill(first, following - 1, UNACKNOWLEDGED)
+            delivered = self._delivered_of(tp)
+            delivered.fill(first, following - 1, UNACKNOWLEDGED)
+            if tp in self._renewing:
+                self._redelivered(tp, delivered, first, following - 1)
             records_map = self.records.get(tp)
             if records_map is None:
                 records_map = self.records[tp] = RangeMap()
@@ -201,8 +227,18 @@ class Acknowledgements:
         records = self.records.get(tp)
         for first, last, _count in ranges:
             delivered.fill(first, last, UNACKNOWLEDGED)
+            if tp in self._renewing:
+                self._redelivered(tp, delivered, first, last)
             if records is not None:
                 records.remove(first, last)
+
+    def _redelivered(self, tp: TopicPartition, delivered: RangeMap, first: int, last: int) -> None:
+        """``first..last`` delivered anew: what was renewing is in flight again, with this delivery
+        (a renewal confirmed earlier no longer hands out the former one)."""
+        for f, l, value in delivered.ranges(first, last):
+            if value == RENEWING:
+                delivered.assign(f, l, UNACKNOWLEDGED)
+        self._forget_renewed(tp, first, last)
 
     def _delivered_of(self, tp: TopicPartition) -> RangeMap:
         delivered = self.delivered.get(tp)
@@ -261,8 +297,10 @@ class Acknowledgements:
                     del self.renewed[tp]
 
     def unacknowledged(self, limit: int | None = None) -> list[tuple[TopicPartition, int]]:
-        """Delivered records the application has not acknowledged (explicit mode's poll check), by
-        partition in offset order; at most ``limit`` of them."""
+        """Delivered records the application has not acknowledged (explicit mode's poll check,
+        Kafka's ShareInFlightBatch.checkAllInFlightAreAcknowledged), by partition in offset order;
+        at most ``limit`` of them. Records whose RENEW was sent are not in flight (RENEWING, Kafka's
+        renewingRecords/renewedRecords): not counted, whether the renewal is answered or not."""
         out: list[tuple[TopicPartition, int]] = []
         for tp, delivered in self.delivered.items():
             for first, last, value in delivered:
@@ -320,12 +358,14 @@ class Acknowledgements:
 
     def _move_acked(self) -> None:
         """The application's acknowledgements become pending; what they acknowledged other than
-        RENEW is no longer delivered."""
+        RENEW is no longer delivered; a RENEWed record becomes RENEWING (Kafka's
+        ShareInFlightBatch.takeAcknowledgedRecords: from inFlightRecords into renewingRecords), an
+        undecoded one (no Record to hand out again) UNACKNOWLEDGED."""
         for tp in self._acked:
             delivered = self.delivered.get(tp)
             if delivered is None:
                 continue
-            acked = [piece for piece in delivered if piece[2] != UNACKNOWLEDGED]
+            acked = [piece for piece in delivered if piece[2] > 0]  # the app's types (not UNACKNOWLEDGED, RENEWING)
             if not acked:
                 continue
             pending = self._pending_of(tp)
@@ -337,6 +377,8 @@ class Acknowledgements:
                     if records is not None:  # a tuple of their own: the rest of the poll's can go
                         for run_first, run_last, run in records.ranges(first, last):
                             records.assign(run_first, run_last, _Run(run.between(run_first, run_last), run_first))
+                            delivered.assign(run_first, run_last, RENEWING)
+                            self._renewing.add(tp)
                 else:
                     delivered.remove(first, last)
                     if records is not None:
@@ -348,6 +390,7 @@ class Acknowledgements:
     def _forget_delivered(self, tp: TopicPartition) -> None:
         self.delivered.pop(tp, None)
         self.records.pop(tp, None)
+        self._renewing.discard(tp)
 
     def has_pending(self, renew_only: bool = False) -> bool:
         self._move_acked()
@@ -374,8 +417,10 @@ class Acknowledgements:
         return out
 
     def on_renewed(self, tp: TopicPartition, ranges: Iterable[tuple[int, ...]]) -> None:
-        """The broker confirmed the renewals of the ``(first, last, ...)`` ranges: their records come
-        back with the next poll (unless the application acknowledged them since)."""
+        """The broker confirmed the renewals of the ``(first, last, ...)`` ranges: their RENEWING
+        records are renewed and come back with the next poll (unless the application acknowledged
+        them since), as Kafka's ShareInFlightBatch.renew moves them from renewingRecords to
+        renewedRecords."""
         records = self.records.get(tp)
         delivered = self.delivered.get(tp)
         if records is None or delivered is None:
@@ -384,7 +429,7 @@ class Acknowledgements:
         for first, last, *_ in ranges:
             for run_first, run_last, run in records.ranges(first, last):
                 for f, l, value in delivered.ranges(run_first, run_last):
-                    if value == UNACKNOWLEDGED:
+                    if value == RENEWING:
                         if renewed is None:
                             renewed = self.renewed.get(tp)
                             if renewed is None:
@@ -405,7 +450,7 @@ class Acknowledgements:
         records = self.records.get(tp)
         for first, last, *_ in ranges:
             for f, l, value in delivered.ranges(first, last):
-                if value == UNACKNOWLEDGED:
+                if value == RENEWING or value == UNACKNOWLEDGED:  # UNACKNOWLEDGED: undecoded, or handed out again
                     delivered.remove(f, l)
                     if records is not None:
                         records.remove(f, l)
@@ -413,12 +458,36 @@ class Acknowledgements:
             self._forget_delivered(tp)
 
     def take_renewed(self) -> list[Record]:
+        """The renewed records, for the poll to hand out again: they are in flight again
+        (UNACKNOWLEDGED; Kafka's ShareInFlightBatch.takeRenewals, renewedRecords into
+        inFlightRecords), so the poll after that needs their acknowledgement."""
         out: list[Record] = []
-        for renewed in self.renewed.values():
+        for tp, renewed in self.renewed.items():
+            delivered = self.delivered.get(tp)
             for first, last, run in renewed:
                 out.extend(run.between(first, last))
+                if delivered is not None:
+                    for f, l, value in delivered.ranges(first, last):
+                        if value == RENEWING:
+                            delivered.assign(f, l, UNACKNOWLEDGED)
         self.renewed = {}
         return out
+
+    def renewals_in_flight(self) -> bool:
+        """Whether some sent RENEW is unanswered (RENEWING, not renewed yet: Kafka's
+        renewingRecords, part of ShareFetch.hasRenewals)."""
+        for tp in list(self._renewing):
+            delivered = self.delivered.get(tp)
+            renewed = self.renewed.get(tp)
+            holds = False
+            for first, last, value in delivered or ():
+                if value == RENEWING:
+                    holds = True
+                    if renewed is None or renewed.first_gap(first, last) is not None:
+                        return True
+            if not holds and tp not in self.renewed:
+                self._renewing.discard(tp)
+        return False
 
     def drop_partitions(self, partitions: set[TopicPartition]) -> None:
         """Forget delivered records of partitions whose acknowledgements can no longer be sent."""
@@ -426,3 +495,4 @@ class Acknowledgements:
             self._forget_delivered(tp)
             self.renewed.pop(tp, None)
             self._acked.discard(tp)
+            self._renewing.discard(tp)

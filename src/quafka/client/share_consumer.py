@@ -463,10 +463,11 @@ class AsyncShareConsumer(AsyncClient):
         if renewing:
             await self._commit_pending(deadline=time.monotonic() + self.config["default.api.timeout.ms"] / 1000,
                                        is_renew=True)
-        with self._ack_lock:
-            renewed = self._acks.take_renewed()
+        renewed = await self._take_renewed(deadline)
         if renewed:
             return self._deliver(renewed)
+        if renewed is not None:  # renewals still unanswered at the deadline: no new records meanwhile
+            return []
         self._flush_acks()
         while True:
             records = self._take_raw() if self._raw else self._take_records()
@@ -479,6 +480,37 @@ class AsyncShareConsumer(AsyncClient):
             self._event.clear()
             if self._buffer:
                 continue
+            try:
+                await asyncio.wait_for(self._event.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+            self._raise_pending()
+
+    async def _take_renewed(self, deadline: float) -> list[Record] | None:
+        """The renewed records for this poll to return; None when no renewal is outstanding (the
+        poll returns fetched records). As Kafka's ShareConsumerImpl.collect: while a RENEW is
+        outstanding (ShareFetch.hasRenewals: renewingRecords, e.g. sent by commit_async) the poll
+        collects no new records; it returns the renewed ones (takeRenewedRecords) as soon as the
+        broker confirms them, or [] if none is confirmed by ``deadline``. Records whose renewal
+        fails are dropped (Acknowledgements.on_renew_failed); then the poll goes on fetching."""
+        assert self._event is not None
+        sent = False
+        while True:
+            with self._ack_lock:
+                renewed = self._acks.take_renewed()
+                in_flight = not renewed and self._acks.renewals_in_flight()
+                acks = self._acks.take_pending() if in_flight and not sent and self._acks.has_pending() else {}
+            if renewed:
+                return renewed
+            if not in_flight:
+                return None
+            if acks:  # no ShareFetch goes out meanwhile to carry them
+                self._spawn(self._commit(acks, time.monotonic() + self.config["default.api.timeout.ms"] / 1000))
+            sent = True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._event.clear()  # _ack_outcomes signals each answered renewal
             try:
                 await asyncio.wait_for(self._event.wait(), remaining)
             except asyncio.TimeoutError:
@@ -775,6 +807,7 @@ class AsyncShareConsumer(AsyncClient):
                         self._acks.on_renewed(tp, renewed)
                     else:
                         self._acks.on_renew_failed(tp, renewed)
+                self._signal()  # a poll may be waiting for this renewal (_take_renewed)
             count = count_offsets(ranges)
             self._sensors["ack-send"].record(count, now)
             if exc is not None:

@@ -177,3 +177,23 @@ def test_alter_share_group_offsets_that_cannot_be_stored_changes_nothing(make_br
     with RawClient(bootstrap) as raw:
         assert raw.request(request).error_code == ErrorCode.none
     assert _group_view(broker, group)[3] > before[3]
+
+
+def test_a_group_that_becomes_empty_is_logged_not_silently_dropped(make_broker, caplog):
+    """The GroupEmptied effect used to call a hook nothing defined; now the shell logs it (Kafka
+    does nothing more for a share group that becomes empty: its share partitions keep their state)."""
+    import logging
+
+    broker = make_broker()
+    create_topic(broker.bootstrap_servers, "rf-empty")
+    member = ShareClient(broker.bootstrap_servers, "rf-empty-group")
+    caplog.set_level(logging.INFO, logger="quafka.share_groups")
+    try:
+        assert member.join(["rf-empty"]).error_code == ErrorCode.none
+        assert not any("is empty" in r.getMessage() for r in caplog.records)
+        assert member.leave().error_code == ErrorCode.none
+    finally:
+        member.close()
+    assert any(r.getMessage() == "share group rf-empty-group is empty; its share partitions keep their state"
+               for r in caplog.records)
+    assert broker.call(lambda: broker.server.share_groups.coordinator.group("rf-empty-group")) is not None

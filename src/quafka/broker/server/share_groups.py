@@ -277,6 +277,8 @@ class ShareGroupService:
         try:
             # the log first: creating __consumer_offsets notifies topic listeners, which append too
             plog = self._offsets_log(self._partition_of(group_id))
+            if not plog.health.online:  # e.g. the topic's creation ran a nested append that failed
+                raise plog.health.offline_error()
             image = image_of(self.coordinator.group(group_id), self.state_metadata.get(group_id))
             records = diff(self._images.get(group_id, {}), image)
             if not records:

@@ -1,23 +1,43 @@
 # quafka — `make run` starts the broker, `make test` runs the whole suite.
-# Both create .venv and install what is needed on first use.
+# Both create .venv and install what is needed on first use (docs/install.md): `make run` the
+# broker's dependencies only, `make test` adds the [test] and [spark] extras. `make dist` builds
+# a wheel and an sdist into dist/.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Three stamps, each newer than the one it builds on: RUN_STAMP (the package and the broker's
+# dependencies), STAMP (adds the [test] and [spark] extras: tests, lint, fuzz, soak, sim) and
+# DEV_STAMP (adds [dev]: `build`, for `make dist`). Editing pyproject.toml redoes RUN_STAMP, and so
+# every stamp after it.
+RUN_STAMP := $(VENV)/.installed-run
+STAMP := $(VENV)/.installed-test
+DEV_STAMP := $(VENV)/.installed-dev
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test lint clean
+.PHONY: run test lint clean dist
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $(STAMP)
 
-run: $(STAMP)
+$(DEV_STAMP): $(RUN_STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/quafka broker $(ARGS)
+
+dist: $(DEV_STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
@@ -51,4 +71,4 @@ sim: $(STAMP)
 	PYTHONHASHSEED=0 $(BIN)/python -m tests.sim --steps $(STEPS) $(if $(SEED),--seed $(SEED),$(if $(HOURS),--hours $(HOURS),--seeds $(SEEDS))) $(ARGS)
 
 clean:
-	rm -rf $(VENV) quafka-data .pytest_cache
+	rm -rf $(VENV) quafka-data .pytest_cache dist build

@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     if spark is None:
         from pyspark.sql import SparkSession
 
+        from quafka.spark import use_driver_python
+
+        use_driver_python()  # local master: Spark's Python workers run this interpreter (docs/spark.md)
         spark = SparkSession.builder.appName("quafka-job-pipeline").getOrCreate()
     # Ship this module's functions to the executors by value (the examples directory is not on the
     # workers' path when the module is imported rather than run as a script).

@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None, spark=None) -> list[tuple[str, int, int]
     if spark is None:
         from pyspark.sql import SparkSession
 
+        from quafka.spark import use_driver_python
+
+        use_driver_python()  # local master: Spark's Python workers run this interpreter (docs/spark.md)
         spark = SparkSession.builder.appName("quafka-poison-audit").getOrCreate()
     from pyspark.sql import functions as F
 

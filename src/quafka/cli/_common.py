@@ -8,14 +8,16 @@ broker, a broker error). Errors are one line on stderr, ``Error: ...``, naming w
 from __future__ import annotations
 
 import argparse
+import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-__all__ = ["ADMIN_KEYS", "DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "Progress", "ToolError", "add_bootstrap",
-           "client_config", "format_table", "kafka_parser_errors", "load_properties", "open_admin", "print_table",
-           "run_tool"]
+__all__ = ["ADMIN_KEYS", "DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "PROBE_TIMEOUT_MS", "Progress", "ToolError",
+           "add_bootstrap", "check_bootstrap", "client_config", "format_table", "kafka_parser_errors",
+           "librdkafka_logging", "load_properties", "open_admin", "print_table", "run_tool"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # documented deviation: Kafka's tools require --bootstrap-server
 EXIT_OK, EXIT_ERROR = 0, 1
@@ -92,13 +94,142 @@ def kafka_parser_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 def open_admin(args: argparse.Namespace, timeout_ms: int | None = None):
     """A quafka Admin for --bootstrap-server and --command-config (the Admin's own keys are used;
-    other client keys in the file are ignored, as Kafka's Admin ignores unknown ones)."""
+    other client keys in the file are ignored, as Kafka's Admin ignores unknown ones). The
+    bootstrap is probed first (check_bootstrap), so that a tool fails within ~2 s with one line
+    when no bootstrap server answers, whatever its request timeout."""
     from quafka.client import Admin
 
     config = client_config(args, ADMIN_KEYS)
+    check_bootstrap(config["bootstrap.servers"])
     if timeout_ms is not None:
         config["request.timeout.ms"] = timeout_ms
     return Admin(config)
+
+
+#: How long the bootstrap probe waits for a broker to answer (connect and request): a tool fails
+#: within ~2 s when no bootstrap server answers, instead of retrying for minutes as librdkafka does.
+PROBE_TIMEOUT_MS = 1500  # to find a bootstrap address that accepts a connection
+ANSWER_TIMEOUT_MS = 10000  # for the probe's metadata answer once connected
+
+
+def check_bootstrap(bootstrap: str, topic: str | None = None, *, auto_create: bool = False,
+                    timeout_ms: int = PROBE_TIMEOUT_MS) -> None:
+    """Fail fast, before a tool starts its real work: one short metadata round trip to
+    ``bootstrap`` (a quafka Admin with a ``timeout_ms`` connect/request timeout). Raises ToolError
+    (one line) when no bootstrap server answers, or when ``topic`` is given and does not exist —
+    unless ``auto_create`` (the tool's client asks for auto-creation, as a producer does) and the
+    broker has ``auto.create.topics.enable=true``. Kafka's tools only repeat
+    UNKNOWN_TOPIC_OR_PARTITION warnings there."""
+    from quafka.client import Admin
+    from quafka.client.errors import KafkaException
+    from quafka.protocol.errors import ErrorCode
+
+    _require_a_listener(bootstrap, timeout_ms)
+    # a broker accepted the connection: give its answer the normal time (a loaded broker may be slow)
+    admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe",
+                   "request.timeout.ms": ANSWER_TIMEOUT_MS})
+    try:
+        try:
+            if topic is None:
+                admin.describe_cluster()
+                return
+            try:
+                admin.describe_topics([topic])
+                return
+            except KafkaException as exc:
+                if exc.code != ErrorCode.unknown_topic_or_partition:
+                    raise
+            if auto_create and _auto_create_enabled(admin):
+                return
+        except KafkaException as exc:
+            raise ToolError(exc.message) from None
+        create = f"create it with 'quafka topics --bootstrap-server {bootstrap} --create --topic {topic}'"
+        why = "and the broker does not auto-create topics (auto.create.topics.enable=false)" if auto_create else \
+            "(share consumers never auto-create topics)"
+        raise ToolError(f"Topic '{topic}' does not exist {why}; {create}")
+    finally:
+        admin.close()
+
+
+def _require_a_listener(bootstrap: str, timeout_ms: int) -> None:
+    """ToolError (one line) unless some bootstrap address accepts a TCP connection within
+    ``timeout_ms`` in all: refused, unresolvable and unreachable servers fail fast this way."""
+    import socket
+
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    errors = []
+    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]") or "localhost"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            with socket.create_connection((host, int(port)), timeout=remaining):
+                return
+        except (OSError, ValueError) as exc:
+            errors.append(f"{address}: {getattr(exc, 'strerror', None) or exc}")
+    raise ToolError(f"no bootstrap server reachable (tried {bootstrap}): {'; '.join(errors) or 'timed out'}")
+
+
+def _auto_create_enabled(admin) -> bool:
+    """auto.create.topics.enable of a broker of the cluster (DescribeConfigs)."""
+    brokers = admin.describe_cluster().brokers
+    if not brokers:
+        return False
+    value = admin.describe_configs("broker", str(brokers[0].node_id)).get("auto.create.topics.enable")
+    return str(value).strip().lower() == "true"
+
+
+class _OncePerMessage(logging.Filter):
+    """Drops a librdkafka log line its client already logged (numbers in the text ignored: "after
+    0ms" and "after 3ms" are one line). confluent-kafka logs ("%s [%s] %s", facility, client, text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, ...]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 3:
+            key = (str(args[0]), str(args[1]), re.sub(r"\d+", "#", str(args[2])))
+        else:
+            key = (re.sub(r"\d+", "#", record.getMessage()),)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the current sys.stderr (not the one of the moment the handler was made)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def _librdkafka_logger() -> logging.Logger:
+    logger = logging.getLogger("quafka.cli.librdkafka")
+    if not logger.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: librdkafka %(message)s"))
+        handler.addFilter(_OncePerMessage())
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+    return logger
+
+
+def librdkafka_logging(config: dict[str, Any]) -> dict[str, Any]:
+    """Route a confluent-kafka client's librdkafka logging to our logger: warnings and above only
+    (``log_level`` 4, unless the config sets it), each distinct line once."""
+    config.setdefault("logger", _librdkafka_logger())
+    config.setdefault("log_level", 4)
+    return config
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

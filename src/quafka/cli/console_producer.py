@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, load_properties, run_tool
+from ._common import ToolError, add_bootstrap, check_bootstrap, librdkafka_logging, load_properties, run_tool
 from .console_share_consumer import parse_key_values
 
 DEFAULT_CLIENT_ID = "console-producer"
@@ -66,7 +66,7 @@ def librdkafka_config(props: dict[str, Any]) -> dict[str, Any]:
 def make_producer(config: dict[str, Any]):
     from confluent_kafka import KafkaException, Producer
 
-    config = librdkafka_config(config)
+    config = librdkafka_logging(librdkafka_config(config))
     if "delivery.timeout.ms" not in config and "message.timeout.ms" not in config:
         config["delivery.timeout.ms"] = 120000  # Kafka's default (librdkafka's is 300000)
     try:
@@ -243,7 +243,9 @@ def _produce(args, lines: Iterable[str] | None = None) -> int:
     if not args.topic:
         raise ToolError("Missing required argument \"[topic]\"")
     reader = LineReader(reader_props(args))
-    producer = make_producer(producer_config(args))
+    config = producer_config(args)
+    producer = make_producer(config)
+    check_bootstrap(args.bootstrap_server, args.topic, auto_create=_auto_creates(config))
     failures: list[str] = []
 
     def on_delivery(err, msg) -> None:
@@ -270,6 +272,12 @@ def _produce(args, lines: Iterable[str] | None = None) -> int:
     if failures:
         raise ToolError(f"{len(failures)} message(s) could not be sent; last error: {failures[-1]}")
     return 0
+
+
+def _auto_creates(config: dict[str, Any]) -> bool:
+    """Whether the producer asks the broker to auto-create a missing topic (librdkafka's
+    allow.auto.create.topics, true for a producer unless set)."""
+    return str(config.get("allow.auto.create.topics", "true")).strip().lower() == "true"
 
 
 def _prompted(lines: Iterator[str], prompt: bool) -> Iterator[str]:

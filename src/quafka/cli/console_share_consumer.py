@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, load_properties, run_tool
+from ._common import ToolError, add_bootstrap, check_bootstrap, load_properties, run_tool
 
 DEFAULT_GROUP = "console-share-consumer"
 DEFAULT_CLIENT_ID = "console-share-consumer"
@@ -319,7 +319,12 @@ def _consume(args) -> int:
     out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
     sys.stdout.flush()
 
-    consumer = ShareConsumer(config)
+    consumer = ShareConsumer(config)  # a bad config is reported first, without a network round trip
+    try:
+        check_bootstrap(args.bootstrap_server, args.topic)
+    except BaseException:
+        consumer.close()
+        raise
     count = 0
     stopper = SignalStop(consumer.wakeup)
     try:

@@ -19,8 +19,8 @@ import threading
 import time
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, load_properties, run_tool
-from .console_producer import make_producer
+from ._common import ToolError, add_bootstrap, check_bootstrap, load_properties, run_tool
+from .console_producer import _auto_creates, make_producer
 from .console_share_consumer import parse_key_values
 
 REPORTING_INTERVAL_MS = 5000
@@ -233,7 +233,9 @@ def _check_producer_args(args) -> None:
 def _producer_test(args) -> int:
     _check_producer_args(args)
     payload_of = _Payloads(args)
-    producer = make_producer(_producer_config(args))
+    config = _producer_config(args)
+    producer = make_producer(config)
+    check_bootstrap(args.bootstrap_server, args.topic, auto_create=_auto_creates(config))
     warmup = max(args.warmup_records, 0)
     if warmup > 0:
         print(f"Warmup first {warmup} records. Steady state results will print after the complete test summary.",
@@ -424,10 +426,16 @@ def _share_consumer_test(args) -> int:
     num_records = args.num_records if args.num_records is not None else args.messages
     config = _share_consumer_config(args)
 
+    consumers = [ShareConsumer(config) for _ in range(args.threads)]  # a bad config fails first
+    try:
+        check_bootstrap(args.bootstrap_server, args.topic)
+    except BaseException:
+        for consumer in consumers:
+            consumer.close()
+        raise
     if not args.hide_header:
         print("start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, fetch.time.ms",
               flush=True)
-    consumers = [ShareConsumer(config) for _ in range(args.threads)]
     state = _Consumption(args.threads)
     interrupted = False
     try:

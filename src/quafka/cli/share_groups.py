@@ -388,13 +388,18 @@ def _quoted(groups: Iterable[str]) -> str:
 
 
 def _delete(admin: Any, args: argparse.Namespace) -> int:
-    listed = {g.group_id: g for g in admin.list_groups(types=["share"])}
+    every = {g.group_id: g for g in admin.list_groups()}
+    listed = {g: listing for g, listing in every.items() if str(listing.type).lower() == "share"}
     groups = sorted(listed) if args.all_groups else list(dict.fromkeys(args.group))
     failed: dict[str, str] = {}
     to_delete = []
     for group in groups:
         listing = listed.get(group)
-        if listing is None:
+        if listing is None and group not in every:
+            # Kafka's ShareGroupCommand says "is not a share group" here too; a group that does not
+            # exist at all (deleted already, or a typo) is named as such (issue 15)
+            failed[group] = f"Share group '{group}' does not exist."
+        elif listing is None:
             failed[group] = f"Group '{group}' is not a share group."
         elif listing.state == "Dead":
             failed[group] = f"Share group '{group}' group state is DEAD."

@@ -1,8 +1,13 @@
 """quafka's PySpark data source ``format("quafka")`` (pyspark 4.3 Python Data Source API): a batch
 reader by offset, a share-group streaming source, and a sink. Imports only ``quafka.client`` (and
 confluent-kafka to produce), so it works against quafka and against Apache Kafka 4.2+.
-Install with the ``[spark]`` extra."""
+Install with the ``[spark]`` extra.
+
+Call :func:`use_driver_python` before creating the SparkSession so that, on a local master, Spark's
+Python workers run the driver's interpreter (the one quafka is installed in) rather than ``python3``
+from ``PATH``."""
 
 from .datasource import QuafkaDataSource
+from .interpreter import use_driver_python
 
-__all__ = ["QuafkaDataSource"]
+__all__ = ["QuafkaDataSource", "use_driver_python"]

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from quafka.protocol.errors import ProtocolError
 from quafka.protocol.framing import api_versions_fallback_response, decode_request, encode_response, peek_header
 
+from .metrics import api_name
+
 if TYPE_CHECKING:
     from .server import BrokerServer
 
@@ -56,6 +58,7 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
     max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
     connection = object()
     observe = server.metrics.observe_request
+    software = ""  # the client's software name and version, from its ApiVersions (v3+)
     try:
         while True:
             size = _SIZE.unpack(await reader.readexactly(4))[0]
@@ -73,10 +76,7 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                 if api_key == API_VERSIONS_KEY and spec is not None and api_version > spec.max_version:
                     writer.write(api_versions_fallback_response(correlation_id, server.advertised_ranges))
                     continue
-                log.warning(
-                    "closing connection from %s: unsupported API key %d version %d was not advertised",
-                    peer, api_key, api_version,
-                )
+                _log_unserved(server, peer, frame, api_key, api_version, spec is None, software)
                 return
             try:
                 header, body = decode_request(frame)
@@ -86,6 +86,8 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
                 return
             ctx = RequestContext(server, peer, api_key, api_version, correlation_id,
                                  getattr(header, "client_id", None), header, connection)
+            if api_key == API_VERSIONS_KEY and getattr(body, "client_software_name", None):
+                software = f"{body.client_software_name} {body.client_software_version}"
             server.requests_in_flight += 1
             try:
                 response = await spec.handler(ctx, body)
@@ -119,3 +121,34 @@ async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader,
     finally:
         writer.close()
         server.on_connection_closed(connection)
+
+
+def _log_unserved(server: "BrokerServer", peer: str, frame: bytes, api_key: int, api_version: int,
+                  unknown_key: bool, software: str) -> None:
+    """A request for an API (or a version) this broker does not serve closes the connection, as
+    Kafka does; the first one per client and API is logged as a warning naming the API, the client
+    id and its software (from ApiVersions), so that a user sees why that client gets nothing. Later
+    ones are logged at debug level."""
+    client_id = _client_id(frame)
+    key = (client_id, software, api_key)
+    seen = server.unserved_requests_logged
+    level = logging.DEBUG if key in seen else logging.WARNING
+    if len(seen) < 10_000:
+        seen.add(key)
+    served = server.registry.get(api_key)
+    what = f"{api_name(api_key)} (API key {api_key}) version {api_version}"
+    what += (", an API this broker does not serve" if unknown_key else
+             f", a version this broker does not serve (it serves {served.min_version}-{served.max_version})")
+    log.log(level, "closing connection from %s: client %r (%s) sent %s",
+            peer, client_id, software or "software not given", what)
+
+
+def _client_id(frame: bytes) -> str | None:
+    """The client id of a request header (v1+: after key, version and correlation id, an int16
+    length and the bytes); None when absent or unreadable."""
+    if len(frame) < 10:
+        return None
+    length = struct.unpack_from(">h", frame, 8)[0]
+    if length < 0 or 10 + length > len(frame):
+        return None
+    return frame[10:10 + length].decode("utf-8", "replace")

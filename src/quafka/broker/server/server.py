@@ -78,6 +78,7 @@ class BrokerServer:
         self.failed_log_dir: LogDirHealth | None = None  # set when the log directory failed
         self._halting: asyncio.Task | None = None
         self.requests_in_flight = 0  # handlers running (connection.py); a halt lets them answer
+        self.unserved_requests_logged: set[tuple] = set()  # (client id, software, API key) warned once
         self.share_sessions = ShareSessionCache(self._max_share_sessions())
         self.share_partitions = SharePartitionManager(self)
         self.share_state: ShareStateService | None = None

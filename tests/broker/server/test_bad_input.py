@@ -772,10 +772,13 @@ class FuzzRunner:
         return self._hang_up(conn)
 
     def unlogged_closes(self, records: list[logging.LogRecord]) -> list[str]:
-        """Closes the broker made without a log line naming the peer and the key and version (or size)."""
+        """Closes the broker made without a log line naming the peer and the key and version (or size).
+        An unserved API is warned once per client and API, its repeats logged at debug level
+        (connection._log_unserved): those count too."""
         by_peer: dict[str, list[str]] = {}
         for r in records:
-            if r.name.startswith("quafka") and r.levelno == logging.WARNING:
+            if r.name.startswith("quafka") and (r.levelno == logging.WARNING or (
+                    r.levelno == logging.DEBUG and r.name == "quafka.connection")):
                 message = r.getMessage()
                 peer = peer_named(message)
                 if peer:
@@ -985,6 +988,8 @@ def fuzz_seed(capsys):
 
 def test_fuzzed_frames_never_crash_or_stall_the_broker_while_a_good_client_makes_progress(broker, caplog, fuzz_seed):
     caplog.set_level(logging.WARNING, logger="quafka")
+    # an unserved API is warned once per client and API, its repeats logged at debug level
+    caplog.set_level(logging.DEBUG, logger="quafka.connection")
     seed_note = f"fuzz seed {fuzz_seed} (replay with QUAFKA_FUZZ_SEED={fuzz_seed})"
     try:
         _fuzz_run(broker, caplog, fuzz_seed, seed_note)

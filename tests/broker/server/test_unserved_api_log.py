@@ -33,7 +33,7 @@ def test_an_unserved_api_is_warned_once_per_client_and_api(broker, caplog):
             _unserved_request(raw, b"worker-1")
     warned = _warnings(caplog)
     assert len(warned) == 1, warned
-    assert "JoinGroup (API key 11)" in warned[0] and "'worker-1'" in warned[0] and "my-app 2.1" in warned[0]
+    assert "JoinGroup (API key 11 version 5)" in warned[0] and "'worker-1'" in warned[0] and "my-app 2.1" in warned[0]
     assert "does not serve" in warned[0]
     repeats = [r for r in caplog.records if r.name == "quafka.connection" and r.levelno == logging.DEBUG
                and "JoinGroup" in r.getMessage()]
@@ -47,4 +47,4 @@ def test_an_unserved_api_is_warned_once_per_client_and_api(broker, caplog):
     warned = _warnings(caplog)
     assert len(warned) == 3, warned
     assert "'worker-2'" in warned[1] and "software not given" in warned[1]
-    assert "Heartbeat (API key 12)" in warned[2]
+    assert "Heartbeat (API key 12 version 4)" in warned[2]

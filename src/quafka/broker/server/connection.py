@@ -136,7 +136,7 @@ def _log_unserved(server: "BrokerServer", peer: str, frame: bytes, api_key: int,
     if len(seen) < 10_000:
         seen.add(key)
     served = server.registry.get(api_key)
-    what = f"{api_name(api_key)} (API key {api_key}) version {api_version}"
+    what = f"{api_name(api_key)} (API key {api_key} version {api_version})"
     what += (", an API this broker does not serve" if unknown_key else
              f", a version this broker does not serve (it serves {served.min_version}-{served.max_version})")
     log.log(level, "closing connection from %s: client %r (%s) sent %s",

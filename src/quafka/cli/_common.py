@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-__all__ = ["ADMIN_KEYS", "DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "PROBE_TIMEOUT_MS", "Progress", "ToolError",
+__all__ = ["ADMIN_KEYS", "DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "PROBE_TIMEOUT_MS", "Progress", "ToolError", "latest_hint",
            "add_bootstrap", "check_bootstrap", "client_config", "format_table", "kafka_parser_errors",
            "librdkafka_logging", "load_properties", "open_admin", "print_table", "run_tool"]
 
@@ -149,6 +149,46 @@ def check_bootstrap(bootstrap: str, topic: str | None = None, *, auto_create: bo
         raise ToolError(f"Topic '{topic}' does not exist {why}; {create}")
     finally:
         admin.close()
+
+
+def latest_hint(bootstrap: str, group: str, topic: str) -> str | None:
+    """One line for a share-consumer tool about to initialise partitions of ``topic`` for
+    ``group`` at ``latest`` (``share.auto.offset.reset``, Kafka's default, rightly kept) while the
+    topic already holds records that it will therefore never deliver; None otherwise. Partitions
+    the group already has a start offset for follow it, whatever the config says now (Kafka's
+    rule): those need ``share-groups --reset-offsets``. Best effort: any error means no hint."""
+    from quafka.client import Admin
+    from quafka.client.errors import KafkaException
+
+    admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe",
+                   "request.timeout.ms": ANSWER_TIMEOUT_MS})
+    try:
+        reset = (admin.describe_configs("group", group).get("share.auto.offset.reset") or "latest").strip()
+        if reset != "latest":
+            return None
+        partitions = sorted(admin.describe_topics([topic])[topic].partitions)
+        try:
+            started = admin.list_share_group_offsets(group, [topic])
+        except KafkaException:  # the group does not exist yet: nothing is initialised
+            started = {}
+        fresh = [p for p in partitions if started.get((topic, p), (-1, -1))[0] < 0]
+        if not fresh:
+            return None
+        earliest = admin.list_offsets({(topic, p): "earliest" for p in fresh})
+        latest = admin.list_offsets({(topic, p): "latest" for p in fresh})
+        waiting = sum(max(latest[(topic, p)][0] - earliest[(topic, p)][0], 0) for p in fresh)
+    except (KafkaException, KeyError, OSError):
+        return None
+    finally:
+        admin.close()
+    if waiting <= 0:
+        return None
+    return (f"Note: share group '{group}' starts reading '{topic}' at its latest offset "
+            f"(share.auto.offset.reset=latest, the default), so the {waiting} record(s) already in it will not "
+            f"be delivered. To read from the beginning, first run: quafka configs --bootstrap-server {bootstrap} "
+            f"--alter --entity-type groups --entity-name {group} --add-config share.auto.offset.reset=earliest "
+            f"(once the group has read a partition, move it with: quafka share-groups --bootstrap-server "
+            f"{bootstrap} --reset-offsets --group {group} --topic {topic} --to-earliest --execute)")
 
 
 def _require_a_listener(bootstrap: str, timeout_ms: int) -> None:

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, check_bootstrap, load_properties, run_tool
+from ._common import ToolError, add_bootstrap, check_bootstrap, latest_hint, load_properties, run_tool
 
 DEFAULT_GROUP = "console-share-consumer"
 DEFAULT_CLIENT_ID = "console-share-consumer"
@@ -325,6 +325,9 @@ def _consume(args) -> int:
     except BaseException:
         consumer.close()
         raise
+    hint = latest_hint(args.bootstrap_server, config["group.id"], args.topic)
+    if hint is not None:
+        print(hint, file=sys.stderr, flush=True)
     count = 0
     stopper = SignalStop(consumer.wakeup)
     try:

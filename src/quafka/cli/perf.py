@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, check_bootstrap, load_properties, run_tool
+from ._common import ToolError, add_bootstrap, check_bootstrap, latest_hint, load_properties, run_tool
 from .console_producer import _auto_creates, make_producer
 from .console_share_consumer import parse_key_values
 
@@ -433,6 +433,9 @@ def _share_consumer_test(args) -> int:
         for consumer in consumers:
             consumer.close()
         raise
+    hint = latest_hint(args.bootstrap_server, config["group.id"], args.topic)
+    if hint is not None:
+        print(hint, file=sys.stderr, flush=True)
     if not args.hide_header:
         print("start.time, end.time, data.consumed.in.MB, MB.sec, nMsg.sec, data.consumed.in.nMsg, fetch.time.ms",
               flush=True)

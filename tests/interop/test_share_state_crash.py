@@ -243,8 +243,12 @@ def read_topic(bootstrap: str, topic: str, partitions: list[int], *, missing_ok:
                timeout_s: float = 30.0) -> dict[int, list[tuple[int, bytes | None, bytes | None]]]:
     """Every record (offset, key, value) of the partitions, up to their high watermarks now. With
     `missing_ok`, a topic that does not exist reads as empty."""
+    # auto.offset.reset earliest: the share coordinator's pruning may move a state partition's log
+    # start past the offset the reader resolved for OFFSET_BEGINNING; "latest" (the default) would
+    # then jump to the end and the read would never reach the high watermark
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "check.crcs": True, "log_level": 3})
+                         "enable.auto.commit": False, "check.crcs": True, "log_level": 3,
+                         "auto.offset.reset": "earliest"})
     try:
         out: dict[int, list] = {p: [] for p in partitions}
         described = consumer.list_topics(topic, timeout=10).topics.get(topic)

@@ -127,12 +127,17 @@ class SharePartitionManager:
             return ctx
         return None
 
+    def all_loaded(self, group_id: str, keys) -> bool:
+        """Every share partition (topic id, partition) of `keys` is loaded (the ShareFetch hot path:
+        no coroutine unless one must be read from the share coordinator)."""
+        loaded = self.loaded
+        return all(loaded(group_id, topic_id, index) is not None for topic_id, index in keys)
+
     async def load(self, group_id: str, keys) -> None:
         """Load the share partitions (topic id, partition) not loaded yet (`fill` uses only
         loaded ones, so that parked fetches are served synchronously)."""
-        contexts = self.contexts
         for topic_id, index in list(keys):
-            if (group_id, topic_id, index) not in contexts:
+            if self.loaded(group_id, topic_id, index) is None:  # new, or its topic was re-created
                 await self.get(group_id, topic_id, index)
 
     async def get(self, group_id: str, topic_id: uuid.UUID, index: int) -> ShareContext | None:

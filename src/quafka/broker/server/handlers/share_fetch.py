@@ -79,7 +79,7 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
             continue
         error = validate_ack_batches(batches, version, is_renew)
         if error == ErrorCode.none:
-            ctx = await manager.get(group_id, key[0], key[1])
+            ctx = manager.loaded(group_id, key[0], key[1]) or await manager.get(group_id, key[0], key[1])
             if ctx is None:
                 error = ErrorCode.unknown_topic_id if server.state.topics_by_id.get(key[0]) is None \
                     else ErrorCode.unknown_topic_or_partition
@@ -235,7 +235,8 @@ async def _fetch(server, session, member_id: str, req, max_wait_ms: int) -> dict
         record_limit=getattr(req, "share_acquire_mode", 0) == 1,
         max_bytes=req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
     )
-    await manager.load(session.group_id, session.partitions)
+    if not manager.all_loaded(session.group_id, session.partitions):  # only a first use awaits
+        await manager.load(session.group_id, session.partitions)
     fetched = manager.fill(session, member_id, params)
     if fetched or max_wait_ms <= 0 or server.failed_log_dir is not None:  # a failed read is answered now
         return fetched

@@ -66,6 +66,7 @@ reached the end of the topic; 1 otherwise, or when the run takes longer than --t
 POISON_SHARE = 0.02        # always REJECTed
 FLAKY_SHARE = 0.20         # each delivery fails (RELEASE) with FLAKY_FAIL_P
 FLAKY_FAIL_P = 0.5
+PRODUCE_BATCH_RECORDS = 100  # records per produced batch (see Demo._produce)
 COUNTER_OF = {"accept": "accepted", "release": "released", "reject": "rejected"}  # WorkerStats fields
 
 ANSI_UP = "\x1b[{n}F"
@@ -253,8 +254,12 @@ class Demo:
             if err is not None:
                 failures.append(str(err))
 
+        # Small record batches: a batch is the unit a ShareFetch sends and a share consumer decodes,
+        # however few of its records were acquired. librdkafka's defaults (batch.num.messages=10000,
+        # batch.size=1 MB) put all the jobs in one or two batches, and then every fetch of
+        # --max-poll-records records would carry and decode the whole topic: O(jobs) per fetch.
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                             "client.id": "quafka-demo-producer"})
+                             "batch.num.messages": PRODUCE_BATCH_RECORDS, "client.id": "quafka-demo-producer"})
         try:
             for job in range(self.args.jobs):
                 value = f'{{"job": {job}, "task": "resize image {job:05d}.png"}}'.encode()

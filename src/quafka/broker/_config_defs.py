@@ -125,6 +125,14 @@ _BROKER = [
     _key("delete.topic.enable", "boolean", True, _any(), "Allow DeleteTopics; when false it fails."),
     _key("offsets.topic.num.partitions", "int", 50, _at_least(1),
          "Partition count of __consumer_offsets; fixed once the topic exists."),
+    _key("offset.metadata.max.bytes", "int", 4096, _at_least(0),
+         "Longest metadata string an offset commit may carry (counted in characters, as Kafka counts); "
+         "a longer one fails its partition with OFFSET_METADATA_TOO_LARGE."),
+    _key("offsets.retention.minutes", "int", 10080, _at_least(1),
+         "How long a committed offset of a simple consumer group (one that only commits) is kept after "
+         "its commit before it expires."),
+    _key("offsets.retention.check.interval.ms", "long", 600000, _at_least(1),
+         "How often expired committed offsets are removed."),
     _key("message.max.bytes", "int", 1048588, _at_least(0), "Largest record batch accepted by produce.",
          CLUSTER_WIDE, "max.message.bytes"),
     _key("compression.type", "string", "producer", _compression_type(),

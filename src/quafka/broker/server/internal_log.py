@@ -13,14 +13,14 @@ import logging
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from quafka.broker.storage import Log
-from quafka.protocol.coordinator_records import CorruptRecord, UnknownRecordType
+from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC, CorruptRecord, UnknownRecordType, group_partition
 from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
 
 log = logging.getLogger("quafka.internal_log")
 
 T = TypeVar("T")
 
-__all__ = ["append_records", "verified_records"]
+__all__ = ["append_records", "group_offsets_log", "verified_records"]
 
 
 def append_records(plog: Log, encoded: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> int:
@@ -29,6 +29,15 @@ def append_records(plog: Log, encoded: Sequence[tuple[bytes, bytes | None]], now
     buf = bytearray(build_batch(list(encoded), base_timestamp=now_ms))
     plog.append(buf, [(0, read_header(buf))], now_ms, defer_flush=True)
     return plog.log_end_offset
+
+
+def group_offsets_log(state, group_id: str) -> Log:
+    """The `__consumer_offsets` partition a group's records live in (Kafka's placement: the
+    group id's hash modulo the partition count), creating the topic with
+    `offsets.topic.num.partitions` partitions on first use."""
+    n = int(state.config.get("offsets.topic.num.partitions"))
+    topic = state.ensure_internal_topic(CONSUMER_OFFSETS_TOPIC, n, {"retention.ms": "-1"})
+    return topic.partitions[group_partition(group_id, len(topic.partitions))].log
 
 
 def verified_records(plog: Log, decode: Callable[[bytes, bytes | None], T], *,

@@ -40,6 +40,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         api_versions,
         cluster,
         configs,
+        consumer_offsets,
         fetch,
         metadata,
         offsets,

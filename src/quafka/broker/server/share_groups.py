@@ -57,11 +57,10 @@ from quafka.protocol.coordinator_records import (
     ShareStateKey,
     decode_group_record,
     encode_group_record,
-    group_partition,
 )
 from quafka.protocol.errors import ErrorCode
 
-from .internal_log import append_records, verified_records
+from .internal_log import append_records, group_offsets_log, verified_records
 from .timers import TimerService
 
 if TYPE_CHECKING:
@@ -258,16 +257,8 @@ class ShareGroupService:
         return ErrorCode.none
 
     # ------------------------------------------------------------------ records on __consumer_offsets
-    def _offsets_log(self, partition: int) -> Log:
-        n = int(self.server.state.config.get("offsets.topic.num.partitions"))
-        topic = self.server.state.ensure_internal_topic(CONSUMER_OFFSETS_TOPIC, n, {"retention.ms": "-1"})
-        return topic.partitions[partition % len(topic.partitions)].log
-
-    def _partition_of(self, group_id: str) -> int:
-        topic = self.server.state.topics.get(CONSUMER_OFFSETS_TOPIC)
-        n = len(topic.partitions) if topic is not None else int(self.server.state.config.get(
-            "offsets.topic.num.partitions"))
-        return group_partition(group_id, n)
+    def _offsets_log(self, group_id: str) -> Log:
+        return group_offsets_log(self.server.state, group_id)
 
     def _append(self, group_id: str) -> int | None:
         """Append the records that bring `__consumer_offsets` in line with the group as it is in
@@ -276,7 +267,7 @@ class ShareGroupService:
         its records (`_reload`) and the OSError propagates: memory never runs ahead of the log."""
         try:
             # the log first: creating __consumer_offsets notifies topic listeners, which append too
-            plog = self._offsets_log(self._partition_of(group_id))
+            plog = self._offsets_log(group_id)
             if not plog.health.online:  # e.g. the topic's creation ran a nested append that failed
                 raise plog.health.offline_error()
             image = image_of(self.coordinator.group(group_id), self.state_metadata.get(group_id))
@@ -310,7 +301,7 @@ class ShareGroupService:
         """With flush enabled for `__consumer_offsets`: wait until `end_offset` is fsynced."""
         if end_offset is None:
             return
-        plog = self._offsets_log(self._partition_of(group_id))
+        plog = self._offsets_log(group_id)
         if plog.config.flush_messages < MAX_LONG:
             await self.server.flusher.flush(plog, end_offset)
 

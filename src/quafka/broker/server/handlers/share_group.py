@@ -3,16 +3,18 @@ and DeleteGroups (key 42, v0-v2).
 
 The coordinator is `server.share_groups` (a `ShareGroupService`). On one node this broker is the
 coordinator of every group, so the COORDINATOR errors never occur; there are no ACLs, so neither
-do the authorization errors. Every group here is a share group: ListGroups reports each with
-protocol type and group type "share" (Kafka's spelling), and a v5 TypesFilter without "share"
-matches nothing.
+do the authorization errors. ListGroups reports share groups with protocol type and group type
+"share" (Kafka's spelling), and simple consumer groups — groups that exist only through offsets
+committed with generation -1 (consumers using `assign()`) — as Kafka does: type "classic", state
+"Empty", protocol type "".
 
 Until the coordinators have replayed their internal topics after a start, every one of these
 answers COORDINATOR_LOAD_IN_PROGRESS (retriable; clients retry).
 
 DeleteGroups deletes empty share groups: their share state is tombstoned on `__share_group_state`
 and their records on `__consumer_offsets`, and the group is gone (GROUP_ID_NOT_FOUND afterwards).
-A group with members gets NON_EMPTY_GROUP.
+A group with members gets NON_EMPTY_GROUP. A simple consumer group is deleted by tombstoning its
+committed offsets.
 
 The client host is the peer address as Kafka prints an InetAddress ("/127.0.0.1").
 """
@@ -101,10 +103,17 @@ async def handle_list_groups(ctx, req):
     group_cls = item_class(resp_cls, "groups")
     if not ctx.server.coordinators_loaded:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress, groups=())
-    listed = ctx.server.share_groups.list_groups(getattr(req, "states_filter", ()) or (),
-                                                 getattr(req, "types_filter", ()) or ())
-    groups = tuple(make(group_cls, group_id=group_id, protocol_type=SHARE, group_state=state, group_type=SHARE)
-                   for group_id, state in listed)
+    states_filter = getattr(req, "states_filter", ()) or ()
+    types_filter = getattr(req, "types_filter", ()) or ()
+    listed = [(group_id, SHARE, state, SHARE)
+              for group_id, state in ctx.server.share_groups.list_groups(states_filter, types_filter)]
+    # simple consumer groups (they only commit offsets): type classic, state Empty, no protocol type
+    states = {s.strip().lower() for s in states_filter}
+    types = {t.strip().lower() for t in types_filter}
+    if (not states or "empty" in states) and (not types or "classic" in types):
+        listed += [(group_id, "", "Empty", "classic") for group_id in ctx.server.consumer_offsets.simple_group_ids()]
+    groups = tuple(make(group_cls, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=kind)
+                   for group_id, protocol_type, state, kind in sorted(listed))
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
 
 
@@ -118,6 +127,9 @@ async def handle_delete_groups(ctx, req):
             error = ErrorCode.coordinator_load_in_progress
         elif not group_id:
             error = ErrorCode.invalid_group_id
+        elif ctx.server.share_groups.coordinator.group(group_id) is None and \
+                ctx.server.consumer_offsets.machine.has_offsets(group_id):  # a simple consumer group
+            error = await ctx.server.consumer_offsets.delete_group(group_id)
         else:
             error, _message = await ctx.server.share_groups.delete_group(group_id)
         results.append(make(result_cls, group_id=group_id, error_code=error))

@@ -1,0 +1,183 @@
+"""The asyncio shell of consumer groups' committed offsets: owns the `ConsumerOffsets` machine
+(broker/core/consumer_offsets.py), appends the records it computes to `__consumer_offsets`, replays
+them, and expires old offsets.
+
+Records first, as the share coordinators: a commit, an OffsetDelete or an expiry computes its
+records, appends them to the group's partition of `__consumer_offsets` (Kafka's placement) and
+only then replays them into the machine, with no await in between; the answer waits for the fsync
+when flush is enabled for the topic. A failed append changes nothing in memory and the request
+gets NOT_COORDINATOR, Kafka's answer to a coordinator write that failed with KAFKA_STORAGE_ERROR
+(`CoordinatorOperationExceptionHelper`). On start-up the offset-commit records of every partition
+are replayed (`load`); the share-group records of the same topic are the share-group
+coordinator's and are skipped here, as it skips these.
+
+Which group an id names (`view`): a share group of the share-group coordinator, else a classic
+group once quafka has a classic group coordinator (issue 16, in progress), else none — a commit
+with generation -1 then makes a *simple* group that exists through its offsets, as in Kafka.
+
+Expiry runs every `offsets.retention.check.interval.ms`: offsets older than
+`offsets.retention.minutes` (from their commit time for simple groups) are tombstoned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Iterable
+
+from quafka.broker.core.consumer_offsets import (
+    NO_GROUP,
+    CommitRequest,
+    ConsumerOffsets,
+    DeletePlan,
+    FetchedOffset,
+    GroupKind,
+    GroupView,
+    OffsetRecord,
+    TopicPartition,
+)
+from quafka.broker.storage.base import MAX_LONG
+from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.errors import ErrorCode
+from quafka.protocol.offset_commit_records import (
+    decode_offset_commit_record,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+
+from .internal_log import append_records, group_offsets_log, verified_records
+
+if TYPE_CHECKING:
+    from .server import BrokerServer
+
+log = logging.getLogger("quafka.consumer_offsets")
+
+__all__ = ["ConsumerOffsetsService"]
+
+SHARE_VIEW = GroupView(GroupKind.SHARE)
+
+
+class ConsumerOffsetsService:
+    def __init__(self, server: "BrokerServer") -> None:
+        self.server = server
+        self.machine = ConsumerOffsets(max_metadata_chars=int(server.state.config.get("offset.metadata.max.bytes")))
+        self.loaded = False
+        self._expiry_task: asyncio.Task | None = None
+
+    # ------------------------------------------------------------------ groups
+    def view(self, group_id: str) -> GroupView:
+        share_groups = self.server.share_groups
+        if share_groups is not None and share_groups.coordinator.group(group_id) is not None:
+            return SHARE_VIEW
+        return NO_GROUP
+
+    def simple_group_ids(self) -> list[str]:
+        """Groups that exist only through their committed offsets (type classic, state Empty)."""
+        return [g for g in self.machine.group_ids() if self.view(g).kind is GroupKind.NONE]
+
+    # ------------------------------------------------------------------ requests
+    async def commit(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
+        plan = self.machine.prepare_commit(request, self.view(request.group_id), self._now_ms())
+        if plan.records:
+            try:
+                end = self._write(request.group_id, plan.records)
+                await self._durable(request.group_id, end)
+            except OSError:
+                return {tp: ErrorCode.not_coordinator if error is ErrorCode.none else error
+                        for tp, error in plan.errors.items()}
+        return plan.errors
+
+    def fetch(self, group_id: str, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, FetchedOffset]:
+        return self.machine.fetch(group_id, self.view(group_id), partitions)
+
+    async def delete(self, group_id: str, partitions: Iterable[TopicPartition]) -> DeletePlan:
+        plan = self.machine.prepare_delete(group_id, self.view(group_id), list(partitions))
+        if plan.records:
+            try:
+                end = self._write(group_id, plan.records)
+                await self._durable(group_id, end)
+            except OSError:
+                return DeletePlan(ErrorCode.not_coordinator, {}, [])
+        return plan
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a simple group: tombstones for every offset it has."""
+        records = self.machine.prepare_delete_group(group_id)
+        if not records:
+            return ErrorCode.group_id_not_found
+        try:
+            await self._durable(group_id, self._write(group_id, records))
+        except OSError:
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
+
+    # ------------------------------------------------------------------ records
+    def _write(self, group_id: str, records: list[OffsetRecord]) -> int:
+        """Append, then replay (no await between): the log end offset to make durable. An append
+        that fails raises OSError and leaves the machine untouched."""
+        plog = group_offsets_log(self.server.state, group_id)
+        if not plog.health.online:
+            raise plog.health.offline_error()
+        encoded = [(encode_offset_commit_key(key), encode_offset_commit_value(value)) for key, value in records]
+        try:
+            end = append_records(plog, encoded, self._now_ms())
+        except OSError as exc:
+            log.error("group %s: appending %d offset record(s) failed (%s)", group_id, len(records), exc)
+            raise
+        for key, value in records:
+            self.machine.replay(key, value)
+        return end
+
+    async def _durable(self, group_id: str, end_offset: int) -> None:
+        plog = group_offsets_log(self.server.state, group_id)
+        if plog.config.flush_messages < MAX_LONG:
+            await self.server.flusher.flush(plog, end_offset)
+
+    def load(self) -> None:
+        """Replay the offset-commit records of `__consumer_offsets`."""
+        topic = self.server.state.topics.get(CONSUMER_OFFSETS_TOPIC)
+        if topic is not None:
+            for part in topic.partitions:
+                for _offset, (key, value) in verified_records(part.log, decode_offset_commit_record):
+                    self.machine.replay(key, value)
+            if self.machine.group_ids():
+                log.info("loaded the committed offsets of %d group(s) from %s", len(self.machine.group_ids()),
+                         CONSUMER_OFFSETS_TOPIC)
+        self.loaded = True
+        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="offset expiry")
+
+    # ------------------------------------------------------------------ expiry
+    def expire_now(self) -> int:
+        """Tombstone the offsets due to expire; the number of offsets removed."""
+        config = self.server.state.config
+        retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
+        records = self.machine.expired(self._now_ms(), retention_ms)
+        by_group: dict[str, list[OffsetRecord]] = {}
+        for key, value in records:
+            if self.view(key.group_id).kind is GroupKind.NONE:  # share groups have no offsets here
+                by_group.setdefault(key.group_id, []).append((key, value))
+        removed = 0
+        for group_id, group_records in by_group.items():
+            try:
+                self._write(group_id, group_records)
+            except OSError:
+                continue
+            removed += len(group_records)
+            log.info("group %s: %d committed offset(s) expired", group_id, len(group_records))
+        return removed
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            interval_s = int(self.server.state.config.get("offsets.retention.check.interval.ms")) / 1000
+            await asyncio.sleep(interval_s)
+            try:
+                self.expire_now()
+            except Exception:  # noqa: BLE001 - the loop must go on; the failure is logged
+                log.exception("offset expiry failed")
+
+    def close(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+
+    def _now_ms(self) -> int:
+        return int(self.server.state.clock_ms())

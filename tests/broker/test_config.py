@@ -316,7 +316,7 @@ def test_kraft_quickstart_properties_are_accepted_with_one_warning_per_ignored_k
 
 @pytest.mark.parametrize("name", [
     "default.replication.factor", "min.insync.replicas", "unclean.leader.election.enable",
-    "group.initial.rebalance.delay.ms", "background.threads", "num.replica.fetchers", "metadata.log.dir",
+    "background.threads", "num.replica.fetchers", "metadata.log.dir",
     "metric.reporters", "log.cleaner.threads", "log.cleaner.enable", "replica.lag.time.max.ms",
     "controller.quorum.voters", "controller.quorum.election.timeout.ms",
 ])

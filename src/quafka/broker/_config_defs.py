@@ -125,6 +125,17 @@ _BROKER = [
     _key("delete.topic.enable", "boolean", True, _any(), "Allow DeleteTopics; when false it fails."),
     _key("offsets.topic.num.partitions", "int", 50, _at_least(1),
          "Partition count of __consumer_offsets; fixed once the topic exists."),
+    _key("group.min.session.timeout.ms", "int", 6000, _at_least(0),
+         "Shortest session timeout a classic group member may ask for in JoinGroup; a shorter one gets "
+         "INVALID_SESSION_TIMEOUT."),
+    _key("group.max.session.timeout.ms", "int", 1800000, _at_least(0),
+         "Longest session timeout a classic group member may ask for in JoinGroup; a longer one gets "
+         "INVALID_SESSION_TIMEOUT."),
+    _key("group.initial.rebalance.delay.ms", "int", 3000, _at_least(0),
+         "How long the first rebalance of an empty classic group waits for more members to join "
+         "(extended while members keep joining, up to the rebalance timeout)."),
+    _key("group.max.size", "int", 2147483647, _at_least(1),
+         "Most members a classic group may have; a member joining beyond it gets GROUP_MAX_SIZE_REACHED."),
     _key("offset.metadata.max.bytes", "int", 4096, _at_least(0),
          "Longest metadata string an offset commit may carry (counted in characters, as Kafka counts); "
          "a longer one fails its partition with OFFSET_METADATA_TOO_LARGE."),
@@ -458,7 +469,6 @@ IGNORED_KEYS: dict[str, str] = {
     "background.threads": _THREADS,
     "socket.send.buffer.bytes": "quafka leaves socket buffer sizes to the operating system",
     "socket.receive.buffer.bytes": "quafka leaves socket buffer sizes to the operating system",
-    "group.initial.rebalance.delay.ms": "quafka's group coordinator does not delay the first rebalance",
     "metadata.log.dir": _NO_KRAFT + " and keeps no metadata log",
     "metric.reporters": "quafka has no JMX metrics or metric reporter plugins",
     "auto.leader.rebalance.enable": "one node leads every partition",

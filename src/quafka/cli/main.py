@@ -9,8 +9,8 @@ import sys
 from ._common import kafka_parser_errors
 
 #: Subcommand modules, in --help order.
-COMMANDS = ("broker", "topics", "configs", "share_groups", "console_share_consumer", "console_producer",
-            "perf", "demo")
+COMMANDS = ("broker", "topics", "configs", "consumer_groups", "share_groups", "console_share_consumer",
+            "console_producer", "perf", "demo")
 
 
 def main(argv: list[str] | None = None) -> int:

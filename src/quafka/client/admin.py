@@ -8,9 +8,11 @@ Timeouts are float seconds. Broker error codes raise KafkaException naming the r
 Operations: create_topics, delete_topics, list_topics, describe_topics, create_partitions,
 list_offsets, delete_records, describe_configs, alter_configs (IncrementalAlterConfigs; resource
 types "topic", "broker", "group"), list_groups, describe_share_groups, list_share_group_offsets,
-alter_share_group_offsets, delete_share_group_offsets, delete_groups. Group requests go to the
-group's coordinator (FindCoordinator key type 0). Topic-level requests go to the controller that the metadata names;
-offset requests go to each partition's leader.
+alter_share_group_offsets, delete_share_group_offsets, delete_groups, and the consumer-group offsets
+list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_group_offsets (in
+_admin_groups.py). Group requests go to the group's coordinator (FindCoordinator key type 0).
+Topic-level requests go to the controller that the metadata names; offset requests go to each
+partition's leader.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from uuid import UUID
 
 from quafka.protocol.errors import ErrorCode
 
+from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._transport import BrokerConnection
@@ -176,7 +179,7 @@ def _offset_spec(spec: Any, where: str) -> int:
     raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
 
 
-class AsyncAdmin(AsyncClient):
+class AsyncAdmin(ConsumerGroupOffsetsMixin, AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
     CONFIG = ADMIN_CONFIG
@@ -439,12 +442,13 @@ class AsyncAdmin(AsyncClient):
         return await cluster.connection(await cluster.find_coordinator(group_id))
 
     async def _group_call(self, group_id: str, api_key: int, values: Mapping[str, Any],
-                          error_of: Callable[[Any], int]) -> Any:
-        """Send a request to the group's coordinator; NOT_COORDINATOR and the coordinator-loading
-        errors find the coordinator again and retry (up to MAX_RETRIES times, growing backoff)."""
+                          error_of: Callable[[Any], int], **versions: int) -> Any:
+        """Send a request to the group's coordinator (``versions``: min_version / max_version);
+        NOT_COORDINATOR and the coordinator-loading errors find the coordinator again and retry (up to
+        MAX_RETRIES times, growing backoff)."""
         for attempt in range(MAX_RETRIES + 1):
             conn = await self._coordinator(group_id)
-            response = await conn.call(api_key, values)
+            response = await conn.call(api_key, values, **versions)
             if error_of(response) not in COORDINATOR_ERRORS or attempt == MAX_RETRIES:
                 return response
             await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
@@ -629,3 +633,14 @@ class Admin(SyncClient):
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaException | None]:
         return self._run(self._async.delete_groups(group_ids))
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
+                                    require_stable: bool = False) -> dict[tuple[str, int], tuple[int, str]]:
+        return self._run(self._async.list_consumer_group_offsets(group_id, partitions, require_stable))
+
+    def alter_consumer_group_offsets(self, group_id: str, specs: Mapping[tuple[str, int], Any]) -> None:
+        return self._run(self._async.alter_consumer_group_offsets(group_id, specs))
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
+                                      ) -> dict[tuple[str, int], KafkaException | None]:
+        return self._run(self._async.delete_consumer_group_offsets(group_id, partitions))

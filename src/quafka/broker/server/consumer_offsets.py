@@ -12,8 +12,8 @@ are replayed (`load`); the share-group records of the same topic are the share-g
 coordinator's and are skipped here, as it skips these.
 
 Which group an id names (`view`): a share group of the share-group coordinator, else a classic
-group once quafka has a classic group coordinator (issue 16, in progress), else none — a commit
-with generation -1 then makes a *simple* group that exists through its offsets, as in Kafka.
+group of the classic group coordinator (members, generation, state), else none — a commit with
+generation -1 then makes a *simple* group that exists through its offsets, as in Kafka.
 
 Expiry runs every `offsets.retention.check.interval.ms`: offsets older than
 `offsets.retention.minutes` (from their commit time for simple groups) are tombstoned.
@@ -69,6 +69,9 @@ class ConsumerOffsetsService:
         share_groups = self.server.share_groups
         if share_groups is not None and share_groups.coordinator.group(group_id) is not None:
             return SHARE_VIEW
+        classic_groups = self.server.classic_groups
+        if classic_groups is not None and classic_groups.has_group(group_id):
+            return classic_groups.view(group_id)
         return NO_GROUP
 
     def simple_group_ids(self) -> list[str]:

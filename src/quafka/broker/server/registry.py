@@ -38,6 +38,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
     """Import every handler module (each registers itself) and return the registry."""
     from .handlers import (  # noqa: F401
         api_versions,
+        classic_group,
         cluster,
         configs,
         consumer_offsets,

@@ -20,6 +20,7 @@ from .connection import serve_connection
 from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .registry import HandlerSpec, advertised_ranges, load_handlers
+from .classic_groups import ClassicGroupService
 from .consumer_offsets import ConsumerOffsetsService
 from .share_groups import ShareGroupService
 from .share_partitions import SharePartitionManager
@@ -85,6 +86,7 @@ class BrokerServer:
         self.share_state: ShareStateService | None = None
         self.share_groups: ShareGroupService | None = None
         self.consumer_offsets: ConsumerOffsetsService | None = None
+        self.classic_groups: ClassicGroupService | None = None
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
@@ -117,6 +119,7 @@ class BrokerServer:
         self.share_state = ShareStateService(self)
         self.share_groups = ShareGroupService(self)
         self.consumer_offsets = ConsumerOffsetsService(self)
+        self.classic_groups = ClassicGroupService(self)
         self.state.topic_listeners.append(self._on_topic_event)
         await self._start_metrics()
         for _name, host, port in self.config.listeners:
@@ -130,6 +133,7 @@ class BrokerServer:
         self._tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
         await self.share_state.load()
         self.share_groups.load()
+        self.classic_groups.load()
         self.consumer_offsets.load()
         self._loaded.set()
         log.info(
@@ -262,6 +266,8 @@ class BrokerServer:
             self.share_groups.close()
         if self.consumer_offsets is not None:
             self.consumer_offsets.close()
+        if self.classic_groups is not None:
+            self.classic_groups.close()
         if self.share_state is not None:
             await self.share_state.close()
         for server in self._servers:

@@ -51,6 +51,13 @@ async def handle_share_group_heartbeat(ctx, req):
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress,
                     error_message=LOADING, member_id=None, member_epoch=0, heartbeat_interval=_ms(0),
                     assignment=None)
+    if ctx.server.classic_groups.has_group(req.group_id) or (
+            ctx.server.consumer_offsets.machine.has_offsets(req.group_id)
+            and ctx.server.share_groups.coordinator.group(req.group_id) is None):
+        # a consumer group of that id (GroupMetadataManager.getOrMaybeCreateShareGroup)
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_id_not_found,
+                    error_message=f"Group {req.group_id} is not a share group.", member_id=None, member_epoch=0,
+                    heartbeat_interval=_ms(0), assignment=None)
     result = await ctx.server.share_groups.heartbeat(
         req.group_id, req.member_id, req.member_epoch, rack_id=req.rack_id,
         subscribed_topic_names=req.subscribed_topic_names, client_id=ctx.client_id or "",
@@ -110,8 +117,11 @@ async def handle_list_groups(ctx, req):
     # simple consumer groups (they only commit offsets): type classic, state Empty, no protocol type
     states = {s.strip().lower() for s in states_filter}
     types = {t.strip().lower() for t in types_filter}
-    if (not states or "empty" in states) and (not types or "classic" in types):
-        listed += [(group_id, "", "Empty", "classic") for group_id in ctx.server.consumer_offsets.simple_group_ids()]
+    if not types or "classic" in types:
+        listed += [(g.group_id, g.protocol_type, g.state, "classic")
+                   for g in ctx.server.classic_groups.list_groups(states_filter)]
+        if not states or "empty" in states:
+            listed += [(group_id, "", "Empty", "classic") for group_id in ctx.server.consumer_offsets.simple_group_ids()]
     groups = tuple(make(group_cls, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=kind)
                    for group_id, protocol_type, state, kind in sorted(listed))
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
@@ -127,6 +137,10 @@ async def handle_delete_groups(ctx, req):
             error = ErrorCode.coordinator_load_in_progress
         elif not group_id:
             error = ErrorCode.invalid_group_id
+        elif ctx.server.classic_groups.has_group(group_id):  # only an empty one; its offsets go too
+            error = ctx.server.classic_groups.delete_group(group_id)
+            if error is ErrorCode.none and ctx.server.consumer_offsets.machine.has_offsets(group_id):
+                error = await ctx.server.consumer_offsets.delete_group(group_id)
         elif ctx.server.share_groups.coordinator.group(group_id) is None and \
                 ctx.server.consumer_offsets.machine.has_offsets(group_id):  # a simple consumer group
             error = await ctx.server.consumer_offsets.delete_group(group_id)

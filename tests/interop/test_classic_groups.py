@@ -1,0 +1,297 @@
+"""Classic consumer groups (issue 16, acceptance 1-3 and 6 for the classic protocol) with real
+clients over loopback: confluent-kafka (eager `range` and incremental `cooperative-sticky`),
+kafka-python and aiokafka. Three members on a 6-partition topic get two partitions each; a fourth
+joins and one leaves; with a commit after every batch, every record is consumed exactly once by the
+group. A member that stops heartbeating is removed after its session timeout; a static member that
+restarts within it keeps its partitions without a rebalance; groups and committed offsets survive a
+SIGKILL of the broker; a share group and a consumer group cannot share a name."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from quafka.client import Admin, ShareConsumer
+from support import wait_until
+
+TOPIC = "jobs"
+FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 500}
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _topic(bootstrap: str, partitions: int = 6) -> None:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({TOPIC: (partitions, 1)})
+
+
+def _produce(bootstrap: str, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(start, start + count):
+        producer.produce(TOPIC, str(i).encode(), partition=i % 6)
+    assert producer.flush(10) == 0
+
+
+def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 200}
+    config.update(extra)
+    return Consumer(config)
+
+
+class Member:
+    """A confluent-kafka group member that commits after every record, as an application that
+    wants each record once does across rebalances: a commit refused because a rebalance moved the
+    generation on (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS — Kafka answers the same when a commit
+    of the old generation arrives after the join phase completed) is kept and sent again after the
+    next poll, and the offsets of partitions being revoked are committed in the revocation callback,
+    before the member rejoins (librdkafka rejoins only once the application has polled the
+    revocation when callbacks are set)."""
+
+    RETRY_LATER = ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.pending: dict[int, int] = {}
+        consumer.subscribe([TOPIC], on_assign=lambda c, ps: None, on_revoke=self._on_revoke)
+
+    def _commit(self, partitions=None) -> bool:
+        offsets = [TopicPartition(TOPIC, p, o) for p, o in sorted(self.pending.items())
+                   if partitions is None or p in partitions]
+        if not offsets:
+            return True
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].name() not in self.RETRY_LATER:
+                raise
+            return False
+        for tp in offsets:
+            self.pending.pop(tp.partition, None)
+        return True
+
+    def _on_revoke(self, _consumer, partitions) -> None:
+        assert self._commit({tp.partition for tp in partitions}), "the revocation's commit was refused"
+
+    def poll(self, seen: list[int]) -> None:
+        msg = self.consumer.poll(0.05)
+        if msg is not None and msg.error() is None:
+            seen.append(int(msg.value()))
+            self.pending[msg.partition()] = msg.offset() + 1
+        self._commit()
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _drain(members: list[Member], seen: list[int], until: int, timeout_s: float = 30) -> None:
+    """Poll every member round-robin until `until` records were seen in total."""
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < until:
+        assert time.monotonic() < deadline, f"only {len(seen)} of {until} records"
+        for m in members:
+            m.poll(seen)
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_confluent_group_spreads_partitions_and_consumes_every_record_once_across_rebalances(make_broker, strategy):
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _topic(bootstrap)
+    group = f"g-{strategy}"
+    members = [Member(_consumer(bootstrap, group, **{"partition.assignment.strategy": strategy})) for _ in range(3)]
+    _produce(bootstrap, 0, 60)
+    seen: list[int] = []
+    _drain(members, seen, 60)
+
+    def assigned() -> list[int]:
+        for m in members:
+            m.poll(seen)
+        return sorted(len(m.consumer.assignment()) for m in members)
+
+    wait_until(lambda: assigned() == [2, 2, 2], 20, message="two partitions each")
+    members.append(Member(_consumer(bootstrap, group, **{"partition.assignment.strategy": strategy})))
+    _produce(bootstrap, 60, 60)
+    _drain(members, seen, 120)
+    wait_until(lambda: assigned() == [1, 1, 2, 2], 20, message="the fourth member assigned")
+    members.pop(0).close()  # leaves the group (LeaveGroup), committing in its revocation callback
+    _produce(bootstrap, 120, 60)
+    _drain(members, seen, 180)
+    wait_until(lambda: assigned() == [2, 2, 2], 20, message="the partitions spread over the three left")
+    for m in members:
+        m.close()
+    assert sorted(seen) == list(range(180))  # exactly once
+
+
+def test_kafka_python_and_aiokafka_groups(make_broker):
+    from kafka import KafkaConsumer
+
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _topic(bootstrap)
+    _produce(bootstrap, 0, 60)
+    # a leader that assigns before its metadata has the topic leaves partitions out ("No partition
+    # metadata"); it rejoins once a metadata refresh shows them: refresh often
+    kp = [KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="kp", auto_offset_reset="earliest",
+                        enable_auto_commit=False, heartbeat_interval_ms=200, metadata_max_age_ms=500)
+          for _ in range(3)]
+    seen = []
+    deadline = time.monotonic() + 40
+    while len(seen) < 60:
+        assert time.monotonic() < deadline, len(seen)
+        for c in kp:
+            for records in c.poll(timeout_ms=50).values():
+                seen += [int(r.value) for r in records]
+                c.commit()
+    assert sorted(seen) == list(range(60))
+    wait_until(lambda: [c.poll(timeout_ms=10) for c in kp] and sorted(len(c.assignment()) for c in kp) == [2, 2, 2],
+               20, message="two partitions each (kafka-python)")
+    for c in kp:
+        c.close()
+
+    async def aio() -> list[int]:
+        from aiokafka import AIOKafkaConsumer
+
+        _produce(bootstrap, 60, 30)
+        consumers = [AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="kp", enable_auto_commit=False,
+                                      auto_offset_reset="earliest", heartbeat_interval_ms=200) for _ in range(3)]
+        for c in consumers:
+            await c.start()
+        got: list[int] = []
+        try:
+            end = time.monotonic() + 40
+            while len(got) < 30:
+                assert time.monotonic() < end, len(got)
+                for c in consumers:
+                    batch = await c.getmany(timeout_ms=50)
+                    for records in batch.values():
+                        got += [int(r.value) for r in records]
+                    if batch:
+                        await c.commit()
+        finally:
+            for c in consumers:
+                await c.stop()
+        return got
+
+    # the group resumes from kafka-python's commits: only the 30 new records
+    assert sorted(asyncio.run(aio())) == list(range(60, 90))
+
+
+_MEMBER_CHILD = textwrap.dedent("""
+    import sys, time
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 1500,
+                  "heartbeat.interval.ms": 200, "auto.offset.reset": "earliest"})
+    c.subscribe(["jobs"])
+    while True:
+        c.poll(0.1)
+        if c.assignment():
+            print("assigned", len(c.assignment()), flush=True)
+            break
+    while True:
+        c.poll(0.1)
+""")
+
+
+def test_a_member_that_stops_heartbeating_is_removed_after_its_session_timeout(make_broker):
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _topic(bootstrap)
+    child = subprocess.Popen([sys.executable, "-c", _MEMBER_CHILD, bootstrap, "expiry"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().startswith("assigned 6")
+        survivor = _consumer(bootstrap, "expiry", **{"session.timeout.ms": 6000})
+        survivor.subscribe([TOPIC])
+        wait_until(lambda: survivor.poll(0.05) is None and len(survivor.assignment()) == 3, 20,
+                   message="the partitions shared by the two members")
+        killed_at = time.monotonic()
+        os.kill(child.pid, signal.SIGKILL)  # no LeaveGroup, no more heartbeats
+        wait_until(lambda: survivor.poll(0.05) is None and len(survivor.assignment()) == 6, 20,
+                   message="the dead member's partitions moving to the survivor")
+        assert time.monotonic() - killed_at >= 1.0  # not before the 1.5 s session timeout
+        survivor.close()
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_a_static_member_restarting_within_its_session_keeps_its_partitions(make_broker):
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _topic(bootstrap)
+    static = {"group.instance.id": "worker-a", "session.timeout.ms": 10000}
+    a = _consumer(bootstrap, "static", **static)
+    b = _consumer(bootstrap, "static", **{"group.instance.id": "worker-b", "session.timeout.ms": 10000})
+    a.subscribe([TOPIC])
+    b.subscribe([TOPIC])
+    wait_until(lambda: [a.poll(0.05), b.poll(0.05)] and len(a.assignment()) == 3 and len(b.assignment()) == 3, 20,
+               message="both static members assigned")
+    before = sorted(tp.partition for tp in a.assignment())
+    generation = broker.call(lambda: broker.server.classic_groups.coordinator.group("static").generation_id)
+    a.close()  # a static member sends no LeaveGroup: its partitions wait for it
+    a = _consumer(bootstrap, "static", **static)
+    a.subscribe([TOPIC])
+    wait_until(lambda: a.poll(0.05) is None and a.assignment(), 20, message="the restarted static member assigned")
+    assert sorted(tp.partition for tp in a.assignment()) == before
+    assert broker.call(lambda: broker.server.classic_groups.coordinator.group("static").generation_id) == generation
+    for c in (a, b):
+        c.close()
+
+
+def test_groups_and_committed_offsets_survive_sigkill(tmp_path, broker_process):
+    data = str(tmp_path / "data")
+    b = broker_process(data, overrides={"group.initial.rebalance.delay.ms": "0"})
+    _topic(b.bootstrap_servers)
+    _produce(b.bootstrap_servers, 0, 30)
+    c = Member(_consumer(b.bootstrap_servers, "durable"))
+    seen: list[int] = []
+    _drain([c], seen, 12)
+    c.close()
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        before = {g.group_id: g.state for g in admin.list_groups()}
+    assert before.get("durable") == "Empty"
+    b.kill()
+    b2 = broker_process(data, port=b.port, overrides={"group.initial.rebalance.delay.ms": "0"})
+    with Admin({"bootstrap.servers": b2.bootstrap_servers}) as admin:
+        assert {g.group_id: g.state for g in admin.list_groups()}.get("durable") == "Empty"
+    c = Member(_consumer(b2.bootstrap_servers, "durable"))
+    _drain([c], seen, 30)
+    c.close()
+    assert sorted(seen) == list(range(30))  # resumed from the commits: nothing twice
+
+
+def test_a_share_group_and_a_consumer_group_cannot_share_a_name(make_broker):
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _topic(bootstrap)
+    with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "shared-name"}) as share:
+        share.subscribe([TOPIC])
+        share.poll(0.5)
+        consumer = _consumer(bootstrap, "shared-name")
+        consumer.subscribe([TOPIC])
+        errors = []
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is not None:
+                errors.append(msg.error())
+        consumer.close()
+    assert errors and "INCONSISTENT_GROUP_PROTOCOL" in errors[0].name(), errors
+
+    c = _consumer(bootstrap, "classic-name")
+    c.subscribe([TOPIC])
+    wait_until(lambda: c.poll(0.05) is None and c.assignment(), 20, message="the classic group formed")
+    with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "classic-name"}) as share:
+        share.subscribe([TOPIC])
+        with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND|not a share group"):
+            for _ in range(20):
+                share.poll(0.2)
+    c.close()

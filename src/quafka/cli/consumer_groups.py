@@ -2,10 +2,9 @@
 committed offsets, with the options, output and exit codes of Kafka 4.4's kafka-consumer-groups.sh
 (ConsumerGroupCommand).
 
-The broker serves committed offsets of simple groups (consumers that assign() and commit): they
-are listed as type Classic, state Empty, and have no members. Members and assignments need
-DescribeGroups / ConsumerGroupDescribe, which this tool does not use yet: a group with members is
-described by its offsets with CONSUMER-ID, HOST and CLIENT-ID "-". Tables use Kafka's layout
+Members, their assignments and the group's assignor come from DescribeGroups (classic groups; the
+assignment bytes decoded with Kafka's consumer protocol). Simple groups (consumers that assign()
+and commit) are type Classic, state Empty, with no members. Tables use Kafka's layout
 (`share_groups.kafka_table`: a blank line, the header, the rows; no trailing padding).
 """
 
@@ -18,6 +17,8 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from quafka.client.errors import KafkaException
 
 from ._common import ToolError, add_bootstrap, kafka_parser_errors, open_admin, run_tool
 from .share_groups import (MISSING, _clamp, _coordinator, _describe_topics, _quoted, kafka_table, parse_datetime,
@@ -299,6 +300,19 @@ def _member_state_note(group: str, state: str) -> None:
         print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
 
 
+def _description(admin: Any, group: str) -> Any:
+    """The group's DescribeGroups answer (members, their assignments, the assignor), or None when the
+    broker cannot describe it (a KIP-848 consumer group on a cluster, for example)."""
+    try:
+        return admin.describe_consumer_groups([group])[group]
+    except KafkaException:
+        return None
+
+
+def _assignment_text(assignment: dict[str, tuple[int, ...]]) -> str:
+    return ",".join(f"{topic}({','.join(map(str, parts))})" for topic, parts in sorted(assignment.items())) or MISSING
+
+
 def _describe(admin: Any, args: argparse.Namespace) -> int:
     groups, listed = _groups(admin, args)
     missing = 0
@@ -309,36 +323,48 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             missing += 1
             continue
         state = listing.state or "Unknown"
+        description = _description(admin, group)
+        members = description.members if description is not None else ()
         if args.members:
             _member_state_note(group, state)
             headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
             widths = [15, 15, 15, 15, 15]
             if args.verbose:
-                headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-                widths += [15, 20, 15, 0]
-            kafka_table(headers, [], widths)
+                headers += ["ASSIGNMENT"]
+                widths += [0]
+            rows = []
+            for m in sorted(members, key=lambda m: m.member_id):
+                row = [group, m.member_id, m.client_host, m.client_id, sum(len(p) for p in m.assignment.values())]
+                rows.append(row + ([_assignment_text(m.assignment)] if args.verbose else []))
+            kafka_table(headers, rows, widths)
         elif args.state is not None:
             _member_state_note(group, state)
             coordinator = _coordinator(admin, group)
+            strategy = (description.assignment_strategy if description is not None else "") or MISSING
             if args.verbose:
                 kafka_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
                              "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
-                            [[group, coordinator, MISSING, state, MISSING, MISSING, 0]], [15, 25, 20, 20, 15, 25, 0])
+                            [[group, coordinator, strategy, state, MISSING, MISSING, len(members)]],
+                            [15, 25, 20, 20, 15, 25, 0])
             else:
                 kafka_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                            [[group, coordinator, MISSING, state, 0]], [15, 25, 20, 20, 0])
+                            [[group, coordinator, strategy, state, len(members)]], [15, 25, 20, 20, 0])
         else:
             offsets = admin.list_consumer_group_offsets(group)
             _member_state_note(group, state)
-            if not offsets:
+            owner = {(topic, p): m for m in members for topic, parts in m.assignment.items() for p in parts}
+            partitions = sorted(set(offsets) | set(owner))
+            if not partitions:
                 continue
-            ends = _log_ends(admin, offsets)
+            ends = _log_ends(admin, partitions)
             rows = []
-            for tp, (offset, _) in sorted(offsets.items()):
+            for tp in partitions:
+                offset = offsets[tp][0] if tp in offsets else None
                 end = ends.get(tp)
-                lag = end - offset if end is not None and offset >= 0 else None
-                rows.append([group, tp[0], tp[1]] + ([None] if args.verbose else []) +
-                            [offset, end, lag, None, None, None])
+                lag = end - offset if end is not None and offset is not None and offset >= 0 else None
+                m = owner.get(tp)
+                who = [m.member_id, m.client_host, m.client_id] if m is not None else [None, None, None]
+                rows.append([group, tp[0], tp[1]] + ([None] if args.verbose else []) + [offset, end, lag] + who)
             headers = ["GROUP", "TOPIC", "PARTITION"] + (["LEADER-EPOCH"] if args.verbose else []) + [
                 "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
             kafka_table(headers, rows, [15, 15, 10] + ([15] if args.verbose else []) + [15, 15, 15, 15, 15, 0])

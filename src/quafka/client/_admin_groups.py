@@ -14,18 +14,39 @@ member id "", which only a group without active members (a simple group, or an E
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from quafka.protocol.consumer_protocol import decode_consumer_assignment
 from quafka.protocol.errors import ErrorCode
 
 from .errors import KafkaException, error_for_code
 
-__all__ = ["ConsumerGroupOffsetsMixin"]
+__all__ = ["ConsumerGroupDescription", "ConsumerGroupOffsetsMixin", "ConsumerMemberDescription"]
+
+
+@dataclass(frozen=True)
+class ConsumerMemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: dict[str, tuple[int, ...]]  # decoded when the protocol type is "consumer", else {}
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    assignment_strategy: str  # the chosen protocol (Stable groups), else ""
+    members: tuple[ConsumerMemberDescription, ...]
 
 OFFSET_COMMIT_KEY = 8
 OFFSET_FETCH_KEY = 9
 OFFSET_DELETE_KEY = 47
+DESCRIBE_GROUPS_KEY = 15
 NO_GENERATION = -1
 ZERO_UUID = UUID(int=0)
 
@@ -79,6 +100,32 @@ class ConsumerGroupOffsetsMixin:
             return name
         topic_id = getattr(topic, "topic_id", None)
         return names.get(topic_id, str(topic_id))
+
+    async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        """DescribeGroups of classic groups: {group id: description}. A group that does not exist
+        raises KafkaException (GROUP_ID_NOT_FOUND; before DescribeGroups v6 a broker reports such a
+        group as Dead, which raises the same)."""
+        out: dict[str, ConsumerGroupDescription] = {}
+        for group_id in group_ids:
+            response = await self._group_call(group_id, DESCRIBE_GROUPS_KEY, {  # type: ignore[attr-defined]
+                "groups": [group_id], "include_authorized_operations": False},
+                lambda r: r.groups[0].error_code if r.groups else ErrorCode.none)
+            [group] = response.groups
+            _raise_for(group.error_code, f"DescribeGroups of group {group_id!r}")
+            if group.group_state == "Dead":
+                _raise_for(ErrorCode.group_id_not_found, f"DescribeGroups of group {group_id!r}")
+            members = []
+            for m in group.members:
+                try:
+                    assignment = decode_consumer_assignment(m.member_assignment) \
+                        if group.protocol_type == "consumer" else {}
+                except ValueError:
+                    assignment = {}
+                members.append(ConsumerMemberDescription(m.member_id, getattr(m, "group_instance_id", None),
+                                                         m.client_id, m.client_host, assignment))
+            out[group_id] = ConsumerGroupDescription(group_id, group.group_state, group.protocol_type,
+                                                     group.protocol_data, tuple(members))
+        return out
 
     async def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
                                           require_stable: bool = False) -> dict[tuple[str, int], tuple[int, str]]:

@@ -634,6 +634,9 @@ class Admin(SyncClient):
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaException | None]:
         return self._run(self._async.delete_groups(group_ids))
 
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, Any]:
+        return self._run(self._async.describe_consumer_groups(group_ids))
+
     def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
                                     require_stable: bool = False) -> dict[tuple[str, int], tuple[int, str]]:
         return self._run(self._async.list_consumer_group_offsets(group_id, partitions, require_stable))

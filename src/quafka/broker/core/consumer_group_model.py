@@ -1,0 +1,172 @@
+"""The consumer-group machine's data: groups, members, settings, and what heartbeats and describes
+return (see consumer_group.py for the machine itself)."""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Hashable, Protocol
+
+from quafka.protocol.errors import ErrorCode
+
+from .consumer_group_assignors import DEFAULT_ASSIGNOR
+from .consumer_group_reconcile import AssignmentState, MemberState, Partitions
+
+__all__ = ["ConsumerGroup", "ConsumerGroupMember", "ConsumerGroupState", "DescribedGroup", "DescribedMember",
+           "GroupSettings", "HeartbeatResult", "OffsetsView", "StaticGroupSettings"]
+
+TopicId = Hashable
+MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1 MemberType (0 classic, 1 consumer)
+
+
+class ConsumerGroupState(str, enum.Enum):
+    """ConsumerGroupDescribe / ListGroups state strings (ConsumerGroup.ConsumerGroupState)."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class GroupSettings(Protocol):
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StaticGroupSettings:
+    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+
+
+@dataclass(slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    classic_member_metadata: bytes | None = None  # record 5's tag 0, kept as it was read
+    current: AssignmentState = field(default_factory=AssignmentState)
+    session_deadline_ms: int = 0
+    rebalance_deadline_ms: int | None = None  # armed while UNREVOKED_PARTITIONS
+    rebalance_epoch: int = 0  # the member epoch the rebalance timer was armed at
+
+    @property
+    def member_epoch(self) -> int:
+        return self.current.member_epoch
+
+    @property
+    def previous_member_epoch(self) -> int:
+        return self.current.previous_member_epoch
+
+    @property
+    def state(self) -> MemberState:
+        return self.current.state
+
+    @property
+    def assigned(self) -> Partitions:
+        return self.current.assigned
+
+    @property
+    def pending_revocation(self) -> Partitions:
+        return self.current.pending_revocation
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
+    target: dict[str, dict[TopicId, frozenset[int]]] = field(default_factory=dict)
+    subscribed_metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
+    metadata_hash: int = 0
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        """ConsumerGroup.maybeUpdateGroupState."""
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if any(not m.current.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
+        for member_id in sorted(self.members):
+            if self.members[member_id].instance_id == instance_id:
+                return self.members[member_id]
+        return None
+
+    def preferred_assignor(self) -> str:
+        """ConsumerGroup.computePreferredServerAssignor: the one most members ask for (ties: by name)."""
+        counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
+        if not counts:
+            return DEFAULT_ASSIGNOR
+        return min(counts, key=lambda name: (-counts[name], name))
+
+    def partition_epochs(self) -> dict[tuple[TopicId, int], int]:
+        """ConsumerGroup.currentPartitionEpoch as a map: who owns what, at which member epoch."""
+        out: dict[tuple[TopicId, int], int] = {}
+        for m in self.members.values():
+            for part_map in (m.assigned, m.pending_revocation):
+                for t, ps in part_map.items():
+                    for p in ps:
+                        out[(t, p)] = m.member_epoch
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict[TopicId, list[int]] | None = None  # None: not sent (unchanged)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[tuple[TopicId, str, tuple[int, ...]], ...]  # (topic id, topic name, partitions)
+    target_assignment: tuple[tuple[TopicId, str, tuple[int, ...]], ...]
+    member_type: int = MEMBER_TYPE_CONSUMER
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    group_id: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsView:
+    """What OffsetCommit / OffsetFetch validation and offset expiry need of a consumer group
+    (ConsumerGroup.validateOffsetCommit / validateOffsetFetch / isSubscribedToTopic)."""
+
+    state: ConsumerGroupState
+    member_epochs: dict[str, int]  # member id -> member epoch (-2: a static member that left)
+    instance_ids: dict[str, str | None]  # member id -> group.instance.id
+    subscribed_topics: frozenset[str]

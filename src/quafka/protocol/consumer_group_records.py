@@ -1,0 +1,271 @@
+"""Codecs for the consumer-group (KIP-848) records of `__consumer_offsets`, as Kafka 4.2 writes them
+(group-coordinator/src/main/resources/common/message/ConsumerGroup*.json):
+
+- 3 ConsumerGroupMetadata (group): Epoch; MetadataHash is tagged field 0 (int64, written when not 0);
+- 4 ConsumerGroupPartitionMetadata (group): deprecated since 4.1 (KIP-1101) — Kafka only reads it
+  from older logs and writes its tombstone; decoded for that;
+- 5 ConsumerGroupMemberMetadata (group, member): instance id, rack, client id and host, subscribed
+  topic names and regex, rebalance timeout, server assignor; tagged field 0 ClassicMemberMetadata
+  (members that joined with the classic protocol) is kept as its raw payload;
+- 6 ConsumerGroupTargetAssignmentMetadata (group): AssignmentEpoch;
+- 7 ConsumerGroupTargetAssignmentMember (group, member): TopicPartitions;
+- 8 ConsumerGroupCurrentMemberAssignment (group, member): member epoch, previous epoch, state (int8
+  MemberState: 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS), assigned partitions and
+  partitions pending revocation.
+
+Key: int16 record type + the non-flexible key struct (strings with int16 lengths); value: int16
+version 0 + the flexible struct + its tag section; a null value is a tombstone. Type 16
+(ConsumerGroupRegularExpression) is not decoded yet (UnknownRecordType, like any other type).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+from uuid import UUID
+
+from .coordinator_records import (
+    CONSUMER_OFFSETS_TOPIC,
+    GroupKey,
+    GroupMemberKey,
+    TopicPartitions,
+    UnknownRecordType,
+    _I16,
+    _I32,
+    _VALUE_VERSION,
+    _Reader,
+    _encode,
+    _r_record_type,
+    _r_topic_partitions,
+    _w_compact_string,
+    _w_string,
+    _w_structs,
+    _w_topic_partitions,
+    _w_uvarint,
+)
+
+__all__ = [
+    "CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT", "CONSUMER_GROUP_MEMBER_METADATA", "CONSUMER_GROUP_METADATA",
+    "CONSUMER_GROUP_PARTITION_METADATA", "CONSUMER_GROUP_RECORD_TYPES", "CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER",
+    "CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA", "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupMemberMetadataValue", "ConsumerGroupMetadataValue", "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupRecord", "ConsumerGroupTargetAssignmentMemberValue", "ConsumerGroupTargetAssignmentMetadataValue",
+    "GroupKey", "GroupMemberKey", "PartitionTopicMetadata", "TopicPartitions", "decode_consumer_group_record",
+    "encode_consumer_group_record",
+]
+
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_RECORD_TYPES = frozenset(range(3, 9))
+
+_I64 = struct.Struct(">q")
+_ASSIGNMENT_HEAD = struct.Struct(">iib")
+_TAG_METADATA_HASH = 0
+_TAG_CLASSIC_MEMBER_METADATA = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:  # type 3
+    epoch: int
+    metadata_hash: int = 0  # tagged 0 (KIP-1101)
+
+
+class PartitionTopicMetadata(NamedTuple):
+    topic_id: UUID
+    topic_name: str
+    num_partitions: int
+    partition_racks: tuple[tuple[int, tuple[str, ...]], ...] = ()  # deprecated PartitionMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupPartitionMetadataValue:  # type 4 (deprecated)
+    topics: tuple[PartitionTopicMetadata, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:  # type 5
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    classic_member_metadata: bytes | None = None  # tagged 0, raw payload (None: absent)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:  # type 6
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:  # type 7
+    topic_partitions: tuple[TopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:  # type 8
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: tuple[TopicPartitions, ...]
+    partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
+
+
+ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupPartitionMetadataValue
+                      | ConsumerGroupMemberMetadataValue | ConsumerGroupTargetAssignmentMetadataValue
+                      | ConsumerGroupTargetAssignmentMemberValue | ConsumerGroupCurrentMemberAssignmentValue)
+
+
+class ConsumerGroupRecord(NamedTuple):
+    """One decoded consumer-group record of `__consumer_offsets`; value None is a tombstone."""
+
+    record_type: int  # 3..8
+    key: GroupKey | GroupMemberKey
+    value: ConsumerGroupValue | None
+
+
+# ----------------------------------------------------------------------------- fields
+
+
+def _w_tags(buf: bytearray, tags: list[tuple[int, bytes]]) -> None:
+    _w_uvarint(buf, len(tags))
+    for tag, payload in tags:
+        _w_uvarint(buf, tag)
+        _w_uvarint(buf, len(payload))
+        buf += payload
+
+
+def _w_metadata(buf: bytearray, v: ConsumerGroupMetadataValue) -> list[tuple[int, bytes]]:
+    buf += _I32.pack(v.epoch)
+    return [(_TAG_METADATA_HASH, _I64.pack(v.metadata_hash))] if v.metadata_hash else []
+
+
+def _w_partition_topic(buf: bytearray, t: PartitionTopicMetadata) -> None:
+    buf += t.topic_id.bytes
+    _w_compact_string(buf, t.topic_name)
+    buf += _I32.pack(t.num_partitions)
+
+    def rack(b: bytearray, item: tuple[int, tuple[str, ...]]) -> None:
+        b += _I32.pack(item[0])
+        _w_uvarint(b, len(item[1]) + 1)
+        for name in item[1]:
+            _w_compact_string(b, name)
+    _w_structs(buf, t.partition_racks, rack)
+
+
+def _r_partition_topic(r: _Reader) -> PartitionTopicMetadata:
+    topic_id, name, count = r.uuid(), r.compact_string(), r.int32()
+    return PartitionTopicMetadata(topic_id, name, count, r.structs(5, lambda rr: (rr.int32(), rr.strings())))
+
+
+def _w_member_metadata(buf: bytearray, v: ConsumerGroupMemberMetadataValue) -> list[tuple[int, bytes]]:
+    _w_compact_string(buf, v.instance_id)
+    _w_compact_string(buf, v.rack_id)
+    _w_compact_string(buf, v.client_id)
+    _w_compact_string(buf, v.client_host)
+    _w_uvarint(buf, len(v.subscribed_topic_names) + 1)
+    for name in v.subscribed_topic_names:
+        _w_compact_string(buf, name)
+    _w_compact_string(buf, v.subscribed_topic_regex)
+    buf += _I32.pack(v.rebalance_timeout_ms)
+    _w_compact_string(buf, v.server_assignor)
+    if v.classic_member_metadata is None:
+        return []
+    return [(_TAG_CLASSIC_MEMBER_METADATA, v.classic_member_metadata)]
+
+
+def _r_member_metadata(r: _Reader) -> tuple:
+    return (r.nullable_compact_string(), r.nullable_compact_string(), r.compact_string(), r.compact_string(),
+            r.strings(), r.nullable_compact_string(), r.int32(), r.nullable_compact_string())
+
+
+def _w_current_assignment(buf: bytearray, v: ConsumerGroupCurrentMemberAssignmentValue) -> list:
+    buf += _ASSIGNMENT_HEAD.pack(v.member_epoch, v.previous_member_epoch, v.state)
+    _w_structs(buf, v.assigned_partitions, _w_topic_partitions)
+    _w_structs(buf, v.partitions_pending_revocation, _w_topic_partitions)
+    return []
+
+
+# record type -> (key class, value class, writer (returns the top-level tags), reader, known top tag)
+_CODECS: dict[int, tuple[type, type, Callable[[bytearray, Any], list], Callable[[_Reader], tuple], int | None]] = {
+    CONSUMER_GROUP_METADATA: (GroupKey, ConsumerGroupMetadataValue, _w_metadata,
+                              lambda r: (r.int32(),), _TAG_METADATA_HASH),
+    CONSUMER_GROUP_PARTITION_METADATA: (
+        GroupKey, ConsumerGroupPartitionMetadataValue,
+        lambda buf, v: _w_structs(buf, v.topics, _w_partition_topic) or [],
+        lambda r: (r.structs(22, _r_partition_topic),), None),
+    CONSUMER_GROUP_MEMBER_METADATA: (GroupMemberKey, ConsumerGroupMemberMetadataValue, _w_member_metadata,
+                                     _r_member_metadata, _TAG_CLASSIC_MEMBER_METADATA),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (
+        GroupKey, ConsumerGroupTargetAssignmentMetadataValue,
+        lambda buf, v: buf.extend(_I32.pack(v.assignment_epoch)) or [], lambda r: (r.int32(),), None),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (
+        GroupMemberKey, ConsumerGroupTargetAssignmentMemberValue,
+        lambda buf, v: _w_structs(buf, v.topic_partitions, _w_topic_partitions) or [],
+        lambda r: (r.structs(17, _r_topic_partitions),), None),
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
+        GroupMemberKey, ConsumerGroupCurrentMemberAssignmentValue, _w_current_assignment,
+        lambda r: (*r.unpack(_ASSIGNMENT_HEAD), r.structs(17, _r_topic_partitions),
+                   r.structs(17, _r_topic_partitions)), None),
+}
+
+
+def _write_value(write_fields: Callable[[bytearray, Any], list], value: Any) -> bytes:
+    buf = bytearray(_I16.pack(_VALUE_VERSION))
+    tags = write_fields(buf, value)
+    _w_tags(buf, tags)
+    return bytes(buf)
+
+
+def encode_consumer_group_record(record: ConsumerGroupRecord) -> tuple[bytes, bytes | None]:
+    codec = _CODECS.get(record.record_type)
+    if codec is None:
+        raise ValueError(f"not a consumer-group record type: {record.record_type}")
+    key_cls, value_cls, write_fields, _, _ = codec
+    if type(record.key) is not key_cls:
+        raise ValueError(f"record type {record.record_type} needs a {key_cls.__name__} key")
+    key = bytearray(_I16.pack(record.record_type))
+    for part in record.key:
+        _w_string(key, part)
+    if record.value is None:
+        return bytes(key), None
+    if not isinstance(record.value, value_cls):
+        raise ValueError(f"record type {record.record_type} needs a {value_cls.__name__} value")
+    return bytes(key), _encode(_write_value, write_fields, record.value)
+
+
+def decode_consumer_group_record(key: bytes, value: bytes | None) -> ConsumerGroupRecord:
+    """Raises UnknownRecordType for the other types of `__consumer_offsets` and CorruptRecord for
+    bytes that do not decode."""
+    r = _Reader(key, f"{CONSUMER_OFFSETS_TOPIC} key")
+    record_type = _r_record_type(r)
+    codec = _CODECS.get(record_type)
+    if codec is None:
+        raise UnknownRecordType(record_type, CONSUMER_OFFSETS_TOPIC)
+    key_cls, value_cls, _, read_fields, top_tag = codec
+    decoded_key = key_cls(*(r.string() for _ in key_cls._fields))
+    r.end()
+    if value is None:
+        return ConsumerGroupRecord(record_type, decoded_key, None)
+    vr = _Reader(value, f"{CONSUMER_OFFSETS_TOPIC} value of type {record_type}")
+    version = vr.int16()
+    if version != _VALUE_VERSION:
+        raise vr.fail(f"unsupported value version {version}")
+    fields = read_fields(vr)
+    payload = vr.tags(top_tag)
+    vr.end()
+    if record_type == CONSUMER_GROUP_METADATA:
+        if payload is not None and len(payload) != 8:
+            raise vr.fail(f"tagged field 0 has size {len(payload)}, expected 8")
+        fields = (*fields, _I64.unpack(payload)[0] if payload is not None else 0)
+    elif record_type == CONSUMER_GROUP_MEMBER_METADATA:
+        fields = (*fields, payload)
+    return ConsumerGroupRecord(record_type, decoded_key, value_cls(*fields))

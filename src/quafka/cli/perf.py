@@ -1,9 +1,11 @@
-"""`quafka perf producer` and `quafka perf share-consumer`: Kafka 4.4's kafka-producer-perf-test.sh
-and kafka-share-consumer-perf-test.sh — the same options and the same output lines.
+"""`quafka perf producer`, `quafka perf consumer` and `quafka perf share-consumer`: Kafka 4.4's
+kafka-producer-perf-test.sh, kafka-consumer-perf-test.sh and kafka-share-consumer-perf-test.sh —
+the same options and the same output lines.
 
 The producer test produces through confluent-kafka's Producer and measures each record's latency
-from produce() to its delivery callback; the share consumer test runs ``--threads`` quafka
-ShareConsumers (one per thread) in one share group.
+from produce() to its delivery callback; the consumer test reads through one confluent-kafka
+Consumer that subscribe()s in a classic consumer group; the share consumer test runs ``--threads``
+quafka ShareConsumers (one per thread) in one share group.
 """
 
 from __future__ import annotations
@@ -46,21 +48,23 @@ examples:
   quafka perf share-consumer --topic perf --num-records 50000 --threads 3 --show-consumer-stats
   quafka perf share-consumer --topic perf --num-records 50000 --show-detailed-stats --reporting-interval 1000
 """
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "perf",
-        help="performance tests: producer, share-consumer",
-        description="Performance tests in the shape of Kafka's kafka-producer-perf-test.sh and "
-                    "kafka-share-consumer-perf-test.sh.",
+        help="performance tests: producer, consumer, share-consumer",
+        description="Performance tests in the shape of Kafka's kafka-producer-perf-test.sh, "
+                    "kafka-consumer-perf-test.sh and kafka-share-consumer-perf-test.sh.",
         epilog="examples:\n  quafka perf producer --topic perf --num-records 10000 --record-size 100 --throughput -1\n"
+               "  quafka perf consumer --topic perf --num-records 10000\n"
                "  quafka perf share-consumer --topic perf --num-records 10000\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     perf_sub = p.add_subparsers(dest="perf_command", metavar="TEST")
     p.set_defaults(func=lambda args: _no_test(p))
     _add_producer(perf_sub)
+    from .perf_consumer import add_consumer_parser  # its own module; it uses helpers of this one
+
+    add_consumer_parser(perf_sub)
     _add_share_consumer(perf_sub)
 
 

@@ -487,6 +487,7 @@ absolute times.
 Generated on {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by `{command.strip()}` (the run took {elapsed_s:.0f} s).
 This section is rewritten by `benchmarks/client.py --update-docs`. Reproduce from the repository root with:
 
+<!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
 .venv/bin/python benchmarks/client.py --profile --update-docs   # this section
 .venv/bin/python benchmarks/client.py --records 50000 --repeat 1 # smoke run, prints only

@@ -427,6 +427,7 @@ def section(report: Report, args, elapsed_s: float) -> str:
 Generated on {time.strftime('%Y-%m-%d %H:%M')} by `.venv/bin/python benchmarks/consumer_groups.py --update-docs{
         f" --repeat {args.repeat}" if args.repeat != 3 else ""}` (the run took {elapsed_s:.0f} s). This section is rewritten by `benchmarks/consumer_groups.py` (`--update-docs`). Reproduce with:
 
+<!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
 .venv/bin/python benchmarks/consumer_groups.py --update-docs      # all three measurements, rewrites this section
 .venv/bin/python benchmarks/consumer_groups.py --only join        # some of them, prints only

@@ -819,6 +819,7 @@ so read the shares, not the absolute times.
 Generated on {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by `{command}` (the run took {elapsed_s:.0f} s).
 Reproduce from the repository root with:
 
+<!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
 .venv/bin/python benchmarks/produce_fetch.py              # full run (+ broker profile), rewrites this file
 .venv/bin/python benchmarks/produce_fetch.py --repeat 3   # the same, best of 3 runs per row

@@ -396,6 +396,7 @@ share-group goal: share-consume + acknowledge at least as fast as Redis Streams 
 the same machine ({GOAL_CONSUMERS} consumers, 1 partition, 100-byte records). Reproduce from the
 repository root with (needs `apt-get install redis-server` and `.venv/bin/pip install -e '.[bench]'`):
 
+<!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
 .venv/bin/python benchmarks/redis_streams.py --update-docs   # {GOAL_CONSUMERS} consumers, COUNT {GOAL_BATCH}; rewrites this section
 .venv/bin/python benchmarks/redis_streams.py --consumers 1,4,16 --batch 100,500 --repeat 3 --update-docs

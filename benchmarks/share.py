@@ -983,6 +983,7 @@ Generated on {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by `{command}` (the
 This section is rewritten by `benchmarks/share.py`; the rest of the file by
 `benchmarks/produce_fetch.py`. Reproduce from the repository root with:
 
+<!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
 .venv/bin/python benchmarks/share.py              # full run (+ broker profile), rewrites this section
 .venv/bin/python benchmarks/share.py --repeat 3   # the same, best of 3 runs per row

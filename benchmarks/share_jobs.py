@@ -551,6 +551,7 @@ def section(report: Report, args, elapsed_s: float) -> str:
 Generated on {time.strftime('%Y-%m-%d %H:%M')} by `.venv/bin/python benchmarks/share.py --job-queue{
         f" --repeat {args.repeat}" if args.repeat > 1 else ""}` (the run took {elapsed_s:.0f} s). This section is rewritten by `benchmarks/share_jobs.py` (`--update-docs`). Reproduce with:
 
+<!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
 .venv/bin/python benchmarks/share.py --job-queue            # all four measurements, rewrites this section
 .venv/bin/python benchmarks/share_jobs.py --only slow,paced # some of them, prints only

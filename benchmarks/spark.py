@@ -645,6 +645,7 @@ read the shares, not the absolute times).
 Generated on {_dt.datetime.now().strftime('%Y-%m-%d %H:%M')} by `{command.strip()}` (the run took {elapsed_s:.0f} s).
 This section is rewritten by `benchmarks/spark.py --update-docs`. Reproduce from the repository root with:
 
+<!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
 .venv/bin/python benchmarks/spark.py --profile-runner --update-docs   # this section
 .venv/bin/python benchmarks/spark.py --quick                          # smoke run, prints only

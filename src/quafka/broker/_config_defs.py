@@ -140,8 +140,8 @@ _BROKER = [
          "Longest metadata string an offset commit may carry (counted in characters, as Kafka counts); "
          "a longer one fails its partition with OFFSET_METADATA_TOO_LARGE."),
     _key("offsets.retention.minutes", "int", 10080, _at_least(1),
-         "How long a committed offset of a simple consumer group (one that only commits) is kept after "
-         "its commit before it expires."),
+         "How long committed offsets are kept: for a simple consumer group (one that only commits) from "
+         "each commit, for a classic group from the moment it became Empty; then they expire."),
     _key("offsets.retention.check.interval.ms", "long", 600000, _at_least(1),
          "How often expired committed offsets are removed."),
     _key("message.max.bytes", "int", 1048588, _at_least(0), "Largest record batch accepted by produce.",

@@ -74,3 +74,35 @@ def test_simple_group_offsets_expire_after_the_retention(make_broker):
         assert consumer.committed([TopicPartition("t", 0)], timeout=10)[0].offset == -1001
     finally:
         consumer.close()
+
+
+def test_an_empty_classic_groups_offsets_expire_and_the_group_goes(make_broker):
+    """A classic group (it had members, then they left) keeps its offsets while it has members and
+    loses them `offsets.retention.minutes` after it became Empty; then the group itself is deleted."""
+    broker = make_broker(config={"offsets.retention.minutes": 1, "group.initial.rebalance.delay.ms": 0})
+    with Admin({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        admin.create_topics({"t": (1, 1)})
+    member = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "gone", "enable.auto.commit": False})
+    member.subscribe(["t"])
+    deadline = 200
+    while not member.assignment() and deadline:
+        member.poll(0.05)
+        deadline -= 1
+    assert member.assignment()
+    member.commit(offsets=[TopicPartition("t", 0, 4)], asynchronous=False)
+    service = broker.server.consumer_offsets
+    state = broker.server.state
+    real_clock = state.clock_ms
+    broker.call(lambda: setattr(state, "clock_ms", lambda: real_clock() + 61_000))
+    try:
+        assert broker.call(service.expire_now) == 0  # a group with a member keeps its offsets
+    finally:
+        broker.call(lambda: setattr(state, "clock_ms", real_clock))
+    member.close()  # LeaveGroup: the group is Empty from now on
+    assert broker.call(lambda: broker.server.classic_groups.coordinator.group("gone").state.value) == "Empty"
+    broker.call(lambda: setattr(state, "clock_ms", lambda: real_clock() + 61_000))
+    try:
+        assert broker.call(service.expire_now) == 1
+    finally:
+        broker.call(lambda: setattr(state, "clock_ms", real_clock))
+    assert broker.call(lambda: broker.server.classic_groups.has_group("gone")) is False

@@ -127,6 +127,10 @@ class ClassicGroupService:
     def view(self, group_id: str) -> GroupView:
         return self.coordinator.to_view(group_id)
 
+    def delete_if_empty(self, group_id: str) -> None:
+        """An Empty group whose offsets all expired goes (its tombstone is appended)."""
+        self._execute(self.coordinator.maybe_delete_empty(group_id, self._now_ms()))
+
     def delete_group(self, group_id: str) -> ErrorCode:
         error, effects = self.coordinator.delete(group_id, self._now_ms())
         self._execute(effects)

@@ -151,13 +151,17 @@ class ConsumerOffsetsService:
 
     # ------------------------------------------------------------------ expiry
     def expire_now(self) -> int:
-        """Tombstone the offsets due to expire; the number of offsets removed."""
+        """Tombstone the offsets due to expire; the number of offsets removed. Offsets of simple
+        groups expire from their commit time, those of an Empty classic group from the time it
+        became empty; a classic group with members keeps them (OffsetExpirationConditionImpl). A
+        classic group left Empty with no offsets is then deleted (GroupMetadataManager.maybeDeleteGroup)."""
         config = self.server.state.config
         retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
-        records = self.machine.expired(self._now_ms(), retention_ms)
+        views = {group_id: self.view(group_id) for group_id in self.machine.group_ids()}
+        records = self.machine.expired(self._now_ms(), retention_ms, views)
         by_group: dict[str, list[OffsetRecord]] = {}
         for key, value in records:
-            if self.view(key.group_id).kind is GroupKind.NONE:  # share groups have no offsets here
+            if views[key.group_id].kind in (GroupKind.NONE, GroupKind.CLASSIC):  # share groups have none here
                 by_group.setdefault(key.group_id, []).append((key, value))
         removed = 0
         for group_id, group_records in by_group.items():
@@ -167,6 +171,10 @@ class ConsumerOffsetsService:
                 continue
             removed += len(group_records)
             log.info("group %s: %d committed offset(s) expired", group_id, len(group_records))
+            classic_groups = self.server.classic_groups
+            if (views[group_id].kind is GroupKind.CLASSIC and not self.machine.has_offsets(group_id)
+                    and classic_groups is not None):
+                classic_groups.delete_if_empty(group_id)
         return removed
 
     async def _expiry_loop(self) -> None:

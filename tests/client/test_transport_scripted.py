@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
@@ -109,3 +110,36 @@ def test_loop_thread_runs_coroutines_reraises_their_errors_and_steps_async_gener
     finally:
         loop.close()
     assert loop.closed
+
+
+def test_an_interrupted_sync_iteration_cancels_the_pending_step_and_closes_the_async_generator():
+    """A wait interrupted in the calling thread (Ctrl-C, a test timeout) must not leave the step
+    running on the loop: ``iterate`` used to fail with "aclose(): asynchronous generator is already
+    running" and leave the generator open."""
+    loop = LoopThread("test-loop")
+    cleaned = []
+
+    async def one_then_forever():
+        try:
+            yield 1
+            await asyncio.Event().wait()
+            yield 2
+        finally:
+            cleaned.append(True)
+
+    def interrupt(signum, frame):
+        raise TimeoutError("interrupted")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        iterator = loop.iterate(one_then_forever())
+        assert next(iterator) == 1
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(TimeoutError, match="interrupted"):
+            next(iterator)
+        assert cleaned == [True]
+        assert loop.run(asyncio.sleep(0, result="still serving")) == "still serving"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        loop.close()

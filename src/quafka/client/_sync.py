@@ -38,7 +38,25 @@ class LoopThread:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("a sync client method was called from its own event loop thread")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Interrupted while waiting (KeyboardInterrupt, a test timeout): cancel the coroutine so
+            # it does not run on unseen, holding a generator or a connection's turn.
+            future.cancel()
+            raise
+
+    async def _aclose(self, agen: Any) -> None:
+        # An __anext__ cancelled by ``run`` may still be unwinding; aclose() refuses until it is done.
+        for _ in range(200):
+            try:
+                await agen.aclose()
+                return
+            except RuntimeError as exc:
+                if "already running" not in str(exc):
+                    raise
+                await asyncio.sleep(0.005)
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """A sync generator over an async generator; closing it closes the async one."""
@@ -50,9 +68,8 @@ class LoopThread:
                     return
                 yield item
         finally:
-            aclose = getattr(agen, "aclose", None)
-            if aclose is not None and not self.loop.is_closed():
-                self.run(aclose())
+            if getattr(agen, "aclose", None) is not None and not self.loop.is_closed():
+                self.run(self._aclose(agen))
 
     def close(self) -> None:
         if self.loop.is_closed():

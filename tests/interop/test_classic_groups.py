@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -52,21 +53,32 @@ def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
 
 
 class Member:
-    """A confluent-kafka group member that commits after every record, as an application that
-    wants each record once does across rebalances: a commit refused because a rebalance moved the
-    generation on (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS — Kafka answers the same when a commit
-    of the old generation arrives after the join phase completed) is kept and sent again after the
-    next poll, and the offsets of partitions being revoked are committed in the revocation callback,
-    before the member rejoins (librdkafka rejoins only once the application has polled the
-    revocation when callbacks are set)."""
+    """A confluent-kafka group member on its own thread, polling and committing after every record
+    as an application that wants each record once does across rebalances.
+
+    One thread per member, as applications run: a synchronous commit waits behind the member's
+    JoinGroup on the coordinator connection (Kafka answers one request per connection at a time), and
+    with cooperative-sticky members keep consuming, so committing, while they rejoin; one thread
+    driving every member would block in A's commit while B, unpolled, cannot rejoin.
+
+    A commit refused because a rebalance moved the generation on (ILLEGAL_GENERATION,
+    REBALANCE_IN_PROGRESS — Kafka answers the same when a commit of the old generation arrives after
+    the join phase completed) is kept and sent again after the next poll, and the offsets of
+    partitions being revoked are committed in the revocation callback, before the member rejoins."""
 
     RETRY_LATER = ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Consumer, seen: list[int]) -> None:
         self.consumer = consumer
+        self.seen = seen
         self.pending: dict[int, int] = {}
         self.refused_on_revoke = 0
+        self.error: BaseException | None = None
+        self._assignment: list = []
+        self._stop = threading.Event()
         consumer.subscribe([TOPIC], on_assign=lambda c, ps: None, on_revoke=self._on_revoke)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
 
     def _commit(self, partitions=None) -> bool:
         offsets = [TopicPartition(TOPIC, p, o) for p, o in sorted(self.pending.items())
@@ -92,55 +104,78 @@ class Member:
         except KafkaException:
             self.refused_on_revoke += 1
 
-    def poll(self, seen: list[int]) -> None:
-        msg = self.consumer.poll(0.05)
-        if msg is not None and msg.error() is None:
-            seen.append(int(msg.value()))
-            self.pending[msg.partition()] = msg.offset() + 1
-        self._commit()
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                msg = self.consumer.poll(0.05)
+                if msg is not None and msg.error() is None:
+                    self.seen.append(int(msg.value()))
+                    self.pending[msg.partition()] = msg.offset() + 1
+                self._commit()
+                self._assignment = self.consumer.assignment()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread by check()
+            self.error = exc
+        finally:
+            self.consumer.close()  # leaves the group (LeaveGroup), committing in the revocation callback
+
+    def assignment(self) -> list:
+        """As of the member's last poll (read on its own thread: confluent-kafka's assignment()
+        called from another thread while this one polls can block for good)."""
+        self.check()
+        return self._assignment
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"a member's poll loop failed: {self.error!r}") from self.error
 
     def close(self) -> None:
-        self.consumer.close()
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the member did not close within 30 s"
+        self.check()
 
 
 def _drain(members: list[Member], seen: list[int], until: int, timeout_s: float = 60) -> None:
-    """Poll every member round-robin until `until` records were seen in total."""
-    deadline = time.monotonic() + timeout_s
-    while len(seen) < until:
-        assert time.monotonic() < deadline, f"only {len(seen)} of {until} records"
+    """Wait until `until` records were seen in total."""
+
+    def enough() -> bool:
         for m in members:
-            m.poll(seen)
+            m.check()
+        return len(seen) >= until
+
+    wait_until(enough, timeout_s, message=f"{until} records seen")
 
 
-@pytest.mark.parametrize("strategy", ["range"])  # cooperative-sticky: flaky under CI load, see the issue 16 notes
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_confluent_group_spreads_partitions_and_consumes_every_record_once_across_rebalances(make_broker, strategy):
     broker = make_broker(config=FAST)
     bootstrap = broker.bootstrap_servers
     _topic(bootstrap)
     group = f"g-{strategy}"
-    members = [Member(_consumer(bootstrap, group, **{"partition.assignment.strategy": strategy})) for _ in range(3)]
-    _produce(bootstrap, 0, 60)
     seen: list[int] = []
-    _drain(members, seen, 60)
+    members = [Member(_consumer(bootstrap, group, **{"partition.assignment.strategy": strategy}), seen)
+               for _ in range(3)]
+    try:
+        _produce(bootstrap, 0, 60)
+        _drain(members, seen, 60)
 
-    def assigned() -> list[int]:
+        def assigned() -> list[int]:
+            return sorted(len(m.assignment()) for m in members)
+
+        wait_until(lambda: assigned() == [2, 2, 2], 20, message="two partitions each")
+        members.append(Member(_consumer(bootstrap, group, **{"partition.assignment.strategy": strategy}), seen))
+        _produce(bootstrap, 60, 60)
+        _drain(members, seen, 120)
+        wait_until(lambda: assigned() == [1, 1, 2, 2], 20, message="the fourth member assigned")
+        left = members.pop(0)
+        left.close()
+        _produce(bootstrap, 120, 60)
+        _drain(members, seen, 180)
+        wait_until(lambda: assigned() == [2, 2, 2], 20, message="the partitions spread over the three left")
+    finally:
         for m in members:
-            m.poll(seen)
-        return sorted(len(m.consumer.assignment()) for m in members)
-
-    wait_until(lambda: assigned() == [2, 2, 2], 20, message="two partitions each")
-    members.append(Member(_consumer(bootstrap, group, **{"partition.assignment.strategy": strategy})))
-    _produce(bootstrap, 60, 60)
-    _drain(members, seen, 120)
-    wait_until(lambda: assigned() == [1, 1, 2, 2], 20, message="the fourth member assigned")
-    left = members.pop(0)
-    left.close()  # leaves the group (LeaveGroup), committing in its revocation callback
-    _produce(bootstrap, 120, 60)
-    _drain(members, seen, 180)
-    wait_until(lambda: assigned() == [2, 2, 2], 20, message="the partitions spread over the three left")
+            m.close()
     refused = sum(m.refused_on_revoke for m in members) + left.refused_on_revoke
-    for m in members:
-        m.close()
     assert set(seen) == set(range(180))  # every record consumed
     if refused == 0:  # every revocation's commit went through: nothing twice
         assert sorted(seen) == list(range(180))
@@ -274,8 +309,8 @@ def test_groups_and_committed_offsets_survive_sigkill(tmp_path, broker_process):
     b = broker_process(data, overrides={"group.initial.rebalance.delay.ms": "0"})
     _topic(b.bootstrap_servers)
     _produce(b.bootstrap_servers, 0, 30)
-    c = Member(_consumer(b.bootstrap_servers, "durable"))
     seen: list[int] = []
+    c = Member(_consumer(b.bootstrap_servers, "durable"), seen)
     _drain([c], seen, 12)
     c.close()
     with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
@@ -285,7 +320,7 @@ def test_groups_and_committed_offsets_survive_sigkill(tmp_path, broker_process):
     b2 = broker_process(data, port=b.port, overrides={"group.initial.rebalance.delay.ms": "0"})
     with Admin({"bootstrap.servers": b2.bootstrap_servers}) as admin:
         assert {g.group_id: g.state for g in admin.list_groups()}.get("durable") == "Empty"
-    c = Member(_consumer(b2.bootstrap_servers, "durable"))
+    c = Member(_consumer(b2.bootstrap_servers, "durable"), seen)
     _drain([c], seen, 30)
     c.close()
     assert sorted(seen) == list(range(30))  # resumed from the commits: nothing twice

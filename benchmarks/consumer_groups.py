@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Classic consumer groups with confluent-kafka against a `python -m quafka broker` child process.
+"""Consumer groups (classic, and KIP-848) with confluent-kafka against a `python -m quafka broker` child process.
 
-Three measurements (`--update-docs` rewrites this script's section of docs/benchmarks.md, between
+Four measurements (`--update-docs` rewrites this script's section of docs/benchmarks.md, between
 `<!-- consumer-groups:begin -->` and `<!-- consumer-groups:end -->`):
 
 - stabilisation: 10 members (confluent-kafka Consumers, one thread each, eager `range`) subscribe
@@ -18,7 +18,9 @@ Three measurements (`--update-docs` rewrites this script's section of docs/bench
   (no group, no commits); records/s from the release of the joined (or assigned) consumers, their
   partitions paused until then, to the last record.
 
-KIP-848 (`group.protocol=consumer`) rows are not measured: the broker does not serve it yet.
+- KIP-848 (`group.protocol=consumer`): the same stabilisation and 11th-member join with the
+  broker-side assignor (`uniform`), at the broker's `group.consumer.heartbeat.interval.ms` of 5000
+  (Kafka's default) and 500.
 The times come from the consumers' rebalance callbacks (on_assign / on_revoke), which librdkafka
 serves inside poll(); every member polls continuously.
 """
@@ -91,7 +93,8 @@ class Group:
         index = len(self.held)
         self.held.append(set())
         self.consumers.append(consumer)
-        incremental = conf.get("partition.assignment.strategy") == "cooperative-sticky"
+        incremental = conf.get("partition.assignment.strategy") == "cooperative-sticky" \
+            or conf.get("group.protocol") == "consumer"  # KIP-848 callbacks are incremental
 
         def on_assign(_c, partitions) -> None:
             with self.lock:
@@ -149,9 +152,9 @@ class Group:
             t.join(15)
 
 
-def measure_stabilise(bootstrap: str, topic: str, group: str, timeout_s: float) -> float:
+def measure_stabilise(bootstrap: str, topic: str, group: str, timeout_s: float, extra: dict | None = None) -> float:
     """Seconds from the first subscribe() of MEMBERS members to every member holding its partitions."""
-    g = Group(bootstrap, topic, group, PARTITIONS, {"partition.assignment.strategy": "range"})
+    g = Group(bootstrap, topic, group, PARTITIONS, extra or {"partition.assignment.strategy": "range"})
     try:
         starts = [g.add_member() for _ in range(MEMBERS)]  # Consumers made before the clock starts
         t0 = time.monotonic()
@@ -163,15 +166,16 @@ def measure_stabilise(bootstrap: str, topic: str, group: str, timeout_s: float) 
 
 
 def measure_join(bootstrap: str, topic: str, group: str, strategy: str, heartbeat_ms: int, phase: float,
-                 timeout_s: float) -> tuple[float, int, float]:
+                 timeout_s: float, extra: dict | None = None) -> tuple[float, int, float]:
     """Seconds from an 11th member's subscribe() to every member holding its new assignment, in a
     stable MEMBERS-member group; and the rebalance callbacks served meanwhile. The 11th member
     subscribes 0.2 s + `phase` (0..1) heartbeat intervals after the group became stable: the
     members' heartbeats run in step from then, and the wait for the next one is most of the time.
     Returns (seconds, rebalance callbacks, seconds from the join to the members' next heartbeat
-    counted from the stable moment)."""
-    g = Group(bootstrap, topic, group, PARTITIONS, {"partition.assignment.strategy": strategy,
-                                                    "heartbeat.interval.ms": heartbeat_ms})
+    counted from the stable moment). `extra` replaces the client settings (KIP-848: the broker sets
+    the heartbeat interval and assigns)."""
+    g = Group(bootstrap, topic, group, PARTITIONS, extra or {"partition.assignment.strategy": strategy,
+                                                             "heartbeat.interval.ms": heartbeat_ms})
     try:
         for start in [g.add_member() for _ in range(MEMBERS)]:
             start()
@@ -372,6 +376,8 @@ class Report:
     stabilise: dict[int, list[float]] = field(default_factory=dict)              # delay -> seconds per run
     join: dict[tuple[str, int], list[tuple[float, int, float]]] = field(default_factory=dict)  # (strategy, hb) -> runs
     throughput: dict[str, list[Throughput]] = field(default_factory=dict)
+    kip848_stabilise: dict[int, list[float]] = field(default_factory=dict)  # broker heartbeat ms -> runs
+    kip848_join: dict[int, list[tuple[float, int, float]]] = field(default_factory=dict)
 
 
 def _ms(values: list[float]) -> str:
@@ -400,6 +406,17 @@ def tables(report: Report) -> str:
             rows.append(f"| {label} | {hb} | {statistics.mean(s for s, _, _ in runs) * 1000:,.0f} | "
                         f"{_runs_ms([s for s, _, _ in runs])} | {beyond * 1000:,.0f} | {callbacks:.0f} |")
         out.append("### Rebalance: an 11th member joins a stable 10-member group\n\n" + "\n".join(rows))
+    if report.kip848_stabilise or report.kip848_join:
+        rows = ["| `group.consumer.heartbeat.interval.ms` | 10 members stabilise: median (ms) | runs (ms) | "
+                "11th member joins: mean (ms) | runs (ms) |",
+                "|---:|---:|---|---:|---|"]
+        for hb in sorted(set(report.kip848_stabilise) | set(report.kip848_join), reverse=True):
+            st, jn = report.kip848_stabilise.get(hb, []), report.kip848_join.get(hb, [])
+            mean = f"{statistics.mean(x for x, _, _ in jn) * 1000:,.0f}" if jn else "-"
+            rows.append(f"| {hb} | {_ms(st) if st else '-'} | {_runs_ms(st)} | {mean} | "
+                        f"{_runs_ms([x for x, _, _ in jn])} |")
+        out.append("### KIP-848 (`group.protocol=consumer`, `uniform`): stabilisation and an 11th member's join\n\n"
+                   + "\n".join(rows))
     if report.throughput:
         best = {name: max(runs, key=lambda r: r.rate) for name, runs in report.throughput.items()}
         base = best.get(ASSIGN)
@@ -429,7 +446,7 @@ Generated on {time.strftime('%Y-%m-%d %H:%M')} by `.venv/bin/python benchmarks/c
 
 <!-- snippet: skip: a measurement that takes minutes and rewrites this file; run by hand to refresh the tables -->
 ```sh
-.venv/bin/python benchmarks/consumer_groups.py --update-docs      # all three measurements, rewrites this section
+.venv/bin/python benchmarks/consumer_groups.py --update-docs      # all four measurements, rewrites this section
 .venv/bin/python benchmarks/consumer_groups.py --only join        # some of them, prints only
 ```
 
@@ -458,8 +475,10 @@ quafka broker` child process to confluent-kafka {_versions()} consumers on the s
   already looked up) until the release; the clock runs from the release to the last record; the
   best of {args.repeat} runs is kept and compared to the `assign()` consumer.
 
-**KIP-848 (`group.protocol=consumer`) rows are not measured: the broker does not serve the
-ConsumerGroupHeartbeat protocol yet.** Rebalance times of classic groups only.
+- **KIP-848** (`group.protocol=consumer`): the stabilisation and the 11th member's join again,
+  with the broker's `uniform` assignor and the broker's `group.consumer.heartbeat.interval.ms` at
+  Kafka's default 5000 and at 500 (a member learns of a new assignment from its next heartbeat's
+  answer; there is no join phase and no initial delay).
 
 ## Machine (consumer groups)
 
@@ -546,8 +565,22 @@ def analysis(report: Report) -> str:
                  "per batch (about 400 commits)")
         out.append(line + ". The committed offsets were checked after every committing run: they sum to the "
                    "records produced.")
-    out.append("- **KIP-848.** `group.protocol=consumer` rows are not measured: quafka does not serve "
-               "ConsumerGroupHeartbeat yet.")
+    for hb in sorted(set(report.kip848_stabilise) | set(report.kip848_join), reverse=True):
+        st, jn = report.kip848_stabilise.get(hb), report.kip848_join.get(hb)
+        parts = []
+        if st:
+            parts.append(f"10 members stabilised in {statistics.median(st) * 1000:,.0f} ms (median)")
+        if jn:
+            parts.append(f"an 11th member's join took {statistics.mean(x for x, _, _ in jn) * 1000:,.0f} ms on "
+                         "average, whatever the point of the heartbeat cycle it joined at")
+        if parts:
+            out.append(f"- **KIP-848, group.consumer.heartbeat.interval.ms={hb}.** " + "; ".join(parts) + ". About "
+                       "one interval, by the protocol: a joining member is given a partition only once its owner "
+                       "has revoked it (revocation before assignment), the owners revoke when their next "
+                       "heartbeat's answer shows the new target, and the joiner learns that its partitions are free "
+                       "from its own next heartbeat, one interval after its first. There is no join barrier: the "
+                       "members that keep their partitions consume on throughout, and no member waits for another "
+                       "to rejoin, unlike the classic protocol's rows above.")
     return "\n".join(out)
 
 
@@ -569,8 +602,8 @@ def main(argv: list[str] | None = None) -> int:
                     "11th member joins (eager and cooperative-sticky), and consume throughput of a committing "
                     "4-member group against one assign() consumer.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--only", default="stabilise,join,throughput",
-                        help="comma-separated measurements: stabilise, join, throughput")
+    parser.add_argument("--only", default="stabilise,join,throughput,kip848",
+                        help="comma-separated measurements: stabilise, join, throughput, kip848")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each row")
     parser.add_argument("--records", type=int, default=200_000, help="records of the throughput rows")
     parser.add_argument("--heartbeats", default="3000,500", help="heartbeat.interval.ms values of the join rows")
@@ -580,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the file --update-docs rewrites")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
-    unknown = only - {"stabilise", "join", "throughput"}
+    unknown = only - {"stabilise", "join", "throughput", "kip848"}
     if unknown:
         parser.error(f"--only: unknown measurement(s) {', '.join(sorted(unknown))}")
     started = time.monotonic()
@@ -601,6 +634,25 @@ def main(argv: list[str] | None = None) -> int:
                     broker.stop()
                 report.stabilise[delay] = runs
                 print(f"stabilise, delay {delay} ms: {_runs_ms(runs)} ms", flush=True)
+        if "kip848" in only:
+            for hb in (5000, 500):
+                overrides = [f"group.consumer.heartbeat.interval.ms={hb}",
+                             f"group.consumer.min.heartbeat.interval.ms={min(hb, 5000)}"]
+                Path(work_dir, f"k{hb}").mkdir(parents=True, exist_ok=True)
+                broker = ShareBroker(work_dir + f"/k{hb}", overrides=overrides).start()
+                extra = {"group.protocol": "consumer"}
+                try:
+                    admin = admin_client(broker.bootstrap)
+                    create_topic(admin, "k", PARTITIONS)
+                    report.kip848_stabilise[hb] = [measure_stabilise(broker.bootstrap, "k", f"k-stab-{i}",
+                                                                     args.deadline, extra) for i in range(args.repeat)]
+                    report.kip848_join[hb] = [measure_join(broker.bootstrap, "k", f"k-join-{i}", "uniform", hb,
+                                                           (i + 0.5) / args.repeat, args.deadline, extra)
+                                              for i in range(args.repeat)]
+                finally:
+                    broker.stop()
+                print(f"kip848, heartbeat {hb} ms: stabilise {_runs_ms(report.kip848_stabilise[hb])} ms, join "
+                      f"{_runs_ms([x for x, _, _ in report.kip848_join[hb]])} ms", flush=True)
         if only & {"join", "throughput"}:
             Path(work_dir, "main").mkdir(parents=True, exist_ok=True)
             broker = ShareBroker(work_dir + "/main", overrides=["group.initial.rebalance.delay.ms=0"]).start()

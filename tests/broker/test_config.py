@@ -337,6 +337,8 @@ def test_unknown_keys_are_refused():
     ("authorizer.class.name", "no authentication or authorization"),
     ("log.message.format.version", "removed in Kafka 4.0"),
     ("message.downconversion.enable", "removed in Kafka 4.0"),
+    ("group.consumer.migration.policy", "does not convert a non-empty group"),
+    ("group.consumer.regex.refresh.interval.ms", "regular-expression subscriptions"),
 ])
 def test_refused_keys_say_why(name, reason):
     error = refused({name: "x"})

@@ -190,8 +190,55 @@ def test_bad_group_configs_are_refused_naming_key_value_and_bounds(configs, key,
 
 
 def test_unknown_group_config_names_are_refused():
-    with pytest.raises(ConfigError, match="Unknown group config name: consumer.session.timeout.ms"):
-        validate_group_configs(DEFAULT, {"consumer.session.timeout.ms": "45000"})
+    with pytest.raises(ConfigError, match="Unknown group config name: consumer.assignment.interval.ms"):
+        validate_group_configs(DEFAULT, {"consumer.assignment.interval.ms": "45000"})
+
+
+# --------------------------------------------------------------------------- KIP-848 consumer groups
+
+
+@pytest.mark.parametrize("name, default", [
+    ("group.consumer.session.timeout.ms", 45000), ("group.consumer.min.session.timeout.ms", 45000),
+    ("group.consumer.max.session.timeout.ms", 60000), ("group.consumer.heartbeat.interval.ms", 5000),
+    ("group.consumer.min.heartbeat.interval.ms", 5000), ("group.consumer.max.heartbeat.interval.ms", 15000),
+    ("group.consumer.max.size", 2147483647), ("group.consumer.assignors", ["uniform", "range"]),
+])
+def test_consumer_group_broker_keys_have_kafkas_defaults(name, default):
+    assert DEFAULT.get(name) == default  # GroupCoordinatorConfig.CONSUMER_GROUP_*_DEFAULT
+
+
+@pytest.mark.parametrize("props, key, fragment", [
+    ({"group.consumer.heartbeat.interval.ms": "45000", "group.consumer.max.heartbeat.interval.ms": "60000"},
+     "group.consumer.heartbeat.interval.ms", "must be less than group.consumer.session.timeout.ms (45000)"),
+    ({"group.consumer.session.timeout.ms": "1000"}, "group.consumer.session.timeout.ms",
+     "must be greater than or equal to group.consumer.min.session.timeout.ms (45000)"),
+    ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors", "uniform and range"),
+    ({"group.consumer.assignors": ""}, "group.consumer.assignors", "At least one"),
+])
+def test_bad_consumer_group_broker_keys_are_refused(props, key, fragment):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.from_props(props)
+    assert info.value.key == key and fragment in str(info.value)
+
+
+def test_kafkas_assignor_class_names_are_accepted():
+    config = BrokerConfig.from_props({"group.consumer.assignors":
+                                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})
+    from quafka.broker._config_types import consumer_assignor_names
+    assert consumer_assignor_names(config.get("group.consumer.assignors")) == ["range", "uniform"]
+
+
+def test_consumer_group_configs_resolve_within_the_brokers_bounds():
+    assert validate_group_configs(DEFAULT, {"consumer.session.timeout.ms": "50000",
+                                            "consumer.heartbeat.interval.ms": "6000"}) == {
+        "consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "6000"}
+    with pytest.raises(ConfigError, match="range 45000 to 60000"):
+        validate_group_configs(DEFAULT, {"consumer.session.timeout.ms": "1000"})
+    resolved = resolve_group_config(DEFAULT, {"consumer.session.timeout.ms": "50000"})
+    assert (resolved.consumer_session_timeout_ms, resolved.consumer_heartbeat_interval_ms) == (50000, 5000)
+    broker = BrokerConfig.from_props({"group.consumer.min.heartbeat.interval.ms": "100",
+                                      "group.consumer.heartbeat.interval.ms": "300"})
+    assert resolve_group_config(broker, {}).consumer_heartbeat_interval_ms == 300
 
 
 def test_session_timeout_must_exceed_the_heartbeat_interval_counting_the_broker_value():

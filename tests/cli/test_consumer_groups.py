@@ -329,7 +329,8 @@ def test_verbose_views(bootstrap, topic, capsys):
     commit(bootstrap, "verbose", {(topic, 0): 1})
     code, out, err = tool(capsys, bootstrap, "--describe", "--group", "verbose", "--members", "--verbose")
     assert (code, err) == (0, NO_MEMBERS.format("verbose"))
-    assert out == "\nGROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS     ASSIGNMENT\n"
+    assert out.splitlines()[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                                           "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
     code, out, err = tool(capsys, bootstrap, "--describe", "--group", "verbose", "--state", "--verbose")
     assert code == 0
     assert out.splitlines()[1].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE",
@@ -385,7 +386,7 @@ def test_a_live_group_is_described_with_its_members_and_refuses_a_reset(bootstra
         [row] = out.splitlines()[2:]
         fields = row.split()
         assert fields[0] == "live" and fields[2] == "/127.0.0.1" and fields[3] == "worker-1" and fields[4] == "2"
-        assert fields[5] == f"{topic}(0,1)"
+        assert fields[5:] == ["-", f"{topic}(0,1)", "-", "-"]  # a classic member: no epochs, no target
         member_id = fields[1]
 
         code, out, err = tool(capsys, bootstrap, "--describe", "--group", "live", "--state")
@@ -403,3 +404,39 @@ def test_a_live_group_is_described_with_its_members_and_refuses_a_reset(bootstra
         assert out.strip() == RESET_HEADER  # no row: nothing reset
     finally:
         member.close()
+
+
+def test_a_kip848_group_is_listed_as_consumer_and_described_with_epochs(bootstrap, topic, capsys):
+    """A KIP-848 group (confluent-kafka, group.protocol=consumer): --list --type shows it as Consumer;
+    the members view (ConsumerGroupDescribe) gives its member with the current and target epochs and
+    assignments; --state --verbose the assignor, the group epoch and the target assignment epoch
+    (ConsumerGroupCommand's columns); a reset is refused while the member is there."""
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": "modern", "client.id": "worker-9",
+                       "group.protocol": "consumer", "enable.auto.commit": False})
+    member.subscribe([topic])
+    try:
+        deadline = 200
+        while len(member.assignment()) < 2 and deadline:
+            member.poll(0.05)
+            deadline -= 1
+        assert len(member.assignment()) == 2
+        code, out, err = tool(capsys, bootstrap, "--list", "--type", "--state")
+        assert code == 0 and ["modern", "Consumer", "Stable"] in [line.split() for line in out.splitlines()]
+
+        code, out, err = tool(capsys, bootstrap, "--describe", "--group", "modern", "--members", "--verbose")
+        assert code == 0 and err == ""
+        [row] = [line.split() for line in out.splitlines()[2:]]
+        assert row[0] == "modern" and row[2:5] == ["/127.0.0.1", "worker-9", "2"]
+        assert row[5:] == ["1", f"{topic}(0,1)", "1", f"{topic}(0,1)"]  # current epoch = target epoch
+
+        code, out, err = tool(capsys, bootstrap, "--describe", "--group", "modern", "--state", "--verbose")
+        assert code == 0 and out.splitlines()[2].split()[3:] == ["uniform", "Stable", "1", "1", "1"]
+
+        code, out, err = tool(capsys, bootstrap, "--reset-offsets", "--group", "modern", "--topic", topic,
+                              "--to-earliest", "--execute")
+        assert code == 1 and "group 'modern' is inactive, but the current state is Stable" in err
+    finally:
+        member.close()
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        [listed] = [g for g in admin.list_groups() if g.group_id == "modern"]
+    assert (listed.type, listed.state) == ("consumer", "Empty")  # left: the group stays, empty

@@ -35,6 +35,7 @@ from quafka.broker._config_types import (  # noqa: F401 - some are re-exported f
     _listener_list,
     _NO_EFFECT,
     _one_of,
+    _consumer_assignors,
     _share_assignors,
     _throttled_replicas,
     invalid,
@@ -217,6 +218,25 @@ _BROKER = [
          "How far in the past a CreateTime timestamp may be.", CLUSTER_WIDE, "message.timestamp.before.max.ms"),
     _key("log.message.timestamp.after.max.ms", "long", 3600000, _at_least(0),
          "How far in the future a CreateTime timestamp may be.", CLUSTER_WIDE, "message.timestamp.after.max.ms"),
+    # -- consumer groups of KIP-848 (group.protocol=consumer): the group coordinator
+    _key("group.consumer.session.timeout.ms", "int", 45000, _at_least(1),
+         "Default consumer.session.timeout.ms: a consumer group member that does not heartbeat for this long is "
+         "removed."),
+    _key("group.consumer.min.session.timeout.ms", "int", 45000, _at_least(1),
+         "Lowest consumer.session.timeout.ms a group may set."),
+    _key("group.consumer.max.session.timeout.ms", "int", 60000, _at_least(1),
+         "Highest consumer.session.timeout.ms a group may set."),
+    _key("group.consumer.heartbeat.interval.ms", "int", 5000, _at_least(1),
+         "Default consumer.heartbeat.interval.ms: how often consumer group members are told to heartbeat."),
+    _key("group.consumer.min.heartbeat.interval.ms", "int", 5000, _at_least(1),
+         "Lowest consumer.heartbeat.interval.ms a group may set."),
+    _key("group.consumer.max.heartbeat.interval.ms", "int", 15000, _at_least(1),
+         "Highest consumer.heartbeat.interval.ms a group may set."),
+    _key("group.consumer.max.size", "int", 2147483647, _at_least(1),
+         "Most members a consumer group may have; a join beyond it gets GROUP_MAX_SIZE_REACHED."),
+    _key("group.consumer.assignors", "list", ["uniform", "range"], _consumer_assignors(),
+         "The server-side assignors members may choose (group.remote.assignor); the first is the default.",
+         note="uniform and range (Kafka also accepts other assignor classes)"),
     # -- share groups: the group coordinator (Kafka's GroupCoordinatorConfig)
     _key("group.share.max.size", "int", 200, _between(1, 1000),
          "Most members a share group may have; a join beyond it gets GROUP_MAX_SIZE_REACHED."),
@@ -408,6 +428,11 @@ _DLQ_LATER = "accepted and stored; the dead-letter queue itself is not implement
 # Kafka's GroupConfig keys for share groups (kafka-configs.sh --entity-type groups). A key with a
 # broker synonym takes its default from that broker key and must lie within the broker's bounds.
 _GROUP = [
+    _g("consumer.session.timeout.ms", "int", 45000, _at_least(1),
+       "A consumer group member that does not heartbeat for this long is removed from the group.",
+       "group.consumer.session.timeout.ms"),
+    _g("consumer.heartbeat.interval.ms", "int", 5000, _at_least(1),
+       "How often consumer group members are told to heartbeat.", "group.consumer.heartbeat.interval.ms"),
     _g("share.session.timeout.ms", "int", 45000, _at_least(1),
        "A member that does not heartbeat for this long is removed from the group.", "group.share.session.timeout.ms"),
     _g("share.heartbeat.interval.ms", "int", 5000, _at_least(1), "How often members are told to heartbeat.",
@@ -507,6 +532,11 @@ _REFUSED_KEYS: dict[str, str] = {
     "security.inter.broker.protocol": _PLAINTEXT_ONLY,
     "create.topic.policy.class.name": "quafka cannot load Java policy classes",
     "alter.config.policy.class.name": "quafka cannot load Java policy classes",
+    "group.consumer.migration.policy": "quafka does not convert a non-empty group between the classic and the "
+    "consumer protocol (Kafka's online migration); an empty group converts on its first join of the other protocol, "
+    "as Kafka does under every policy",
+    "group.consumer.regex.refresh.interval.ms": "quafka's consumer groups do not support regular-expression "
+    "subscriptions (SubscribedTopicRegex) yet",
     "log.message.format.version": "removed in Kafka 4.0",
     "log.message.downconversion.enable": "removed in Kafka 4.0",
     "log.message.timestamp.difference.max.ms": "removed in Kafka 4.0; use log.message.timestamp.before.max.ms "

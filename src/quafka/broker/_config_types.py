@@ -287,6 +287,30 @@ def _share_assignors() -> tuple[str, Check]:
     return "[simple]", check
 
 
+CONSUMER_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def consumer_assignor_names(value: Any) -> list[str]:
+    """group.consumer.assignors as assignor names (Kafka's class names mapped to theirs)."""
+    return [CONSUMER_ASSIGNOR_CLASSES.get(v, v) for v in value]
+
+
+def _consumer_assignors() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if not v:
+            return "At least one consumer group assignor must be given"
+        unknown = [a for a in consumer_assignor_names(v) if a not in ("uniform", "range")]
+        if unknown:
+            return (f"quafka implements the uniform and range assignors (or Kafka's UniformAssignor and "
+                    f"RangeAssignor class names); not {', '.join(unknown)}")
+        return None
+
+    return "[uniform, range]", check
+
+
 # java.time.Duration.parse: PnDTnHnMn.nS, case-insensitive, signed parts.
 _ISO_DURATION_RE = re.compile(
     r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",

@@ -1,4 +1,4 @@
-"""Share group configuration: the broker's `group.share.*` start-up checks, and the per-group
+"""Group configuration: the broker's `group.share.*` and `group.consumer.*` start-up checks, and the per-group
 configs of Kafka's GroupConfig (`kafka-configs.sh --entity-type groups`, resource type GROUP = 32).
 
 A group config with a broker synonym (share.session.timeout.ms <- group.share.session.timeout.ms,
@@ -32,6 +32,9 @@ __all__ = [
 
 # Group config -> (broker key with its lower bound, broker key with its upper bound).
 GROUP_BOUNDS: Mapping[str, tuple[str, str]] = {
+    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
+                                       "group.consumer.max.heartbeat.interval.ms"),
     "share.session.timeout.ms": ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
     "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
     "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms",
@@ -44,6 +47,8 @@ GROUP_BOUNDS: Mapping[str, tuple[str, str]] = {
 }
 
 _SESSION, _HEARTBEAT = "share.session.timeout.ms", "share.heartbeat.interval.ms"
+_SESSION_HEARTBEAT_PAIRS = ((_SESSION, _HEARTBEAT, "group.share"),
+                            ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "group.consumer"))
 _DLQ_TOPIC = "errors.deadletterqueue.topic.name"
 
 
@@ -63,6 +68,8 @@ class ShareGroupConfig:
     assignor_offload_enable: bool
     dlq_topic_name: str  # "" = no dead-letter queue
     dlq_copy_record_enable: bool
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
 
     @property
     def auto_offset_reset_duration_ms(self) -> int | None:
@@ -86,6 +93,10 @@ def auto_offset_reset_duration_ms(value: str) -> int | None:
 # --------------------------------------------------------------------------- broker start-up checks
 
 _BROKER_BOUNDED = (
+    ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+     "group.consumer.max.session.timeout.ms"),
+    ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+     "group.consumer.max.heartbeat.interval.ms"),
     ("group.share.session.timeout.ms", "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
     ("group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms",
      "group.share.max.heartbeat.interval.ms"),
@@ -111,10 +122,11 @@ def check_share_group_bounds(broker: BrokerConfig) -> None:
             raise invalid(name, value, f"{name} must be greater than or equal to {min_name} ({lo})")
         if value > hi:
             raise invalid(name, value, f"{name} must be less than or equal to {max_name} ({hi})")
-    heartbeat, session = broker.get("group.share.heartbeat.interval.ms"), broker.get("group.share.session.timeout.ms")
-    if heartbeat >= session:
-        raise invalid("group.share.heartbeat.interval.ms", heartbeat,
-                      f"group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms ({session})")
+    for prefix in ("group.share", "group.consumer"):
+        heartbeat, session = broker.get(f"{prefix}.heartbeat.interval.ms"), broker.get(f"{prefix}.session.timeout.ms")
+        if heartbeat >= session:
+            raise invalid(f"{prefix}.heartbeat.interval.ms", heartbeat, f"{prefix}.heartbeat.interval.ms must be less "
+                          f"than {prefix}.session.timeout.ms ({session})")
     sessions, size = broker.get("group.share.max.share.sessions"), broker.get("group.share.max.size")
     if sessions < size:
         raise invalid("group.share.max.share.sessions", sessions,
@@ -150,12 +162,14 @@ def validate_group_configs(broker: BrokerConfig, configs: Mapping[str, str | Non
             if not lo <= value <= hi:
                 raise invalid(name, value, f"{name} must be in the range {lo} to {hi} inclusive "
                               f"(the broker's {min_name} and {max_name})", f"[{lo},...,{hi}]")
-    if _SESSION in typed or _HEARTBEAT in typed:
-        session = typed.get(_SESSION, broker.get("group.share.session.timeout.ms"))
-        heartbeat = typed.get(_HEARTBEAT, broker.get("group.share.heartbeat.interval.ms"))
-        if session <= heartbeat:
-            shown = _SESSION if _SESSION in typed else _HEARTBEAT
-            raise invalid(shown, typed[shown], f"{_SESSION} ({session}) must be greater than {_HEARTBEAT} ({heartbeat})")
+    for session_key, heartbeat_key, prefix in _SESSION_HEARTBEAT_PAIRS:
+        if session_key in typed or heartbeat_key in typed:
+            session = typed.get(session_key, broker.get(f"{prefix}.session.timeout.ms"))
+            heartbeat = typed.get(heartbeat_key, broker.get(f"{prefix}.heartbeat.interval.ms"))
+            if session <= heartbeat:
+                shown = session_key if session_key in typed else heartbeat_key
+                raise invalid(shown, typed[shown],
+                              f"{session_key} ({session}) must be greater than {heartbeat_key} ({heartbeat})")
     if typed.get(_DLQ_TOPIC, "").startswith("__"):
         raise invalid(_DLQ_TOPIC, typed[_DLQ_TOPIC], "DLQ topic name must not start with '__'")
     return out
@@ -201,6 +215,8 @@ def resolve_group_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         assignor_offload_enable=value("share.assignor.offload.enable"),
         dlq_topic_name=value(_DLQ_TOPIC),
         dlq_copy_record_enable=value("errors.deadletterqueue.copy.record.enable"),
+        consumer_session_timeout_ms=value("consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=value("consumer.heartbeat.interval.ms"),
     )
 
 

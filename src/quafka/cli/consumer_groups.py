@@ -301,8 +301,8 @@ def _member_state_note(group: str, state: str) -> None:
 
 
 def _description(admin: Any, group: str) -> Any:
-    """The group's DescribeGroups answer (members, their assignments, the assignor), or None when the
-    broker cannot describe it (a KIP-848 consumer group on a cluster, for example)."""
+    """The group's description (ConsumerGroupDescribe for a KIP-848 group, DescribeGroups for a classic
+    one: members, their assignments, the assignor), or None when the broker cannot describe it."""
     try:
         return admin.describe_consumer_groups([group])[group]
     except KafkaException:
@@ -327,15 +327,23 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
         members = description.members if description is not None else ()
         if args.members:
             _member_state_note(group, state)
-            headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-            widths = [15, 15, 15, 15, 15]
-            if args.verbose:
-                headers += ["ASSIGNMENT"]
-                widths += [0]
+            with_instance = any(m.group_instance_id for m in members)  # Kafka adds the column only then
+            headers = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + [
+                "HOST", "CLIENT-ID", "#PARTITIONS"]
+            widths = [15, 15] + ([17] if with_instance else []) + [15, 15, 15]
+            if args.verbose:  # ConsumerGroupCommand: epochs and target assignments of KIP-848 groups
+                headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+                widths += [15, 20, 15, 0]
+            target_epoch = description.assignment_epoch if description is not None else None
             rows = []
             for m in sorted(members, key=lambda m: m.member_id):
-                row = [group, m.member_id, m.client_host, m.client_id, sum(len(p) for p in m.assignment.values())]
-                rows.append(row + ([_assignment_text(m.assignment)] if args.verbose else []))
+                row = [group, m.member_id] + ([m.group_instance_id or MISSING] if with_instance else []) + [
+                    m.client_host, m.client_id, sum(len(p) for p in m.assignment.values())]
+                if args.verbose:
+                    row += [m.member_epoch, _assignment_text(m.assignment),
+                            target_epoch if m.target_assignment is not None else None,
+                            _assignment_text(m.target_assignment or {})]
+                rows.append(row)
             kafka_table(headers, rows, widths)
         elif args.state is not None:
             _member_state_note(group, state)
@@ -344,7 +352,8 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             if args.verbose:
                 kafka_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
                              "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"],
-                            [[group, coordinator, strategy, state, MISSING, MISSING, len(members)]],
+                            [[group, coordinator, strategy, state, description.group_epoch if description else None,
+                              description.assignment_epoch if description else None, len(members)]],
                             [15, 25, 20, 20, 15, 25, 0])
             else:
                 kafka_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],

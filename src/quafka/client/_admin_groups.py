@@ -33,6 +33,8 @@ class ConsumerMemberDescription:
     client_id: str
     client_host: str
     assignment: dict[str, tuple[int, ...]]  # decoded when the protocol type is "consumer", else {}
+    member_epoch: int | None = None  # KIP-848 groups only
+    target_assignment: dict[str, tuple[int, ...]] | None = None  # KIP-848 groups only
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,17 @@ class ConsumerGroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    assignment_strategy: str  # the chosen protocol (Stable groups), else ""
+    assignment_strategy: str  # classic: the chosen protocol (Stable groups), else ""; consumer: the assignor
     members: tuple[ConsumerMemberDescription, ...]
+    type: str = "classic"  # "classic", or "consumer" for a KIP-848 group
+    group_epoch: int | None = None  # KIP-848 groups only
+    assignment_epoch: int | None = None  # KIP-848 groups only
 
 OFFSET_COMMIT_KEY = 8
 OFFSET_FETCH_KEY = 9
 OFFSET_DELETE_KEY = 47
 DESCRIBE_GROUPS_KEY = 15
+CONSUMER_GROUP_DESCRIBE_KEY = 69
 NO_GENERATION = -1
 ZERO_UUID = UUID(int=0)
 
@@ -102,30 +108,59 @@ class ConsumerGroupOffsetsMixin:
         return names.get(topic_id, str(topic_id))
 
     async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
-        """DescribeGroups of classic groups: {group id: description}. A group that does not exist
-        raises KafkaException (GROUP_ID_NOT_FOUND; before DescribeGroups v6 a broker reports such a
-        group as Dead, which raises the same)."""
+        """{group id: description} of consumer groups of either protocol, as Kafka's Admin does
+        (DescribeConsumerGroupsHandler): ConsumerGroupDescribe first where the broker serves it, and
+        DescribeGroups for the groups it does not know as consumer groups (classic groups). A group
+        that does not exist raises KafkaException (GROUP_ID_NOT_FOUND; before DescribeGroups v6 a
+        broker reports such a group as Dead, which raises the same)."""
         out: dict[str, ConsumerGroupDescription] = {}
         for group_id in group_ids:
-            response = await self._group_call(group_id, DESCRIBE_GROUPS_KEY, {  # type: ignore[attr-defined]
-                "groups": [group_id], "include_authorized_operations": False},
-                lambda r: r.groups[0].error_code if r.groups else ErrorCode.none)
-            [group] = response.groups
-            _raise_for(group.error_code, f"DescribeGroups of group {group_id!r}")
-            if group.group_state == "Dead":
-                _raise_for(ErrorCode.group_id_not_found, f"DescribeGroups of group {group_id!r}")
-            members = []
-            for m in group.members:
-                try:
-                    assignment = decode_consumer_assignment(m.member_assignment) \
-                        if group.protocol_type == "consumer" else {}
-                except ValueError:
-                    assignment = {}
-                members.append(ConsumerMemberDescription(m.member_id, getattr(m, "group_instance_id", None),
-                                                         m.client_id, m.client_host, assignment))
-            out[group_id] = ConsumerGroupDescription(group_id, group.group_state, group.protocol_type,
-                                                     group.protocol_data, tuple(members))
+            described = await self._describe_kip848_group(group_id)
+            out[group_id] = described if described is not None else await self._describe_classic_group(group_id)
         return out
+
+    async def _describe_kip848_group(self, group_id: str) -> ConsumerGroupDescription | None:
+        """ConsumerGroupDescribe of one group; None when it is not a KIP-848 group (or the broker
+        does not serve the API)."""
+        conn = await self._coordinator(group_id)  # type: ignore[attr-defined]
+        if CONSUMER_GROUP_DESCRIBE_KEY not in conn.api_versions:
+            return None
+        response = await self._group_call(group_id, CONSUMER_GROUP_DESCRIBE_KEY, {  # type: ignore[attr-defined]
+            "group_ids": [group_id], "include_authorized_operations": False},
+            lambda r: r.groups[0].error_code if r.groups else ErrorCode.none)
+        [group] = response.groups
+        if group.error_code == ErrorCode.group_id_not_found:
+            return None
+        _raise_for(group.error_code, f"ConsumerGroupDescribe of group {group_id!r}")
+
+        def parts(assignment: Any) -> dict[str, tuple[int, ...]]:
+            return {tp.topic_name: tuple(sorted(tp.partitions)) for tp in assignment.topic_partitions}
+
+        members = tuple(ConsumerMemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                                  parts(m.assignment), m.member_epoch, parts(m.target_assignment))
+                        for m in group.members)
+        return ConsumerGroupDescription(group_id, group.group_state, "consumer", group.assignor_name, members,
+                                        "consumer", group.group_epoch, group.assignment_epoch)
+
+    async def _describe_classic_group(self, group_id: str) -> ConsumerGroupDescription:
+        response = await self._group_call(group_id, DESCRIBE_GROUPS_KEY, {  # type: ignore[attr-defined]
+            "groups": [group_id], "include_authorized_operations": False},
+            lambda r: r.groups[0].error_code if r.groups else ErrorCode.none)
+        [group] = response.groups
+        _raise_for(group.error_code, f"DescribeGroups of group {group_id!r}")
+        if group.group_state == "Dead":
+            _raise_for(ErrorCode.group_id_not_found, f"DescribeGroups of group {group_id!r}")
+        members = []
+        for m in group.members:
+            try:
+                assignment = decode_consumer_assignment(m.member_assignment) \
+                    if group.protocol_type == "consumer" else {}
+            except ValueError:
+                assignment = {}
+            members.append(ConsumerMemberDescription(m.member_id, getattr(m, "group_instance_id", None),
+                                                     m.client_id, m.client_host, assignment))
+        return ConsumerGroupDescription(group_id, group.group_state, group.protocol_type,
+                                        group.protocol_data, tuple(members))
 
     async def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
                                           require_stable: bool = False) -> dict[tuple[str, int], tuple[int, str]]:

@@ -17,6 +17,7 @@ from quafka.broker.core.consumer_offsets import (
     GroupView,
     NO_GROUP,
     validate_commit,
+    validate_fetch,
 )
 from quafka.protocol.errors import ErrorCode as E
 from quafka.protocol.offset_commit_records import OffsetCommitKey, OffsetCommitValue
@@ -184,3 +185,53 @@ def test_replay_is_idempotent_and_last_record_wins():
     for value in (OffsetCommitValue(1), OffsetCommitValue(5), None, None, OffsetCommitValue(7)):
         offsets.replay(key, value)
     assert offsets.committed("g") == {("t", 0): OffsetCommitValue(7)}
+
+
+# ---- KIP-848 consumer groups (ConsumerGroup.validateOffsetCommit / validateOffsetFetch / offsetExpirationCondition)
+
+CONSUMER = GroupView(GroupKind.CONSUMER, members={"m1": None, "m2": "i2"}, member_epochs={"m1": 5, "m2": 7},
+                     subscribed_topics=frozenset({"orders"}))
+CONSUMER_EMPTY = GroupView(GroupKind.CONSUMER)
+
+
+@pytest.mark.parametrize("view, request_fields, expected", [
+    (CONSUMER_EMPTY, dict(generation=-1, member_id=""), E.none),  # an admin client on an empty group
+    (CONSUMER, dict(generation=-1, member_id=""), E.unknown_member_id),  # ... not on a group with members
+    (CONSUMER, dict(generation=5, member_id="m1"), E.none),
+    (CONSUMER, dict(generation=4, member_id="m1"), E.stale_member_epoch),
+    (CONSUMER, dict(generation=6, member_id="m1"), E.stale_member_epoch),
+    (CONSUMER, dict(generation=5, member_id="nobody"), E.unknown_member_id),
+    (CONSUMER, dict(generation=5, member_id="m1", api_version=8), E.unsupported_version),
+    (CONSUMER_EMPTY, dict(generation=1, member_id="gone"), E.unknown_member_id),
+])
+def test_consumer_group_commit_validation(view, request_fields, expected):
+    request = CommitRequest("g", partitions=(CommitPartition("orders", 0, 1),), **request_fields)
+    assert validate_commit(view, request) is expected
+
+
+@pytest.mark.parametrize("member_id, epoch, expected", [
+    (None, -1, E.none), ("", -1, E.none), ("m1", 5, E.none), ("m1", 4, E.stale_member_epoch),
+    ("nobody", 5, E.unknown_member_id),
+])
+def test_consumer_group_fetch_validation(member_id, epoch, expected):
+    assert validate_fetch(CONSUMER, member_id, epoch) is expected
+    assert validate_fetch(STABLE, member_id, epoch) is E.none  # classic groups check nothing on fetch
+
+
+def test_consumer_group_offsets_expire_from_commit_time_except_subscribed_topics():
+    machine = ConsumerOffsets()
+    for topic in ("orders", "old"):
+        machine.replay(OffsetCommitKey("g", topic, 0), OffsetCommitValue(10, "", 1_000, -1, -1))
+    records = machine.expired(now_ms=1_000 + 60_000, retention_ms=60_000, views={"g": CONSUMER})
+    assert records == [(OffsetCommitKey("g", "old", 0), None)]  # "orders" is subscribed: kept
+    assert machine.expired(now_ms=1_000 + 59_999, retention_ms=60_000, views={"g": CONSUMER}) == []
+
+
+def test_consumer_group_offset_delete_refuses_only_subscribed_topics():
+    machine = ConsumerOffsets()
+    for topic in ("orders", "old"):
+        machine.replay(OffsetCommitKey("g", topic, 0), OffsetCommitValue(10, "", 1_000, -1, -1))
+    plan = machine.prepare_delete("g", CONSUMER, [("orders", 0), ("old", 0)])
+    assert plan.error is E.none
+    assert plan.errors == {("orders", 0): E.group_subscribed_to_topic, ("old", 0): E.none}
+    assert plan.records == [(OffsetCommitKey("g", "old", 0), None)]

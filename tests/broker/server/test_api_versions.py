@@ -1,6 +1,5 @@
-"""ApiVersions is derived from the handler registry. The group-membership APIs of classic and
-consumer groups are not advertised yet (issue 16, in progress); the offset APIs are, at Kafka 4.2's
-ranges, and ListGroups and DeleteGroups serve share groups and simple consumer groups."""
+"""ApiVersions is derived from the handler registry: the group APIs of classic, KIP-848 consumer
+and share groups and the offset APIs are advertised at Kafka 4.2's ranges."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from support import RawClient
 
 from quafka.broker.server.registry import REGISTRY, advertised_ranges
 
-GROUP_MEMBERSHIP_KEYS = {68, 69}  # KIP-848 ConsumerGroupHeartbeat, ConsumerGroupDescribe
 
 
 def test_api_versions_lists_exactly_the_registered_handlers(broker):
@@ -24,15 +22,15 @@ def test_api_versions_lists_exactly_the_registered_handlers(broker):
     assert {k for k, _, _ in advertised} == set(REGISTRY)
 
 
-def test_kip848_apis_are_not_advertised_and_classic_group_apis_are(broker):
+def test_group_and_offset_apis_are_advertised_at_kafka_4_2_ranges(broker):
     with RawClient(broker.bootstrap_servers) as raw:
         resp = raw.request(ApiVersionsRequestV0())
     keys = {k.api_key for k in resp.api_keys}
-    assert not keys & GROUP_MEMBERSHIP_KEYS
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert ranges[8] == (2, 10) and ranges[9] == (1, 10) and ranges[47] == (0, 0)  # Kafka 4.2 (KIP-896)
     assert ranges[11] == (0, 9) and ranges[14] == (0, 5) and ranges[12] == (0, 4) and ranges[13] == (0, 5)
     assert ranges[15] == (0, 6)
+    assert ranges[68] == (0, 1) and ranges[69] == (0, 1)  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
     # ListGroups, DeleteGroups, ShareGroupHeartbeat, ShareGroupDescribe and the share offset admin APIs
     assert {16, 42, 76, 77, 90, 91, 92} <= keys
 

@@ -38,6 +38,9 @@ RECORDS = 30
 # Counted only when a disk fails: tests/broker/server/test_storage_faults.py shows them move.
 FAILURE_ONLY = {"quafka_log_flush_failures_total", "quafka_log_dir_failures_total",
                 "quafka_flush_scheduler_errors_total"}
+# Consumer-group counters: test_group_coordinator_metrics_count_groups_offsets_and_rebalances moves them.
+GROUP_WORKLOAD = {f"kafka_server_group_coordinator_metrics_{n}_total" for n in (
+    "offset_commit", "offset_expiration", "offset_deletion", "group_completed_rebalance", "consumer_group_rebalance")}
 
 
 def documented() -> dict[str, str]:
@@ -150,7 +153,8 @@ def test_scrape_lists_every_documented_metric_and_counters_move(broker):
     for name, type_ in metrics.items():
         family = after.family(name, type_)
         assert family is not None and family.samples, f"{name} has no samples after the workload"
-    moved = [name for name, type_ in metrics.items() if type_ in ("counter", "histogram") and name not in FAILURE_ONLY]
+    moved = [name for name, type_ in metrics.items() if type_ in ("counter", "histogram")
+             and name not in FAILURE_ONLY | GROUP_WORKLOAD]
     assert len(moved) >= 10
     for name in moved:
         type_ = metrics[name]
@@ -211,3 +215,59 @@ def test_misbehaving_scrapes_do_not_disturb_the_broker(broker):
     producer.produce("metrics-after-garbage", b"x")
     assert producer.flush(10) == 0
     stalled.close()
+
+
+def test_group_coordinator_metrics_count_groups_offsets_and_rebalances(make_broker):
+    """GroupCoordinatorMetrics and GroupMetadataManager's gauges: a classic group and a KIP-848 group
+    (confluent-kafka consumers), committed offsets, an OffsetDelete and an expired offset (an
+    OffsetCommit v2 with a 1 ms retention time, then the expiry pass)."""
+    import datetime
+
+    from confluent_kafka import Consumer, TopicPartition
+    from kio.schema.offset_commit.v2 import request as oc2
+    from kio.schema.types import GroupId, TopicName
+    from kio.static.primitive import i32, i64
+
+    from quafka.client import Admin
+    from support import RawClient
+
+    broker = make_broker(config={"metrics.listener": "http://127.0.0.1:0", "group.initial.rebalance.delay.ms": 0})
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, TOPIC)
+    counter = "kafka_server_group_coordinator_metrics_{}_total"
+    before = scrape(broker)
+    consumers = {}
+    for group, protocol in (("m-classic", "classic"), ("m-consumer", "consumer")):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+                      "enable.auto.commit": False})
+        c.subscribe([TOPIC])
+        wait_until(lambda c=c: c.poll(0.05) is None and c.assignment(), 20, message=f"{group} assigned")
+        c.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
+        consumers[group] = c
+    live = scrape(broker)
+    assert live.total("kafka_server_group_coordinator_metrics_group_count", "gauge", protocol="classic") == 1
+    assert live.total("kafka_server_group_coordinator_metrics_group_count", "gauge", protocol="consumer") == 1
+    assert live.total("kafka_server_group_coordinator_metrics_consumer_group_count", "gauge", state="Stable") == 1
+    assert live.total("kafka_coordinator_group_groupmetadatamanager_numgroupsstable", "gauge") == 1
+    assert live.total("kafka_coordinator_group_groupmetadatamanager_numoffsets", "gauge") == 2
+    assert live.total(counter.format("group_completed_rebalance"), "counter") >= 1
+    assert live.total(counter.format("consumer_group_rebalance"), "counter") >= 1
+    assert live.total(counter.format("offset_commit"), "counter") == before.total(counter.format("offset_commit"),
+                                                                                 "counter") + 2
+    for c in consumers.values():
+        c.close()
+    with Admin({"bootstrap.servers": bootstrap}) as admin:  # the classic group is Empty now
+        admin.delete_consumer_group_offsets("m-classic", [(TOPIC, 0)])
+    with RawClient(bootstrap) as raw:  # a simple group's commit that expires 1 ms later
+        resp = raw.request(oc2.OffsetCommitRequest(
+            group_id=GroupId("m-simple"), generation_id_or_member_epoch=i32(-1), member_id="",
+            retention_time=datetime.timedelta(milliseconds=1), topics=(oc2.OffsetCommitRequestTopic(
+                name=TopicName(TOPIC), partitions=(oc2.OffsetCommitRequestPartition(
+                    partition_index=i32(0), committed_offset=i64(5), committed_metadata=""),)),)))
+    assert resp.topics[0].partitions[0].error_code == 0
+    wait_until(lambda: broker.call(broker.server.consumer_offsets.expire_now) >= 1, 10,
+               message="the 1 ms offset expired")
+    after = scrape(broker)
+    assert after.total(counter.format("offset_deletion"), "counter") == 1
+    assert after.total(counter.format("offset_expiration"), "counter") >= 1
+    assert after.total("kafka_server_group_coordinator_metrics_consumer_group_count", "gauge", state="Empty") == 1

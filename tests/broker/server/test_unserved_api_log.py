@@ -12,10 +12,10 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from support import RawClient
 
-CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: not served (yet)
+STREAMS_GROUP_HEARTBEAT = 88  # KIP-1071 streams groups: not served
 
 
-def _unserved_request(raw: RawClient, client_id: bytes, api_key: int = CONSUMER_GROUP_HEARTBEAT, version: int = 1) -> None:
+def _unserved_request(raw: RawClient, client_id: bytes, api_key: int = STREAMS_GROUP_HEARTBEAT, version: int = 1) -> None:
     raw.send_frame(struct.pack(">hhih", api_key, version, 7, len(client_id)) + client_id + b"\x00" * 32)
     raw.sock.settimeout(10)
     assert raw.sock.recv(1) == b""  # closed
@@ -33,18 +33,18 @@ def test_an_unserved_api_is_warned_once_per_client_and_api(broker, caplog):
             _unserved_request(raw, b"worker-1")
     warned = _warnings(caplog)
     assert len(warned) == 1, warned
-    assert "ConsumerGroupHeartbeat (API key 68 version 1)" in warned[0] and "'worker-1'" in warned[0] and "my-app 2.1" in warned[0]
+    assert "StreamsGroupHeartbeat (API key 88 version 1)" in warned[0] and "'worker-1'" in warned[0] and "my-app 2.1" in warned[0]
     assert "does not serve" in warned[0]
     repeats = [r for r in caplog.records if r.name == "quafka.connection" and r.levelno == logging.DEBUG
-               and "ConsumerGroupHeartbeat" in r.getMessage()]
+               and "StreamsGroupHeartbeat" in r.getMessage()]
     assert len(repeats) == 2
 
     with RawClient(broker.bootstrap_servers) as raw:  # another client: warned again
         _unserved_request(raw, b"worker-2")
     with RawClient(broker.bootstrap_servers) as raw:  # the same client, another API: warned again
         raw.request(ApiVersionsRequest(client_software_name="my-app", client_software_version="2.1"))
-        _unserved_request(raw, b"worker-1", api_key=69, version=1)  # ConsumerGroupDescribe
+        _unserved_request(raw, b"worker-1", api_key=89, version=0)  # StreamsGroupDescribe
     warned = _warnings(caplog)
     assert len(warned) == 3, warned
     assert "'worker-2'" in warned[1] and "software not given" in warned[1]
-    assert "ConsumerGroupDescribe (API key 69 version 1)" in warned[2]
+    assert "StreamsGroupDescribe (API key 89 version 0)" in warned[2]

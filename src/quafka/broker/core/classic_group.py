@@ -118,6 +118,7 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
     def __init__(self, new_member_id: Callable[[str], str], config: ClassicGroupConfig | None = None) -> None:
         super().__init__(config)
         self._new_member_id = new_member_id
+        self.completed_rebalances = 0  # generations that reached Stable
 
     # ------------------------------------------------------------------ lookups
     def group(self, group_id: str) -> ClassicGroup | None:
@@ -369,6 +370,7 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
             member.assignment = assignment.get(member.member_id, b"")
         self._propagate_assignment(group, ErrorCode.none)
         self._transition(group, ClassicState.STABLE)
+        self.completed_rebalances += 1  # group-completed-rebalance-count (GroupCoordinatorMetrics)
 
     def _on_static_rejoin_stored(self, group: ClassicGroup, action: tuple, error: ErrorCode) -> None:
         token, instance_id, old_member_id, new_member_id, old, current_leader, api_version = action

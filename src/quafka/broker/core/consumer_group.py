@@ -111,6 +111,7 @@ class ConsumerGroupCoordinator:
         self._settings = settings or (lambda _group_id: StaticGroupSettings())
         self._topics: dict[str, tuple[TopicId, int]] = dict(topics or {})
         self._groups: dict[str, ConsumerGroup] = {}
+        self.rebalances = 0  # new target assignments computed
 
     # ------------------------------------------------------------------ lookups
     def group(self, group_id: str) -> ConsumerGroup | None:
@@ -412,7 +413,7 @@ class ConsumerGroupCoordinator:
                 continue
             members = tuple(self._describe_member(group, group.members[m], names) for m in sorted(group.members))
             out.append(DescribedGroup(group_id, ErrorCode.none, None, group.state.value, group.group_epoch,
-                                      group.assignment_epoch, group.preferred_assignor(), members))
+                                      group.assignment_epoch, group.preferred_assignor(self.assignors[0]), members))
         return out
 
     @staticmethod
@@ -452,9 +453,10 @@ class ConsumerGroupCoordinator:
         """TargetAssignmentBuilder.build: every member's spec with its current target."""
         specs = {m.member_id: MemberSpec(m.subscribed_topic_names, m.instance_id, group.target.get(m.member_id, {}))
                  for m in group.members.values()}
-        target = assign(group.preferred_assignor(), specs, group.subscribed_metadata)
+        target = assign(group.preferred_assignor(self.assignors[0]), specs, group.subscribed_metadata)
         group.target = {m: {t: frozenset(ps) for t, ps in a.items() if ps} for m, a in target.items()}
         group.assignment_epoch = group.group_epoch
+        self.rebalances += 1  # consumer-group-rebalance-count (GroupCoordinatorMetrics)
 
     @staticmethod
     def _cancel_timers(group_id: str, member: ConsumerGroupMember) -> list[Effect]:

@@ -106,11 +106,12 @@ class ConsumerGroup:
                 return self.members[member_id]
         return None
 
-    def preferred_assignor(self) -> str:
-        """ConsumerGroup.computePreferredServerAssignor: the one most members ask for (ties: by name)."""
+    def preferred_assignor(self, default: str = DEFAULT_ASSIGNOR) -> str:
+        """ConsumerGroup.computePreferredServerAssignor: the one most members ask for (ties: by name);
+        `default` (the first of group.consumer.assignors) when none asks."""
         counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
         if not counts:
-            return DEFAULT_ASSIGNOR
+            return default
         return min(counts, key=lambda name: (-counts[name], name))
 
     def partition_epochs(self) -> dict[tuple[TopicId, int], int]:

@@ -23,13 +23,20 @@ coordinator; the rules are Kafka 4.2's (group-coordinator module):
   id differs) and the generation current (ILLEGAL_GENERATION); generation < 0 with neither on a
   non-empty group -> UNKNOWN_MEMBER_ID; a valid member while COMPLETING_REBALANCE ->
   REBALANCE_IN_PROGRESS.
+- a consumer group (KIP-848, `ConsumerGroup.validateOffsetCommit`): member epoch < 0 on a group
+  with no members -> accepted; otherwise the member must be known (UNKNOWN_MEMBER_ID), use
+  OffsetCommit v9+ (UNSUPPORTED_VERSION) and send its current member epoch (STALE_MEMBER_EPOCH).
+  OffsetFetch v9+ with a member id is checked the same way (`validateOffsetFetch`); OffsetDelete
+  has no group-level check, only GROUP_SUBSCRIBED_TO_TOPIC per partition.
 - per partition: metadata longer than `offset.metadata.max.bytes` characters ->
   OFFSET_METADATA_TOO_LARGE for that partition only (`OffsetMetadataManager.commitOffset`).
 
 Expiry (`OffsetExpirationConditionImpl`): an offset with an expire timestamp (OffsetCommit v2-4
 RetentionTimeMs) expires then; otherwise `offsets.retention.minutes` after its base time, which
 is the commit time for a simple group and the time the group became empty for a classic group
-with a protocol (`empty_since_ms`).
+with a protocol (`empty_since_ms`). A consumer group's offsets expire from their commit time,
+except those of topics a member subscribes to (`ConsumerGroup.offsetExpirationCondition`,
+`OffsetMetadataManager.cleanupExpiredOffsets`).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ DEFAULT_MAX_METADATA_CHARS = 4096  # offset.metadata.max.bytes
 class GroupKind(Enum):
     NONE = "none"          # no group of that id
     CLASSIC = "classic"
+    CONSUMER = "consumer"  # a KIP-848 consumer group
     SHARE = "share"
 
 
@@ -79,6 +87,7 @@ class GroupView:
     members: dict[str, str | None] = field(default_factory=dict)  # member id -> group.instance.id
     subscribed_topics: frozenset[str] = frozenset()
     empty_since_ms: int | None = None  # classic group with a protocol, while Empty
+    member_epochs: dict[str, int] = field(default_factory=dict)  # consumer group: member id -> member epoch
 
 
 NO_GROUP = GroupView()
@@ -130,6 +139,10 @@ def validate_commit(view: GroupView, request: CommitRequest) -> ErrorCode:
     """The group-level answer to an OffsetCommit (module docstring); NONE when it may commit."""
     if view.kind is GroupKind.SHARE:
         return ErrorCode.group_id_not_found
+    if view.kind is GroupKind.CONSUMER:
+        if request.generation < 0 and not view.member_epochs:
+            return ErrorCode.none
+        return validate_consumer_member(view, request.member_id, request.generation, request.api_version)
     if view.kind is GroupKind.NONE:
         if request.generation >= 0:
             return ErrorCode.group_id_not_found if request.api_version >= 9 else ErrorCode.illegal_generation
@@ -149,6 +162,25 @@ def validate_commit(view: GroupView, request: CommitRequest) -> ErrorCode:
     if view.state is ClassicState.COMPLETING_REBALANCE:
         return ErrorCode.rebalance_in_progress
     return ErrorCode.none
+
+
+def validate_consumer_member(view: GroupView, member_id: str, member_epoch: int, api_version: int = 9) -> ErrorCode:
+    """A consumer group member's commit or fetch (ConsumerGroup.validateOffsetCommit, validateMemberEpoch)."""
+    if member_id not in view.member_epochs:
+        return ErrorCode.unknown_member_id
+    if api_version < 9:
+        return ErrorCode.unsupported_version
+    if member_epoch != view.member_epochs[member_id]:
+        return ErrorCode.stale_member_epoch
+    return ErrorCode.none
+
+
+def validate_fetch(view: GroupView, member_id: str | None, member_epoch: int) -> ErrorCode:
+    """OffsetFetch v9+ of a member (ConsumerGroup.validateOffsetFetch): only consumer groups check it;
+    no member id with epoch -1 (admin clients, older versions) is always accepted."""
+    if view.kind is not GroupKind.CONSUMER or (not member_id and member_epoch < 0):
+        return ErrorCode.none
+    return validate_consumer_member(view, member_id or "", member_epoch)
 
 
 def _validate_member(view: GroupView, member_id: str, group_instance_id: str | None) -> ErrorCode:
@@ -266,6 +298,8 @@ class ConsumerOffsets:
             if view.kind is GroupKind.CLASSIC and view.state is not ClassicState.EMPTY:
                 continue
             for tp, value in sorted(self._offsets[group_id].items()):
+                if view.kind is GroupKind.CONSUMER and tp[0] in view.subscribed_topics:
+                    continue
                 if value.expire_timestamp_ms != NO_TIMESTAMP:
                     due = now_ms >= value.expire_timestamp_ms
                 else:

@@ -12,7 +12,8 @@ are replayed (`load`); the share-group records of the same topic are the share-g
 coordinator's and are skipped here, as it skips these.
 
 Which group an id names (`view`): a share group of the share-group coordinator, else a classic
-group of the classic group coordinator (members, generation, state), else none — a commit with
+group of the classic group coordinator (members, generation, state), else a consumer group of the
+KIP-848 coordinator (members and their epochs, subscribed topics), else none — a commit with
 generation -1 then makes a *simple* group that exists through its offsets, as in Kafka.
 
 Expiry runs every `offsets.retention.check.interval.ms`: offsets older than
@@ -72,6 +73,9 @@ class ConsumerOffsetsService:
         classic_groups = self.server.classic_groups
         if classic_groups is not None and classic_groups.has_group(group_id):
             return classic_groups.view(group_id)
+        consumer_groups = self.server.consumer_groups
+        if consumer_groups is not None and consumer_groups.has_group(group_id):
+            return consumer_groups.view(group_id)
         return NO_GROUP
 
     def simple_group_ids(self) -> list[str]:
@@ -84,6 +88,7 @@ class ConsumerOffsetsService:
         if plan.records:
             try:
                 end = self._write(request.group_id, plan.records)
+                self.server.metrics.offset_commits += len(plan.records)
                 await self._durable(request.group_id, end)
             except OSError:
                 return {tp: ErrorCode.not_coordinator if error is ErrorCode.none else error
@@ -98,6 +103,7 @@ class ConsumerOffsetsService:
         if plan.records:
             try:
                 end = self._write(group_id, plan.records)
+                self.server.metrics.offset_deletions += len(plan.records)
                 await self._durable(group_id, end)
             except OSError:
                 return DeletePlan(ErrorCode.not_coordinator, {}, [])
@@ -161,7 +167,7 @@ class ConsumerOffsetsService:
         records = self.machine.expired(self._now_ms(), retention_ms, views)
         by_group: dict[str, list[OffsetRecord]] = {}
         for key, value in records:
-            if views[key.group_id].kind in (GroupKind.NONE, GroupKind.CLASSIC):  # share groups have none here
+            if views[key.group_id].kind is not GroupKind.SHARE:  # share groups have none here
                 by_group.setdefault(key.group_id, []).append((key, value))
         removed = 0
         for group_id, group_records in by_group.items():
@@ -170,11 +176,15 @@ class ConsumerOffsetsService:
             except OSError:
                 continue
             removed += len(group_records)
+            self.server.metrics.offset_expirations += len(group_records)
             log.info("group %s: %d committed offset(s) expired", group_id, len(group_records))
-            classic_groups = self.server.classic_groups
-            if (views[group_id].kind is GroupKind.CLASSIC and not self.machine.has_offsets(group_id)
-                    and classic_groups is not None):
-                classic_groups.delete_if_empty(group_id)
+            if self.machine.has_offsets(group_id):
+                continue
+            kind = views[group_id].kind
+            if kind is GroupKind.CLASSIC and self.server.classic_groups is not None:
+                self.server.classic_groups.delete_if_empty(group_id)
+            elif kind is GroupKind.CONSUMER and self.server.consumer_groups is not None:
+                self.server.consumer_groups.delete_if_empty(group_id)
         return removed
 
     async def _expiry_loop(self) -> None:

@@ -42,6 +42,8 @@ log = logging.getLogger("quafka.metrics")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ACK_TYPE_NAMES = {1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
 GROUP_STATES = ("Empty", "Stable", "Dead")
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")  # ConsumerGroupState
+CLASSIC_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 
 # Request latency buckets (ms), roughly logarithmic: sub-millisecond requests up to long polls.
 LATENCY_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
@@ -99,6 +101,10 @@ class BrokerMetrics:
         # storage: failed log directories (LogManager), flush-scheduler errors that are not I/O
         self.log_dir_failures = 0
         self.flush_loop_errors = 0
+        # group coordinator (GroupCoordinatorMetrics): committed, expired and deleted offsets
+        self.offset_commits = 0
+        self.offset_expirations = 0
+        self.offset_deletions = 0
 
     def observe_request(self, api_key: int, api_version: int, elapsed_ms: float) -> None:
         key = (api_key, api_version)
@@ -254,9 +260,48 @@ def render(server: "BrokerServer") -> str:
     groups = server.share_groups.list_groups() if server.share_groups is not None else []
     for _group_id, state in groups:
         by_state[state] = by_state.get(state, 0) + 1
+    consumer_groups = server.consumer_groups.list_groups() if server.consumer_groups is not None else []
+    classic_groups = [(g.group_id, g.state) for g in server.classic_groups.list_groups()] \
+        if server.classic_groups is not None else []
+    simple_groups = server.consumer_offsets.simple_group_ids() if server.consumer_offsets is not None else []
+    classic_groups += [(g, "Empty") for g in simple_groups]  # Kafka holds them as Empty classic groups
     out.family("kafka_server_group_coordinator_metrics_group_count", "gauge",
-               "Share groups (kafka.server:type=group-coordinator-metrics,protocol=share, group-count).",
-               [((("protocol", "share"),), len(groups))])
+               "Groups by protocol (kafka.server:type=group-coordinator-metrics,protocol=..., group-count).",
+               [((("protocol", "classic"),), len(classic_groups)), ((("protocol", "consumer"),), len(consumer_groups)),
+                ((("protocol", "share"),), len(groups))])
+    consumer_by_state = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
+    for _group_id, state in consumer_groups:
+        consumer_by_state[state] = consumer_by_state.get(state, 0) + 1
+    out.family("kafka_server_group_coordinator_metrics_consumer_group_count", "gauge",
+               "Consumer groups (KIP-848) by state (kafka.server:type=group-coordinator-metrics,state=..., "
+               "consumer-group-count).", [((("state", s),), n) for s, n in consumer_by_state.items()])
+    classic_by_state = dict.fromkeys(CLASSIC_GROUP_STATES, 0)
+    for _group_id, state in classic_groups:
+        classic_by_state[state] = classic_by_state.get(state, 0) + 1
+    out.family("kafka_coordinator_group_groupmetadatamanager_numgroups", "gauge",
+               "Classic groups (kafka.coordinator.group:type=GroupMetadataManager,name=NumGroups).",
+               [((), len(classic_groups))])
+    for state, n in classic_by_state.items():
+        out.family(f"kafka_coordinator_group_groupmetadatamanager_numgroups{state.lower()}", "gauge",
+                   f"Classic groups in state {state} (kafka.coordinator.group:type=GroupMetadataManager,"
+                   f"name=NumGroups{state}).", [((), n)])
+    num_offsets = sum(len(server.consumer_offsets.machine.committed(g))
+                      for g in server.consumer_offsets.machine.group_ids()) if server.consumer_offsets else 0
+    out.family("kafka_coordinator_group_groupmetadatamanager_numoffsets", "gauge",
+               "Committed offsets held (kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets).",
+               [((), num_offsets)])
+    for name, value, what in (
+            ("offset_commit", m.offset_commits, "committed offsets (offset-commit-count)"),
+            ("offset_expiration", m.offset_expirations, "expired offsets (offset-expiration-count)"),
+            ("offset_deletion", m.offset_deletions, "offsets deleted by OffsetDelete (offset-deletion-count)"),
+            ("group_completed_rebalance",
+             server.classic_groups.coordinator.completed_rebalances if server.classic_groups else 0,
+             "classic group rebalances completed (group-completed-rebalance-count)"),
+            ("consumer_group_rebalance",
+             server.consumer_groups.coordinator.rebalances if server.consumer_groups else 0,
+             "consumer group (KIP-848) rebalances: new target assignments (consumer-group-rebalance-count)")):
+        out.family(f"kafka_server_group_coordinator_metrics_{name}_total", "counter",
+                   f"The total number of {what}; kafka.server:type=group-coordinator-metrics.", [((), value)])
     out.family("kafka_server_group_coordinator_metrics_share_group_count", "gauge",
                "Share groups by state (kafka.server:type=group-coordinator-metrics,state=..., share-group-count).",
                [((("state", s),), n) for s, n in by_state.items()])

@@ -41,6 +41,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         classic_group,
         cluster,
         configs,
+        consumer_group,
         consumer_offsets,
         fetch,
         metadata,

@@ -21,6 +21,7 @@ from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .registry import HandlerSpec, advertised_ranges, load_handlers
 from .classic_groups import ClassicGroupService
+from .consumer_groups import ConsumerGroupService
 from .consumer_offsets import ConsumerOffsetsService
 from .share_groups import ShareGroupService
 from .share_partitions import SharePartitionManager
@@ -87,6 +88,7 @@ class BrokerServer:
         self.share_groups: ShareGroupService | None = None
         self.consumer_offsets: ConsumerOffsetsService | None = None
         self.classic_groups: ClassicGroupService | None = None
+        self.consumer_groups: ConsumerGroupService | None = None
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
@@ -120,6 +122,7 @@ class BrokerServer:
         self.share_groups = ShareGroupService(self)
         self.consumer_offsets = ConsumerOffsetsService(self)
         self.classic_groups = ClassicGroupService(self)
+        self.consumer_groups = ConsumerGroupService(self)
         self.state.topic_listeners.append(self._on_topic_event)
         await self._start_metrics()
         for _name, host, port in self.config.listeners:
@@ -134,6 +137,7 @@ class BrokerServer:
         await self.share_state.load()
         self.share_groups.load()
         self.classic_groups.load()
+        self.consumer_groups.load()
         self.consumer_offsets.load()
         self._loaded.set()
         log.info(
@@ -268,6 +272,8 @@ class BrokerServer:
             self.consumer_offsets.close()
         if self.classic_groups is not None:
             self.classic_groups.close()
+        if self.consumer_groups is not None:
+            self.consumer_groups.close()
         if self.share_state is not None:
             await self.share_state.close()
         for server in self._servers:

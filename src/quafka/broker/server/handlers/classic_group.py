@@ -9,6 +9,10 @@ ClassicGroupCoordinator); these handlers translate the wire versions:
 - a group id that names a share group gets INCONSISTENT_GROUP_PROTOCOL from JoinGroup (Kafka's
   GroupMetadataManager: a non-classic group of that id) and GROUP_ID_NOT_FOUND from DescribeGroups
   v6 (earlier versions report it as Dead, as Kafka does for an id that is not a classic group);
+- a KIP-848 consumer group's id: DescribeGroups answers the same; JoinGroup converts an empty
+  consumer group to a classic group (GroupMetadataManager.classicGroupJoin) and refuses a non-empty
+  one with INCONSISTENT_GROUP_PROTOCOL, where Kafka would take the classic member into the consumer
+  group (a mixed group; not implemented, see docs/consumer-groups.md);
 - LeaveGroup v0-2 carries one member id and answers with its error at the top level; v3+ carries
   a batch of members (member id and/or group.instance.id) with an error each;
 - until the coordinators have loaded, every request gets COORDINATOR_LOAD_IN_PROGRESS.
@@ -20,6 +24,7 @@ import datetime
 
 from quafka.protocol.errors import ErrorCode
 
+from ..group_kinds import GroupKindOf, group_kind
 from ..registry import handles
 from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
 from .share_group import client_host
@@ -29,10 +34,6 @@ LOADING = ErrorCode.coordinator_load_in_progress
 
 def _ms(value) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else int(value)
-
-
-def _is_share_group(server, group_id: str) -> bool:
-    return server.share_groups is not None and server.share_groups.coordinator.group(group_id) is not None
 
 
 @handles(11, 0, 9)
@@ -48,8 +49,16 @@ async def handle_join_group(ctx, req):
 
     if not server.coordinators_loaded:
         return refuse(LOADING)
-    if _is_share_group(server, req.group_id):
+    kind = group_kind(server, req.group_id)
+    if kind is GroupKindOf.SHARE:
         return refuse(ErrorCode.inconsistent_group_protocol)
+    if kind is GroupKindOf.CONSUMER:
+        # an empty consumer group becomes a classic group (maybeDeleteEmptyConsumerGroup); Kafka takes
+        # a classic member into a non-empty one (mixed groups), quafka refuses it
+        if server.consumer_groups.coordinator.group(req.group_id).members:
+            return refuse(ErrorCode.inconsistent_group_protocol)
+        if not server.consumer_groups.convert_to_classic(req.group_id):
+            return refuse(ErrorCode.not_coordinator)
     rebalance_timeout = getattr(req, "rebalance_timeout", None)
     result = await server.classic_groups.join(
         group_id=req.group_id, member_id=req.member_id, protocol_type=req.protocol_type,
@@ -128,14 +137,15 @@ async def handle_describe_groups(ctx, req):
         if not server.coordinators_loaded:
             groups.append(make(group_cls, error_code=LOADING, group_state="", **common))
             continue
-        described = None if _is_share_group(server, group_id) else server.classic_groups.describe(group_id)
+        kind = group_kind(server, group_id)
+        described = server.classic_groups.describe(group_id) if kind is GroupKindOf.CLASSIC else None
         if described is None or described.error is ErrorCode.group_id_not_found:
-            if server.consumer_offsets.machine.has_offsets(group_id) and not _is_share_group(server, group_id):
+            if kind is GroupKindOf.SIMPLE:
                 groups.append(make(group_cls, error_code=ErrorCode.none, group_state="Empty", **common))
             elif ctx.api_version >= 6:
-                kind = "is not a classic group" if _is_share_group(server, group_id) else "not found"
+                what = "not found" if kind in (None, GroupKindOf.CLASSIC) else "is not a classic group"
                 groups.append(make(group_cls, error_code=ErrorCode.group_id_not_found, group_state="Dead",
-                                   **{**common, "error_message": f"Group {group_id} {kind}."}))
+                                   **{**common, "error_message": f"Group {group_id} {what}."}))
             else:
                 groups.append(make(group_cls, error_code=ErrorCode.none, group_state="Dead", **common))
             continue

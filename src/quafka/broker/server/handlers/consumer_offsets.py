@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from quafka.broker.core.consumer_offsets import CommitPartition, CommitRequest
+from quafka.broker.core.consumer_offsets import CommitPartition, CommitRequest, validate_fetch
 from quafka.protocol.errors import ErrorCode
 
 from ..registry import handles
@@ -85,11 +85,16 @@ async def handle_offset_commit(ctx, req):
     return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _fetch_group(server, group_id: str, topics, by_id: bool, topic_cls, part_cls) -> tuple[ErrorCode, tuple]:
-    """(group error, topics) of one group of an OffsetFetch."""
+def _fetch_group(server, group_id: str, topics, by_id: bool, topic_cls, part_cls, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[ErrorCode, tuple]:
+    """(group error, topics) of one group of an OffsetFetch; v9+ carries the member id and epoch of a
+    consumer-group member, checked as ConsumerGroup.validateOffsetFetch does."""
     refusal = _refusal(server, group_id)
     if refusal is not None:
         return refusal, ()
+    member_error = validate_fetch(server.consumer_offsets.view(group_id), member_id, member_epoch)
+    if member_error is not ErrorCode.none:
+        return member_error, ()
     if topics is None:
         fetched = server.consumer_offsets.fetch(group_id, None)
         wanted: dict[str, list[int]] = {}
@@ -131,7 +136,8 @@ async def handle_offset_fetch(ctx, req):
         part_cls = item_class(topic_cls, "partitions")
         groups = []
         for g in req.groups:
-            error, topics = _fetch_group(server, g.group_id, g.topics, by_id, topic_cls, part_cls)
+            error, topics = _fetch_group(server, g.group_id, g.topics, by_id, topic_cls, part_cls,
+                                         getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)))
             groups.append(make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
         return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     topic_cls = item_class(resp_cls, "topics")

@@ -4,14 +4,16 @@ and DeleteGroups (key 42, v0-v2).
 The coordinator is `server.share_groups` (a `ShareGroupService`). On one node this broker is the
 coordinator of every group, so the COORDINATOR errors never occur; there are no ACLs, so neither
 do the authorization errors. ListGroups reports share groups with protocol type and group type
-"share" (Kafka's spelling), and simple consumer groups — groups that exist only through offsets
+"share" (Kafka's spelling), KIP-848 consumer groups with type and protocol type "consumer", classic
+groups with type "classic", and simple consumer groups — groups that exist only through offsets
 committed with generation -1 (consumers using `assign()`) — as Kafka does: type "classic", state
 "Empty", protocol type "".
 
 Until the coordinators have replayed their internal topics after a start, every one of these
 answers COORDINATOR_LOAD_IN_PROGRESS (retriable; clients retry).
 
-DeleteGroups deletes empty share groups: their share state is tombstoned on `__share_group_state`
+DeleteGroups deletes empty groups of every type (classic and consumer groups with their committed
+offsets). For share groups: it deletes empty share groups: their share state is tombstoned on `__share_group_state`
 and their records on `__consumer_offsets`, and the group is gone (GROUP_ID_NOT_FOUND afterwards).
 A group with members gets NON_EMPTY_GROUP. A simple consumer group is deleted by tombstoning its
 committed offsets.
@@ -22,9 +24,11 @@ The client host is the peer address as Kafka prints an InetAddress ("/127.0.0.1"
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 from quafka.protocol.errors import ErrorCode
 
+from ..group_kinds import GroupKindOf, group_kind
 from ..registry import handles
 from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
 
@@ -51,9 +55,7 @@ async def handle_share_group_heartbeat(ctx, req):
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress,
                     error_message=LOADING, member_id=None, member_epoch=0, heartbeat_interval=_ms(0),
                     assignment=None)
-    if ctx.server.classic_groups.has_group(req.group_id) or (
-            ctx.server.consumer_offsets.machine.has_offsets(req.group_id)
-            and ctx.server.share_groups.coordinator.group(req.group_id) is None):
+    if group_kind(ctx.server, req.group_id) not in (None, GroupKindOf.SHARE):
         # a consumer group of that id (GroupMetadataManager.getOrMaybeCreateShareGroup)
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_id_not_found,
                     error_message=f"Group {req.group_id} is not a share group.", member_id=None, member_epoch=0,
@@ -88,6 +90,8 @@ async def handle_share_group_describe(ctx, req):
                        members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for g in req.group_ids]
         return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     for g in ctx.server.share_groups.describe(req.group_ids):
+        if g.error is ErrorCode.group_id_not_found and group_kind(ctx.server, g.group_id) is not None:
+            g = replace(g, message=f"Group {g.group_id} is not a share group.")  # ShareGroup lookup in Kafka
         members = tuple(
             make(member_cls, member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                  client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
@@ -117,6 +121,8 @@ async def handle_list_groups(ctx, req):
     # simple consumer groups (they only commit offsets): type classic, state Empty, no protocol type
     states = {s.strip().lower() for s in states_filter}
     types = {t.strip().lower() for t in types_filter}
+    listed += [(group_id, "consumer", state, "consumer")
+               for group_id, state in ctx.server.consumer_groups.list_groups(states_filter, types_filter)]
     if not types or "classic" in types:
         listed += [(g.group_id, g.protocol_type, g.state, "classic")
                    for g in ctx.server.classic_groups.list_groups(states_filter)]
@@ -137,14 +143,16 @@ async def handle_delete_groups(ctx, req):
             error = ErrorCode.coordinator_load_in_progress
         elif not group_id:
             error = ErrorCode.invalid_group_id
-        elif ctx.server.classic_groups.has_group(group_id):  # only an empty one; its offsets go too
-            error = ctx.server.classic_groups.delete_group(group_id)
-            if error is ErrorCode.none and ctx.server.consumer_offsets.machine.has_offsets(group_id):
-                error = await ctx.server.consumer_offsets.delete_group(group_id)
-        elif ctx.server.share_groups.coordinator.group(group_id) is None and \
-                ctx.server.consumer_offsets.machine.has_offsets(group_id):  # a simple consumer group
-            error = await ctx.server.consumer_offsets.delete_group(group_id)
         else:
-            error, _message = await ctx.server.share_groups.delete_group(group_id)
+            kind = group_kind(ctx.server, group_id)
+            if kind in (GroupKindOf.CLASSIC, GroupKindOf.CONSUMER):  # only an empty one; its offsets go too
+                coordinator = ctx.server.classic_groups if kind is GroupKindOf.CLASSIC else ctx.server.consumer_groups
+                error = coordinator.delete_group(group_id)
+                if error is ErrorCode.none and ctx.server.consumer_offsets.machine.has_offsets(group_id):
+                    error = await ctx.server.consumer_offsets.delete_group(group_id)
+            elif kind is GroupKindOf.SIMPLE:
+                error = await ctx.server.consumer_offsets.delete_group(group_id)
+            else:
+                error, _message = await ctx.server.share_groups.delete_group(group_id)
         results.append(make(result_cls, group_id=group_id, error_code=error))
     return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))

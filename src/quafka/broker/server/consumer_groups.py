@@ -1,0 +1,339 @@
+"""The asyncio shell of KIP-848 consumer groups (`group.protocol=consumer`): owns the pure
+`ConsumerGroupCoordinator` (broker/core/consumer_group.py), feeds it topic metadata, group configs
+and the clock, appends its records to `__consumer_offsets` and carries out its effects.
+
+Records first, as the share-group shell (share_groups.py): each change is made in the machine,
+turned into records by diffing the group's image against the image last written
+(broker/core/consumer_group_images.py) and appended before timers are armed or the request is
+answered. A failed append reloads the group from the image last written — what a restart would
+replay — and the request gets NOT_COORDINATOR (Kafka's answer to a coordinator write that failed
+with KAFKA_STORAGE_ERROR). With flush enabled for `__consumer_offsets` the answer waits for the
+fsync on the flusher's thread.
+
+Group ids are one namespace (Kafka's GroupMetadataManager.getOrMaybeCreateConsumerGroup):
+
+- a share group's id: GROUP_ID_NOT_FOUND "Group G is not a consumer group.";
+- an empty classic group (or a simple group, which exists only through its offsets) is converted
+  when a member joins with epoch 0: the classic group's tombstone is written first, then the
+  consumer group's records; committed offsets stay (`maybeDeleteEmptyClassicGroup`);
+- a classic group with members: GROUP_ID_NOT_FOUND. Kafka converts it online under
+  `group.consumer.migration.policy` upgrade/bidirectional (its default); quafka does not, and
+  refuses that key — the deviation is documented in docs/consumer-groups.md.
+
+Settings: session timeout and heartbeat interval per group (`consumer.session.timeout.ms`,
+`consumer.heartbeat.interval.ms` group configs over the broker's `group.consumer.*` defaults);
+`group.consumer.max.size` and `group.consumer.assignors` are read on every heartbeat.
+
+Everything runs on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from quafka.broker._config_types import consumer_assignor_names
+from quafka.broker.core.consumer_group import (
+    ArmTimer,
+    CancelTimer,
+    ConsumerGroupCoordinator,
+    DescribedGroup,
+    Effect,
+    GroupEmptied,
+    HeartbeatResult,
+    MemberRemoved,
+)
+from quafka.broker.core.consumer_group_images import ConsumerGroupImages, Image, diff, image_of, restore_group
+from quafka.broker.core.consumer_offsets import GroupKind, GroupView
+from quafka.broker.storage.base import MAX_LONG
+from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.consumer_group_records import decode_consumer_group_record, encode_consumer_group_record
+from quafka.protocol.errors import ErrorCode
+
+from .internal_log import append_records, group_offsets_log, verified_records
+from .timers import TimerService
+
+if TYPE_CHECKING:
+    from .server import BrokerServer
+
+log = logging.getLogger("quafka.consumer_groups")
+
+__all__ = ["ConsumerGroupService"]
+
+NOT_STORED = "The group coordinator could not store the change (its log directory failed); retry."
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+
+class ConsumerGroupService:
+    def __init__(self, server: "BrokerServer") -> None:
+        self.server = server
+        self.coordinator = ConsumerGroupCoordinator(settings=self._group_settings)
+        self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group
+        self._own_timers: TimerService | None = None
+        self._topics_loaded = False
+        self._tasks: set[asyncio.Task] = set()
+        self.loaded = False
+        server.state.topic_listeners.append(self._on_topic_event)
+
+    # ------------------------------------------------------------------ requests
+    async def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None = None,
+                        rack_id: str | None = None, rebalance_timeout_ms: int = -1,
+                        subscribed_topic_names: Iterable[str] | None = None, subscribed_topic_regex: str | None = None,
+                        server_assignor: str | None = None, topic_partitions=None, client_id: str = "",
+                        client_host: str = "") -> HeartbeatResult:
+        self._refresh()
+        refusal = self._refuse_other_kind(group_id, member_epoch)
+        if refusal is not None:
+            return refusal
+        config = self.server.state.config
+        self.coordinator.max_group_size = int(config.get("group.consumer.max.size"))
+        self.coordinator.assignors = tuple(consumer_assignor_names(config.get("group.consumer.assignors")))
+        existed = self.coordinator.group(group_id) is not None
+        result, effects = self.coordinator.heartbeat(
+            group_id, member_id, member_epoch, instance_id=instance_id, rack_id=rack_id,
+            rebalance_timeout_ms=rebalance_timeout_ms, subscribed_topic_names=subscribed_topic_names,
+            subscribed_topic_regex=subscribed_topic_regex, server_assignor=server_assignor,
+            topic_partitions=topic_partitions, client_id=client_id, client_host=client_host, now_ms=self._now_ms())
+        if result.error != ErrorCode.none:  # refused: nothing changed
+            log.debug("consumer group %s: heartbeat of member %s (epoch %d) refused: %s %s", group_id, member_id,
+                      member_epoch, result.error.name, result.message)
+            self._execute(effects)
+            return result
+        try:
+            if not existed and self.server.classic_groups.has_group(group_id):
+                # an empty classic group becomes this consumer group: its tombstone first
+                if self.server.classic_groups.delete_group(group_id) is not ErrorCode.none:
+                    self._reload(group_id)  # the new group goes again: nothing of it was written
+                    raise OSError("the classic group's tombstone could not be written")
+                log.info("group %s: converted the empty classic group to a consumer group", group_id)
+            end = self._append(group_id)
+        except OSError:
+            return HeartbeatResult(ErrorCode.not_coordinator, NOT_STORED)
+        self._execute(effects)
+        try:
+            await self._durable(group_id, end)
+        except OSError:
+            return HeartbeatResult(ErrorCode.not_coordinator, NOT_STORED)
+        if member_epoch in (0, -1, -2):
+            what = {0: "joined", -1: "left", -2: "left (static, keeps its partitions)"}[member_epoch]
+            log.info("consumer group %s: member %s %s (member epoch %d)", group_id, member_id, what,
+                     result.member_epoch)
+        return result
+
+    def _refuse_other_kind(self, group_id: str, member_epoch: int) -> HeartbeatResult | None:
+        """GroupMetadataManager.getOrMaybeCreateConsumerGroup for an id that is another kind of group."""
+        if self.coordinator.group(group_id) is not None:
+            return None
+        share_groups = self.server.share_groups
+        if share_groups is not None and share_groups.coordinator.group(group_id) is not None:
+            return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        classic = self.server.classic_groups
+        if classic is not None and classic.has_group(group_id):
+            if member_epoch != 0:
+                return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            if classic.coordinator.describe(group_id).members:
+                return HeartbeatResult(ErrorCode.group_id_not_found, (
+                    f"Cannot upgrade classic group {group_id} to consumer group because it has members: quafka "
+                    f"converts a classic group only when it is empty (Kafka's group.consumer.migration.policy "
+                    f"online upgrade is not implemented)."))
+        return None
+
+    def describe(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
+        self._refresh()
+        return self.coordinator.describe(group_ids)
+
+    def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[tuple[str, str]]:
+        return self.coordinator.list_groups(states_filter, types_filter)
+
+    def has_group(self, group_id: str) -> bool:
+        return self.coordinator.group(group_id) is not None
+
+    def view(self, group_id: str) -> GroupView:
+        """For consumer_offsets.py: members, their epochs and subscribed topics."""
+        offsets_view = self.coordinator.offsets_view(group_id)
+        assert offsets_view is not None, group_id
+        return GroupView(GroupKind.CONSUMER, members=dict(offsets_view.instance_ids),
+                         subscribed_topics=offsets_view.subscribed_topics,
+                         member_epochs=dict(offsets_view.member_epochs))
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: an empty group's records are tombstoned (its offsets are the caller's)."""
+        error, _message, effects = self.coordinator.delete_group(group_id)
+        if error is not ErrorCode.none:
+            return error
+        self._execute(effects)
+        try:
+            end = self._append(group_id)
+        except OSError:
+            return ErrorCode.not_coordinator
+        if end is not None:
+            self._spawn(self._durable(group_id, end), f"consumer group {group_id} deleted")
+        log.info("consumer group %s deleted", group_id)
+        return ErrorCode.none
+
+    def delete_if_empty(self, group_id: str) -> None:
+        """An Empty group whose offsets all expired goes (GroupMetadataManager.maybeDeleteGroup)."""
+        group = self.coordinator.group(group_id)
+        if group is not None and not group.members:
+            self.delete_group(group_id)
+
+    def convert_to_classic(self, group_id: str) -> bool:
+        """A classic JoinGroup for an empty consumer group: the consumer group goes first
+        (GroupMetadataManager.maybeDeleteEmptyConsumerGroup); False if it could not be stored."""
+        if self.delete_group(group_id) is not ErrorCode.none:
+            return False
+        log.info("group %s: converted the empty consumer group to a classic group", group_id)
+        return True
+
+    # ------------------------------------------------------------------ records on __consumer_offsets
+    def _append(self, group_id: str) -> int | None:
+        """Append the records that bring `__consumer_offsets` in line with the group in the machine;
+        the log end offset to make durable, or None when nothing changed. A failed append reloads
+        the group from its records and the OSError propagates."""
+        try:
+            plog = group_offsets_log(self.server.state, group_id)
+            if not plog.health.online:
+                raise plog.health.offline_error()
+            image = image_of(self.coordinator.group(group_id))
+            records = diff(self._images.get(group_id, {}), image)
+            if not records:
+                return None
+            end = append_records(plog, [encode_consumer_group_record(r) for r in records], self._now_ms())
+        except OSError as exc:
+            log.error("consumer group %s: appending its records failed (%s); reloaded from its records", group_id, exc)
+            self._reload(group_id)
+            raise
+        if image:
+            self._images[group_id] = image
+        else:
+            self._images.pop(group_id, None)
+        return end
+
+    def _reload(self, group_id: str) -> None:
+        self._execute(self.coordinator.unload(group_id))
+        image = self._images.get(group_id)
+        if image:
+            self._execute(self.coordinator.restore(restore_group(group_id, image), self._now_ms()))
+
+    async def _durable(self, group_id: str, end_offset: int | None) -> None:
+        if end_offset is None:
+            return
+        plog = group_offsets_log(self.server.state, group_id)
+        if plog.config.flush_messages < MAX_LONG:
+            await self.server.flusher.flush(plog, end_offset)
+
+    def _commit_in_background(self, group_id: str) -> None:
+        try:
+            end = self._append(group_id)
+        except OSError:
+            return
+        if end is not None:
+            self._spawn(self._durable(group_id, end), f"consumer group {group_id} records")
+
+    def load(self) -> None:
+        """Replay the consumer-group records of `__consumer_offsets`: groups, members, epochs, target
+        and current assignments come back; members get fresh session timers (Kafka's onLoaded)."""
+        topic = self.server.state.topics.get(CONSUMER_OFFSETS_TOPIC)
+        self._refresh()
+        if topic is not None:
+            images = ConsumerGroupImages()
+            for part in topic.partitions:
+                for _offset, record in verified_records(part.log, decode_consumer_group_record):
+                    images.replay(record)
+            now_ms = self._now_ms()
+            for group_id, image in sorted(images.groups().items()):
+                self._execute(self.coordinator.restore(restore_group(group_id, image), now_ms))
+                self._images[group_id] = image
+                self._commit_in_background(group_id)  # a group epoch bumped by restore is stored
+            if images.groups():
+                log.info("loaded %d consumer group(s) from %s", len(images.groups()), CONSUMER_OFFSETS_TOPIC)
+        self.loaded = True
+
+    # ------------------------------------------------------------------ events
+    def _on_topic_event(self, _event: str, _topic_name: str) -> None:
+        self._topics_loaded = False
+        self._refresh()
+
+    def _on_timer(self, key: tuple, now_ms: int) -> None:
+        kind, group_id, member_id = key
+        effects = self.coordinator.on_timer(key, now_ms)
+        if any(isinstance(e, MemberRemoved) for e in effects):
+            reason = "session timed out" if kind == "consumer-group-session" else "did not revoke in its rebalance timeout"
+            log.info("consumer group %s: member %s fenced, its %s", group_id, member_id, reason)
+        try:
+            end = self._append(group_id)
+        except OSError:
+            return  # reloaded: the member is back with fresh timers
+        self._execute(effects)
+        if end is not None:
+            self._spawn(self._durable(group_id, end), f"consumer group {group_id} records")
+
+    # ------------------------------------------------------------------ internals
+    def _group_settings(self, group_id: str) -> _Settings:
+        config = self.server.state.group_config(group_id)
+        return _Settings(config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms)
+
+    def _now_ms(self) -> int:
+        return int(self.server.state.clock_ms())
+
+    def _refresh(self) -> None:
+        if self._topics_loaded or self.server.state.metadata is None:
+            return
+        topics = {name: (t.topic_id, len(t.partitions)) for name, t in self.server.state.topics.items()}
+        self._execute(self.coordinator.on_topics_changed(topics, self._now_ms()))
+        self._topics_loaded = True
+        if self.loaded:  # a subscribed topic changed: the bumped group epochs are stored now
+            for group_id in self.coordinator.group_ids():
+                self._commit_in_background(group_id)
+
+    @property
+    def timers(self) -> TimerService:
+        timers = getattr(self.server, "timers", None)
+        if timers is not None:
+            return timers
+        if self._own_timers is None:
+            self._own_timers = TimerService()
+        return self._own_timers
+
+    def _execute(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, ArmTimer):
+                self.timers.arm(effect.key, effect.deadline_ms, lambda now_ms, k=effect.key: self._on_timer(k, now_ms))
+            elif isinstance(effect, CancelTimer):
+                self.timers.cancel(effect.key)
+            elif isinstance(effect, GroupEmptied):
+                log.info("consumer group %s is empty", effect.group_id)
+
+    def _spawn(self, coro, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None and not isinstance(exc, OSError):
+            log.error("%s failed", task.get_name(), exc_info=exc)
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._own_timers is not None:
+            self._own_timers.close()
+
+
+def new_member_id() -> str:
+    """ConsumerGroupHeartbeat v0: the coordinator makes the member id (Uuid.randomUuid().toString())."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

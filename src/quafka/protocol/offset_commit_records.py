@@ -1,4 +1,4 @@
-"""Codecs for consumer-group committed offsets on `__consumer_offsets` (issue 16, groundwork).
+"""Codecs for consumer-group committed offsets on `__consumer_offsets` (issue 16).
 
 Kafka's layouts (group-coordinator `OffsetCommitKey.json` / `OffsetCommitValue.json`, framed by
 `CoordinatorRecordSerde`):

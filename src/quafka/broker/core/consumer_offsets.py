@@ -1,5 +1,5 @@
 """Committed offsets of consumer groups: the pure machine behind OffsetCommit, OffsetFetch,
-OffsetDelete and offset expiry (issue 16, groundwork; not wired to the server yet).
+OffsetDelete and offset expiry (the shell is broker/server/consumer_offsets.py).
 
 Records are the truth. `prepare_commit`, `prepare_delete` and `expired` compute the records to
 append (`OffsetCommitKey` with a value, or a tombstone) and change nothing; the shell appends them

@@ -1,8 +1,8 @@
 """Classic consumer groups (issue 16, acceptance 1-3 and 6 for the classic protocol) with real
 clients over loopback: confluent-kafka (eager `range` and incremental `cooperative-sticky`),
 kafka-python and aiokafka. Three members on a 6-partition topic get two partitions each; a fourth
-joins and one leaves; with a commit after every batch, every record is consumed exactly once by the
-group. A member that stops heartbeating is removed after its session timeout; a static member that
+joins and one leaves (with each of the three clients); with a commit after every batch, every record
+is consumed exactly once by the group. A member that stops heartbeating is removed after its session timeout; a static member that
 restarts within it keeps its partitions without a rebalance; groups and committed offsets survive a
 SIGKILL of the broker; a share group and a consumer group cannot share a name."""
 
@@ -241,6 +241,154 @@ def test_kafka_python_and_aiokafka_groups(make_broker):
 
     # the group resumes from kafka-python's commits: only the 30 new records
     assert sorted(asyncio.run(aio())) == list(range(60, 90))
+
+
+class KafkaPythonMember:
+    """A kafka-python group member on its own thread: polls, commits after every batch (a commit
+    refused by a rebalance, CommitFailedError, is counted), and keeps its assignment as of its last
+    poll. It learns the topic's partitions before subscribing (see test_kafka_python_and_aiokafka_groups)."""
+
+    def __init__(self, bootstrap: str, group: str, seen: list[int]) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                      enable_auto_commit=False, heartbeat_interval_ms=200)
+        assert self.consumer.partitions_for_topic(TOPIC) == set(range(6))
+        self.consumer.subscribe([TOPIC])
+        self.seen, self.refused, self.assigned, self.error = seen, 0, 0, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kafka.errors import CommitFailedError
+
+        try:
+            while not self._stop.is_set():
+                batch = self.consumer.poll(timeout_ms=50)
+                for records in batch.values():
+                    self.seen.extend(int(r.value) for r in records)
+                if batch:
+                    try:
+                        self.consumer.commit()
+                    except CommitFailedError:
+                        self.refused += 1
+                self.assigned = len(self.consumer.assignment())
+        except BaseException as exc:  # noqa: BLE001 - re-raised by check()
+            self.error = exc
+        finally:
+            self.consumer.close()  # LeaveGroup
+
+    def check(self) -> int:
+        assert self.error is None, f"a kafka-python member failed: {self.error!r}"
+        return self.assigned
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+        self.check()
+
+
+def test_kafka_python_group_across_a_join_and_a_leave(make_broker):
+    """Acceptance 1 for kafka-python: three members get two partitions each, a fourth joins
+    ([1, 1, 2, 2]) and one leaves ([2, 2, 2]); with a commit after every batch every record is
+    consumed, exactly once when no commit was refused by a rebalance."""
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _topic(bootstrap)
+    seen: list[int] = []
+    members = [KafkaPythonMember(bootstrap, "kp-rebalance", seen) for _ in range(3)]
+    try:
+        _produce(bootstrap, 0, 60)
+        wait_until(lambda: len(seen) >= 60 and sorted(m.check() for m in members) == [2, 2, 2], 40,
+                   message="60 records, two partitions each")
+        members.append(KafkaPythonMember(bootstrap, "kp-rebalance", seen))
+        _produce(bootstrap, 60, 60)
+        wait_until(lambda: len(seen) >= 120 and sorted(m.check() for m in members) == [1, 1, 2, 2], 40,
+                   message="120 records, the fourth member assigned")
+        left = members.pop(0)
+        left.close()
+        _produce(bootstrap, 120, 60)
+        wait_until(lambda: len(seen) >= 180 and sorted(m.check() for m in members) == [2, 2, 2], 40,
+                   message="180 records, spread over the three left")
+    finally:
+        for m in members:
+            m.close()
+    assert set(seen) == set(range(180))
+    if sum(m.refused for m in members) + left.refused == 0:
+        assert sorted(seen) == list(range(180))
+
+
+def test_aiokafka_group_across_a_join_and_a_leave(make_broker):
+    """Acceptance 1 for aiokafka: the same three members, fourth joins, one leaves; every member a
+    task on one event loop, committing after every batch."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import CommitFailedError, RebalanceInProgressError
+
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _topic(bootstrap)
+
+    async def main() -> tuple[list[int], int]:
+        seen: list[int] = []
+        refused = 0
+        members: list[tuple[AIOKafkaConsumer, asyncio.Task]] = []
+
+        async def run(c: AIOKafkaConsumer) -> None:
+            nonlocal refused
+            while True:
+                batch = await c.getmany(timeout_ms=50)
+                for records in batch.values():
+                    seen.extend(int(r.value) for r in records)
+                if batch:
+                    try:
+                        await c.commit()
+                    except (CommitFailedError, RebalanceInProgressError):
+                        refused += 1
+
+        async def add() -> None:
+            c = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="aio-rebalance",
+                                 enable_auto_commit=False, auto_offset_reset="earliest", heartbeat_interval_ms=200)
+            await c.start()
+            members.append((c, asyncio.ensure_future(run(c))))
+
+        async def until(condition, timeout_s: float, what: str) -> None:
+            deadline = time.monotonic() + timeout_s
+            while not condition():
+                for _, task in members:
+                    if task.done():
+                        task.result()  # a member's error surfaces here
+                assert time.monotonic() < deadline, f"{what}: {len(seen)} records, " \
+                    f"{sorted(len(c.assignment()) for c, _ in members)}"
+                await asyncio.sleep(0.02)
+
+        def spread() -> list[int]:
+            return sorted(len(c.assignment()) for c, _ in members)
+
+        try:
+            for _ in range(3):
+                await add()
+            await asyncio.to_thread(_produce, bootstrap, 0, 60)
+            await until(lambda: len(seen) >= 60 and spread() == [2, 2, 2], 40, "two partitions each")
+            await add()
+            await asyncio.to_thread(_produce, bootstrap, 60, 60)
+            await until(lambda: len(seen) >= 120 and spread() == [1, 1, 2, 2], 40, "the fourth member assigned")
+            c, task = members.pop(0)
+            task.cancel()
+            await c.stop()  # LeaveGroup
+            await asyncio.to_thread(_produce, bootstrap, 120, 60)
+            await until(lambda: len(seen) >= 180 and spread() == [2, 2, 2], 40, "the three left")
+        finally:
+            for c, task in members:
+                task.cancel()
+                await c.stop()
+        return seen, refused
+
+    seen, refused = asyncio.run(main())
+    assert set(seen) == set(range(180))
+    if refused == 0:
+        assert sorted(seen) == list(range(180))
 
 
 _MEMBER_CHILD = textwrap.dedent("""

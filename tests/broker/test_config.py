@@ -338,7 +338,7 @@ def test_unknown_keys_are_refused():
     ("log.message.format.version", "removed in Kafka 4.0"),
     ("message.downconversion.enable", "removed in Kafka 4.0"),
     ("group.consumer.migration.policy", "does not convert a non-empty group"),
-    ("group.consumer.regex.refresh.interval.ms", "regular-expression subscriptions"),
+    ("group.consumer.regex.refresh.interval.ms", "no periodic refresh"),
 ])
 def test_refused_keys_say_why(name, reason):
     error = refused({name: "x"})

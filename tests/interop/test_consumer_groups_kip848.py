@@ -464,3 +464,47 @@ def test_a_member_that_stops_heartbeating_is_removed_after_its_session_timeout(m
             assert late.error_code.name == "unknown_member_id", late
         finally:
             survivor.close()
+
+
+def test_a_regex_subscription_follows_matching_topics_as_they_are_created(make_broker):
+    """confluent-kafka's subscribe(["^rx-.*"]) sends SubscribedTopicRegex with group.protocol=consumer:
+    the coordinator resolves it against the topics (whole names), so the member reads every matching
+    topic and not the others, and a matching topic created later is assigned at the next heartbeat.
+    An invalid pattern is refused with INVALID_REGULAR_EXPRESSION."""
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({"rx-a": (2, 1), "rx-b": (2, 1), "other": (1, 1), "xrx-a": (1, 1)})
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for topic in ("rx-a", "rx-b", "other", "xrx-a"):
+        producer.produce(topic, topic.encode())
+    assert producer.flush(10) == 0
+    consumer = _consumer(bootstrap, "regex-group")
+    consumer.subscribe(["^rx-.*"])
+    got: list[str] = []
+
+    def read(expected: set[str]) -> bool:
+        msg = consumer.poll(0.05)
+        if msg is not None and msg.error() is None:
+            got.append(msg.topic())
+        return set(got) >= expected
+
+    try:
+        wait_until(lambda: read({"rx-a", "rx-b"}), 30, message="the two matching topics")
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topics({"rx-c": (1, 1)})
+        producer.produce("rx-c", b"rx-c")
+        assert producer.flush(10) == 0
+        wait_until(lambda: read({"rx-a", "rx-b", "rx-c"}), 30, message="the topic created later")
+        assert sorted(got) == ["rx-a", "rx-b", "rx-c"]  # not "other", nor "xrx-a" (a whole-name match)
+        [described] = broker.call(broker.server.consumer_groups.describe, ["regex-group"])
+        assert described.members[0].subscribed_topic_regex == "(^rx-.*)"  # librdkafka joins its patterns so
+    finally:
+        consumer.close()
+    with RawClient(bootstrap) as raw:
+        resp = raw.request(cgh1.ConsumerGroupHeartbeatRequest(
+            group_id=GroupId("regex-bad"), member_id=str(uuid.uuid4()), member_epoch=i32(0), instance_id=None,
+            rack_id=None, rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            subscribed_topic_names=None, subscribed_topic_regex="rx-[", server_assignor=None,
+            topic_partitions=()))
+    assert resp.error_code.name == "invalid_regular_expression" and "rx-[" in resp.error_message

@@ -535,8 +535,8 @@ _REFUSED_KEYS: dict[str, str] = {
     "group.consumer.migration.policy": "quafka does not convert a non-empty group between the classic and the "
     "consumer protocol (Kafka's online migration); an empty group converts on its first join of the other protocol, "
     "as Kafka does under every policy",
-    "group.consumer.regex.refresh.interval.ms": "quafka's consumer groups do not support regular-expression "
-    "subscriptions (SubscribedTopicRegex) yet",
+    "group.consumer.regex.refresh.interval.ms": "quafka resolves a consumer group's subscription regexes against "
+    "the topics at every heartbeat and topic change, so there is no periodic refresh to tune",
     "log.message.format.version": "removed in Kafka 4.0",
     "log.message.downconversion.enable": "removed in Kafka 4.0",
     "log.message.timestamp.difference.max.ms": "removed in Kafka 4.0; use log.message.timestamp.before.max.ms "

@@ -414,7 +414,7 @@ def test_max_size():
     (dict(topic_partitions={T: [0]}), 0, ErrorCode.invalid_request),
     (dict(topic_partitions=None), 0, ErrorCode.invalid_request),
     (dict(subscribed_topic_names=None), 0, ErrorCode.invalid_request),
-    (dict(subscribed_topic_names=None, subscribed_topic_regex="t.*"), 0, ErrorCode.invalid_request),
+    (dict(subscribed_topic_names=None, subscribed_topic_regex="t[*"), 0, ErrorCode.invalid_regular_expression),
     (dict(server_assignor="sticky"), 0, ErrorCode.unsupported_assignor),
     (dict(instance_id=""), 0, ErrorCode.invalid_request),
     (dict(rack_id=""), 0, ErrorCode.invalid_request),
@@ -515,3 +515,28 @@ def test_offsets_view():
     view = cl.c.offsets_view("g")
     assert (view.state.value, view.member_epochs, view.instance_ids, view.subscribed_topics) == \
         ("Stable", {"a": 1}, {"a": "ia"}, frozenset({"t"}))
+
+
+def test_a_regex_subscription_resolves_to_every_matching_topic_and_follows_topic_changes():
+    """GroupMetadataManager.refreshRegularExpressions: full matches over every topic name; a topic
+    created later that matches joins the subscription (a new group epoch), names and a regex add up."""
+    c = ConsumerGroupCoordinator(topics={"orders-eu": (T, 6), "orders-us": (U, 4), "audit": ("A", 2)})
+    r, _ = c.heartbeat("g", "m", 0, subscribed_topic_names=[], subscribed_topic_regex="orders-.*",
+                       rebalance_timeout_ms=1000, topic_partitions={}, now_ms=0)
+    assert r.error == ErrorCode.none
+    assert {t: len(ps) for t, ps in r.assignment.items()} == {T: 6, U: 4}
+    assert c.offsets_view("g").subscribed_topics == {"orders-eu", "orders-us"}
+    [d] = c.describe(["g"])
+    assert d.members[0].subscribed_topic_regex == "orders-.*"
+    epoch = c.group("g").group_epoch
+    c.on_topics_changed({"orders-eu": (T, 6), "orders-us": (U, 4), "audit": ("A", 2), "orders-jp": ("J", 1)}, 10)
+    assert c.group("g").group_epoch == epoch + 1  # the new matching topic
+    r, _ = c.heartbeat("g", "m", r.member_epoch, now_ms=20)
+    assert "J" in r.assignment
+    c.on_topics_changed({"orders-eu": (T, 6), "orders-us": (U, 4), "audit": ("A", 2), "orders-jp": ("J", 1),
+                         "xorders-1": ("X", 1)}, 30)
+    assert c.group("g").group_epoch == epoch + 1  # "orders-.*" must match the whole name
+    r, _ = c.heartbeat("g", "m", r.member_epoch, subscribed_topic_names=["audit"], now_ms=40)
+    assert c.offsets_view("g").subscribed_topics == {"orders-eu", "orders-us", "orders-jp", "audit"}
+    r, _ = c.heartbeat("g", "m", r.member_epoch, subscribed_topic_regex="", now_ms=50)  # "" clears the regex
+    assert c.offsets_view("g").subscribed_topics == {"audit"}

@@ -25,6 +25,7 @@ timer per member (group.consumer.session.timeout.ms) re-armed by every heartbeat
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Hashable, Iterable, Mapping
 
 from quafka.protocol.errors import ErrorCode
@@ -112,6 +113,7 @@ class ConsumerGroupCoordinator:
         self._topics: dict[str, tuple[TopicId, int]] = dict(topics or {})
         self._groups: dict[str, ConsumerGroup] = {}
         self.rebalances = 0  # new target assignments computed
+        self._patterns: dict[str, re.Pattern] = {}  # compiled subscription regexes
 
     # ------------------------------------------------------------------ lookups
     def group(self, group_id: str) -> ConsumerGroup | None:
@@ -128,7 +130,7 @@ class ConsumerGroupCoordinator:
         members = group.members
         return OffsetsView(group.state, {m: members[m].member_epoch for m in sorted(members)},
                            {m: members[m].instance_id for m in sorted(members)},
-                           frozenset(t for m in members.values() for t in m.subscribed_topic_names))
+                           frozenset(t for m in members.values() for t in self._member_topics(m)))
 
     # ------------------------------------------------------------------ heartbeat
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None = None,
@@ -148,7 +150,8 @@ class ConsumerGroupCoordinator:
             if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(group_id, member_id, member_epoch, instance_id)
             return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
-                                   names, server_assignor, owned, client_id, client_host, now_ms)
+                                   names, subscribed_topic_regex, server_assignor, owned, client_id, client_host,
+                                   now_ms)
         except _Refused as refused:
             return HeartbeatResult(refused.error, refused.message), []
 
@@ -182,8 +185,12 @@ class ConsumerGroupCoordinator:
         if assignor is not None and assignor not in self.assignors:
             raise _Refused(ErrorCode.unsupported_assignor, f"ServerAssignor {assignor} is not supported. "
                            f"Supported assignors: {', '.join(self.assignors)}.")
-        if regex is not None and epoch >= 0:
-            raise invalid("SubscribedTopicRegex is not supported by this broker yet.")
+        if regex:  # Utils.throwIfRegularExpressionIsInvalid (Java's Pattern; Python's re here)
+            try:
+                self._pattern(regex)
+            except re.error as exc:
+                raise _Refused(ErrorCode.invalid_regular_expression,
+                               f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.") from None
 
     def _group_or_refuse(self, group_id: str) -> ConsumerGroup:
         group = self._groups.get(group_id)
@@ -210,8 +217,8 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(ErrorCode.none, None, member_id, epoch), self._fence(group, member.member_id, "left")
 
     def _heartbeat(self, group_id: str, member_id: str, epoch: int, instance_id: str | None, rack_id: str | None,
-                   rebalance_timeout_ms: int, names: tuple[str, ...] | None, assignor: str | None,
-                   owned: Partitions | None, client_id: str, client_host: str,
+                   rebalance_timeout_ms: int, names: tuple[str, ...] | None, regex: str | None,
+                   assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
                    now_ms: int) -> tuple[HeartbeatResult, list[Effect]]:
         """GroupMetadataManager.consumerGroupHeartbeat."""
         joining = epoch == JOIN_GROUP_MEMBER_EPOCH
@@ -271,6 +278,7 @@ class ConsumerGroupCoordinator:
             member = group.members[member_id] = ConsumerGroupMember(member_id)
         before_assigned = member.assigned
         before_names = member.subscribed_topic_names
+        before_regex = member.subscribed_topic_regex
         if instance_id is not None:
             member.instance_id = instance_id
         if rack_id is not None:
@@ -281,9 +289,12 @@ class ConsumerGroupCoordinator:
             member.server_assignor = assignor
         if names is not None:
             member.subscribed_topic_names = tuple(sorted(set(names)))
+        if regex is not None:  # "" clears it (librdkafka sends "" with a list of names)
+            member.subscribed_topic_regex = regex or None
         member.client_id, member.client_host = client_id, client_host
         member.classic_member_metadata = None
-        subscription_changed = member.subscribed_topic_names != before_names
+        subscription_changed = (member.subscribed_topic_names != before_names
+                                or member.subscribed_topic_regex != before_regex)
 
         bump = group.group_epoch == 0 or subscription_changed
         metadata = self._subscription_metadata(group)
@@ -311,7 +322,7 @@ class ConsumerGroupCoordinator:
         try:
             updated = reconcile(member.current, target_epoch=group.assignment_epoch,
                                 target=group.target.get(member.member_id, {}),
-                                subscribed_topic_ids=self._topic_ids(member.subscribed_topic_names),
+                                subscribed_topic_ids=self._topic_ids(self._member_topics(member)),
                                 subscription_changed=subscription_changed, owned=owned,
                                 partition_epoch=lambda t, p: epochs.get((t, p), -1))
         except FencedInUnknownState as exc:
@@ -442,16 +453,38 @@ class ConsumerGroupCoordinator:
         return out
 
     # ------------------------------------------------------------------ internals
+    def _pattern(self, regex: str) -> re.Pattern:
+        pattern = self._patterns.get(regex)
+        if pattern is None:
+            pattern = self._patterns[regex] = re.compile(regex)
+        return pattern
+
+    def _member_topics(self, member: ConsumerGroupMember) -> tuple[str, ...]:
+        """The topics a member subscribes to: its names, and the topics its regex matches in full
+        (GroupMetadataManager.refreshRegularExpressions: Pattern.matcher(topic).matches(), over every
+        topic name). Resolved at each use against the current topics, where Kafka resolves in the
+        background at most every 10 s and at least every group.consumer.regex.refresh.interval.ms:
+        a new matching topic is picked up by the next heartbeat here."""
+        regex = member.subscribed_topic_regex
+        if not regex:
+            return member.subscribed_topic_names
+        try:
+            pattern = self._pattern(regex)
+        except re.error:  # refused when it arrived; a stored one that no longer compiles matches nothing
+            return member.subscribed_topic_names
+        matched = {t for t in self._topics if pattern.fullmatch(t)}
+        return tuple(sorted(matched | set(member.subscribed_topic_names)))
+
     def _topic_ids(self, topic_names: Iterable[str]) -> set[TopicId]:
         return {self._topics[t][0] for t in topic_names if t in self._topics}
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[TopicId, int]]:
-        names = {t for m in group.members.values() for t in m.subscribed_topic_names}
+        names = {t for m in group.members.values() for t in self._member_topics(m)}
         return {t: self._topics[t] for t in sorted(names) if t in self._topics}
 
     def _compute_target(self, group: ConsumerGroup) -> None:
         """TargetAssignmentBuilder.build: every member's spec with its current target."""
-        specs = {m.member_id: MemberSpec(m.subscribed_topic_names, m.instance_id, group.target.get(m.member_id, {}))
+        specs = {m.member_id: MemberSpec(self._member_topics(m), m.instance_id, group.target.get(m.member_id, {}))
                  for m in group.members.values()}
         target = assign(group.preferred_assignor(self.assignors[0]), specs, group.subscribed_metadata)
         group.target = {m: {t: frozenset(ps) for t, ps in a.items() if ps} for m, a in target.items()}

@@ -6,8 +6,9 @@ ConsumerGroupCoordinator). Version differences:
 
 - ConsumerGroupHeartbeat v0: a member joining with an empty member id gets one made by the
   coordinator; v1 (KIP-1082) requires the client to make it, so an empty id is INVALID_REQUEST;
-  v1 adds SubscribedTopicRegex, which quafka refuses (INVALID_REQUEST, naming it) for now; an
-  empty regex, which librdkafka sends with a list of names, means none (as Kafka reads it);
+  v1 adds SubscribedTopicRegex (resolved by the coordinator against every topic name, full
+  matches; an invalid one gets INVALID_REGULAR_EXPRESSION); an empty regex, which librdkafka sends
+  with a list of names, means none (as Kafka reads it);
 - ConsumerGroupDescribe v1 adds each member's MemberType (1: a consumer-protocol member).
 
 A group id that names another kind of group (group_kinds.py) gets GROUP_ID_NOT_FOUND "Group G is

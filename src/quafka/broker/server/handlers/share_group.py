@@ -12,9 +12,9 @@ committed with generation -1 (consumers using `assign()`) — as Kafka does: typ
 Until the coordinators have replayed their internal topics after a start, every one of these
 answers COORDINATOR_LOAD_IN_PROGRESS (retriable; clients retry).
 
-DeleteGroups deletes empty groups of every type (classic and consumer groups with their committed
-offsets). For share groups: it deletes empty share groups: their share state is tombstoned on `__share_group_state`
-and their records on `__consumer_offsets`, and the group is gone (GROUP_ID_NOT_FOUND afterwards).
+DeleteGroups deletes empty groups of every type: classic and consumer groups with their committed
+offsets, and share groups, whose share state is tombstoned on `__share_group_state` and their records
+on `__consumer_offsets`; the group is gone (GROUP_ID_NOT_FOUND afterwards).
 A group with members gets NON_EMPTY_GROUP. A simple consumer group is deleted by tombstoning its
 committed offsets.
 

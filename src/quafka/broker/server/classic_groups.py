@@ -50,8 +50,8 @@ from quafka.protocol.classic_group_records import (
 from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.errors import ErrorCode
 
+from .coordinator_shell import CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
-from .timers import TimerService
 
 if TYPE_CHECKING:
     from .server import BrokerServer
@@ -61,15 +61,15 @@ log = logging.getLogger("quafka.classic_groups")
 __all__ = ["ClassicGroupService"]
 
 
-class ClassicGroupService:
+class ClassicGroupService(CoordinatorShell):
+    _log = log
+
     def __init__(self, server: "BrokerServer") -> None:
-        self.server = server
+        super().__init__(server)
         self.coordinator = ClassicGroupCoordinator(new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}",
                                                    config=self._config())
         self._tokens = itertools.count(1)
         self._parked: dict[int, asyncio.Future] = {}
-        self._own_timers: TimerService | None = None
-        self._tasks: set[asyncio.Task] = set()
         self.loaded = False
 
     def _config(self) -> ClassicGroupConfig:
@@ -220,33 +220,8 @@ class ClassicGroupService:
         self.loaded = True
 
     # ------------------------------------------------------------------ internals
-    @property
-    def timers(self) -> TimerService:
-        timers = getattr(self.server, "timers", None)
-        if timers is not None:
-            return timers
-        if self._own_timers is None:
-            self._own_timers = TimerService()
-        return self._own_timers
-
-    def _spawn(self, coro, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), OSError):
-            log.error("%s failed", task.get_name(), exc_info=task.exception())
-
-    def _now_ms(self) -> int:
-        return int(self.server.state.clock_ms())
-
     def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
         for future in self._parked.values():
             if not future.done():
                 future.cancel()
-        if self._own_timers is not None:
-            self._own_timers.close()
+        super().close()

@@ -29,7 +29,6 @@ Everything runs on the event loop thread.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
@@ -48,13 +47,12 @@ from quafka.broker.core.consumer_group import (
 )
 from quafka.broker.core.consumer_group_images import ConsumerGroupImages, Image, diff, image_of, restore_group
 from quafka.broker.core.consumer_offsets import GroupKind, GroupView
-from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.consumer_group_records import decode_consumer_group_record, encode_consumer_group_record
 from quafka.protocol.errors import ErrorCode
 
+from .coordinator_shell import NOT_STORED, CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
-from .timers import TimerService
 
 if TYPE_CHECKING:
     from .server import BrokerServer
@@ -63,7 +61,6 @@ log = logging.getLogger("quafka.consumer_groups")
 
 __all__ = ["ConsumerGroupService"]
 
-NOT_STORED = "The group coordinator could not store the change (its log directory failed); retry."
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +69,14 @@ class _Settings:
     heartbeat_interval_ms: int
 
 
-class ConsumerGroupService:
+class ConsumerGroupService(CoordinatorShell):
+    _log = log
+
     def __init__(self, server: "BrokerServer") -> None:
-        self.server = server
+        super().__init__(server)
         self.coordinator = ConsumerGroupCoordinator(settings=self._group_settings)
         self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group
-        self._own_timers: TimerService | None = None
         self._topics_loaded = False
-        self._tasks: set[asyncio.Task] = set()
         self.loaded = False
         server.state.topic_listeners.append(self._on_topic_event)
 
@@ -223,13 +220,6 @@ class ConsumerGroupService:
         if image:
             self._execute(self.coordinator.restore(restore_group(group_id, image), self._now_ms()))
 
-    async def _durable(self, group_id: str, end_offset: int | None) -> None:
-        if end_offset is None:
-            return
-        plog = group_offsets_log(self.server.state, group_id)
-        if plog.config.flush_messages < MAX_LONG:
-            await self.server.flusher.flush(plog, end_offset)
-
     def _commit_in_background(self, group_id: str) -> None:
         try:
             end = self._append(group_id)
@@ -281,9 +271,6 @@ class ConsumerGroupService:
         config = self.server.state.group_config(group_id)
         return _Settings(config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms)
 
-    def _now_ms(self) -> int:
-        return int(self.server.state.clock_ms())
-
     def _refresh(self) -> None:
         if self._topics_loaded or self.server.state.metadata is None:
             return
@@ -294,15 +281,6 @@ class ConsumerGroupService:
             for group_id in self.coordinator.group_ids():
                 self._commit_in_background(group_id)
 
-    @property
-    def timers(self) -> TimerService:
-        timers = getattr(self.server, "timers", None)
-        if timers is not None:
-            return timers
-        if self._own_timers is None:
-            self._own_timers = TimerService()
-        return self._own_timers
-
     def _execute(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, ArmTimer):
@@ -311,26 +289,6 @@ class ConsumerGroupService:
                 self.timers.cancel(effect.key)
             elif isinstance(effect, GroupEmptied):
                 log.info("consumer group %s is empty", effect.group_id)
-
-    def _spawn(self, coro, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None and not isinstance(exc, OSError):
-            log.error("%s failed", task.get_name(), exc_info=exc)
-
-    def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._own_timers is not None:
-            self._own_timers.close()
-
 
 def new_member_id() -> str:
     """ConsumerGroupHeartbeat v0: the coordinator makes the member id (Uuid.randomUuid().toString())."""

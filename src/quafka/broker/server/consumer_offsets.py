@@ -37,7 +37,6 @@ from quafka.broker.core.consumer_offsets import (
     OffsetRecord,
     TopicPartition,
 )
-from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.offset_commit_records import (
@@ -46,6 +45,7 @@ from quafka.protocol.offset_commit_records import (
     encode_offset_commit_value,
 )
 
+from .coordinator_shell import CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
 
 if TYPE_CHECKING:
@@ -58,9 +58,11 @@ __all__ = ["ConsumerOffsetsService"]
 SHARE_VIEW = GroupView(GroupKind.SHARE)
 
 
-class ConsumerOffsetsService:
+class ConsumerOffsetsService(CoordinatorShell):
+    _log = log
+
     def __init__(self, server: "BrokerServer") -> None:
-        self.server = server
+        super().__init__(server)
         self.machine = ConsumerOffsets(max_metadata_chars=int(server.state.config.get("offset.metadata.max.bytes")))
         self.loaded = False
         self._expiry_task: asyncio.Task | None = None
@@ -137,11 +139,6 @@ class ConsumerOffsetsService:
             self.machine.replay(key, value)
         return end
 
-    async def _durable(self, group_id: str, end_offset: int) -> None:
-        plog = group_offsets_log(self.server.state, group_id)
-        if plog.config.flush_messages < MAX_LONG:
-            await self.server.flusher.flush(plog, end_offset)
-
     def load(self) -> None:
         """Replay the offset-commit records of `__consumer_offsets`."""
         topic = self.server.state.topics.get(CONSUMER_OFFSETS_TOPIC)
@@ -199,6 +196,5 @@ class ConsumerOffsetsService:
     def close(self) -> None:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
+        super().close()
 
-    def _now_ms(self) -> int:
-        return int(self.server.state.clock_ms())

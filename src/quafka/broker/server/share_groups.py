@@ -34,7 +34,6 @@ Everything runs on the event loop thread.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable
@@ -51,7 +50,6 @@ from quafka.broker.core.share_group import (
     ShareGroupCoordinator,
 )
 from quafka.broker.storage import Log
-from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.coordinator_records import (
     CONSUMER_OFFSETS_TOPIC,
     ShareStateKey,
@@ -60,8 +58,8 @@ from quafka.protocol.coordinator_records import (
 )
 from quafka.protocol.errors import ErrorCode
 
+from .coordinator_shell import NOT_STORED, CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
-from .timers import TimerService
 
 if TYPE_CHECKING:
     from .server import BrokerServer
@@ -71,19 +69,18 @@ log = logging.getLogger("quafka.share_groups")
 __all__ = ["ShareGroupService"]
 
 
-NOT_STORED = "The group coordinator could not store the change (its log directory failed); retry."
 
 
-class ShareGroupService:
+class ShareGroupService(CoordinatorShell):
+    _log = log
+
     def __init__(self, server: "BrokerServer") -> None:
-        self.server = server
+        super().__init__(server)
         self.coordinator = ShareGroupCoordinator(settings=self._group_settings)
-        self._own_timers: TimerService | None = None
         self._topics_loaded = False
         self.state_metadata: dict[str, StatePartitionMetadata] = {}
         self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group
         self._initializing: set[str] = set()  # groups whose share state is being initialised
-        self._tasks: set[asyncio.Task] = set()
         self.loaded = False
         server.state.topic_listeners.append(self._on_topic_event)
 
@@ -297,14 +294,6 @@ class ShareGroupService:
         else:
             self.state_metadata.pop(group_id, None)
 
-    async def _durable(self, group_id: str, end_offset: int | None) -> None:
-        """With flush enabled for `__consumer_offsets`: wait until `end_offset` is fsynced."""
-        if end_offset is None:
-            return
-        plog = self._offsets_log(group_id)
-        if plog.config.flush_messages < MAX_LONG:
-            await self.server.flusher.flush(plog, end_offset)
-
     def _commit_in_background(self, group_id: str) -> None:
         """Append now (memory reverts if that fails) and fsync in the background: for changes no
         request waits for (session timeouts, topic metadata)."""
@@ -363,9 +352,6 @@ class ShareGroupService:
     def _group_settings(self, group_id: str) -> Any:
         return self.server.state.group_config(group_id)
 
-    def _now_ms(self) -> int:
-        return int(self.server.state.clock_ms())
-
     def _refresh(self) -> None:
         """Give the coordinator the current topic metadata (once loaded, then after each topic event)."""
         if self._topics_loaded or self.server.state.metadata is None:
@@ -376,15 +362,6 @@ class ShareGroupService:
         if self.loaded:  # a subscribed topic changed: the bumped group epochs are stored now
             for group_id in self.coordinator.group_ids():
                 self._commit_in_background(group_id)
-
-    @property
-    def timers(self) -> TimerService:
-        timers = getattr(self.server, "timers", None)
-        if timers is not None:
-            return timers
-        if self._own_timers is None:
-            self._own_timers = TimerService()
-        return self._own_timers
 
     def _execute(self, effects: list[Effect]) -> None:
         for effect in effects:
@@ -399,22 +376,3 @@ class ShareGroupService:
             elif isinstance(effect, GroupEmptied):
                 log.info("share group %s is empty; its share partitions keep their state", effect.group_id)
 
-    def _spawn(self, coro, name: str) -> None:
-        """Run work no request waits for; a failure is logged (storage failures were already)."""
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None and not isinstance(exc, OSError):
-            log.error("%s failed", task.get_name(), exc_info=exc)
-
-    def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._own_timers is not None:
-            self._own_timers.close()

@@ -18,7 +18,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from kio.schema.share_group_heartbeat.v1 import request as sgh1
 from kio.schema.types import GroupId, TopicName
@@ -26,6 +26,7 @@ from kio.static.primitive import i32
 
 from quafka.client import Admin, ShareConsumer
 from support import RawClient, wait_until
+from support.group_member import GroupMember, drain
 
 TOPIC = "jobs"
 FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 500}
@@ -52,98 +53,14 @@ def _consumer(bootstrap: str, group: str, **extra) -> Consumer:
     return Consumer(config)
 
 
-class Member:
-    """A confluent-kafka group member on its own thread, polling and committing after every record
-    as an application that wants each record once does across rebalances.
-
-    One thread per member, as applications run: a synchronous commit waits behind the member's
-    JoinGroup on the coordinator connection (Kafka answers one request per connection at a time), and
-    with cooperative-sticky members keep consuming, so committing, while they rejoin; one thread
-    driving every member would block in A's commit while B, unpolled, cannot rejoin.
-
-    A commit refused because a rebalance moved the generation on (ILLEGAL_GENERATION,
-    REBALANCE_IN_PROGRESS — Kafka answers the same when a commit of the old generation arrives after
-    the join phase completed) is kept and sent again after the next poll, and the offsets of
-    partitions being revoked are committed in the revocation callback, before the member rejoins."""
-
-    RETRY_LATER = ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
+class Member(GroupMember):
+    """A confluent-kafka member of the group on TOPIC (tests/support/group_member.py)."""
 
     def __init__(self, consumer: Consumer, seen: list[int]) -> None:
-        self.consumer = consumer
-        self.seen = seen
-        self.pending: dict[int, int] = {}
-        self.refused_on_revoke = 0
-        self.error: BaseException | None = None
-        self._assignment: list = []
-        self._stop = threading.Event()
-        consumer.subscribe([TOPIC], on_assign=lambda c, ps: None, on_revoke=self._on_revoke)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _commit(self, partitions=None) -> bool:
-        offsets = [TopicPartition(TOPIC, p, o) for p, o in sorted(self.pending.items())
-                   if partitions is None or p in partitions]
-        if not offsets:
-            return True
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            if exc.args[0].name() not in self.RETRY_LATER:
-                raise
-            return False
-        for tp in offsets:
-            self.pending.pop(tp.partition, None)
-        return True
-
-    def _on_revoke(self, _consumer, partitions) -> None:
-        # never raise inside librdkafka's callback (an exception there can leave close() hanging):
-        # a refused commit is recorded and checked by the test afterwards
-        try:
-            if not self._commit({tp.partition for tp in partitions}):
-                self.refused_on_revoke += 1
-        except KafkaException:
-            self.refused_on_revoke += 1
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                msg = self.consumer.poll(0.05)
-                if msg is not None and msg.error() is None:
-                    self.seen.append(int(msg.value()))
-                    self.pending[msg.partition()] = msg.offset() + 1
-                self._commit()
-                self._assignment = self.consumer.assignment()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread by check()
-            self.error = exc
-        finally:
-            self.consumer.close()  # leaves the group (LeaveGroup), committing in the revocation callback
-
-    def assignment(self) -> list:
-        """As of the member's last poll (read on its own thread: confluent-kafka's assignment()
-        called from another thread while this one polls can block for good)."""
-        self.check()
-        return self._assignment
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise AssertionError(f"a member's poll loop failed: {self.error!r}") from self.error
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), "the member did not close within 30 s"
-        self.check()
+        super().__init__(consumer, seen, TOPIC)
 
 
-def _drain(members: list[Member], seen: list[int], until: int, timeout_s: float = 60) -> None:
-    """Wait until `until` records were seen in total."""
-
-    def enough() -> bool:
-        for m in members:
-            m.check()
-        return len(seen) >= until
-
-    wait_until(enough, timeout_s, message=f"{until} records seen")
+_drain = drain
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])

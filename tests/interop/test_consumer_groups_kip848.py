@@ -10,12 +10,11 @@ timeout."""
 from __future__ import annotations
 
 import datetime
-import threading
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from kio.schema.consumer_group_describe.v1 import request as cgd1
@@ -28,6 +27,7 @@ from kio.static.primitive import i32, i32Timedelta, i64
 
 from quafka.client import Admin
 from support import RawClient, wait_until
+from support.group_member import GroupMember, drain
 
 TOPIC = "jobs848"
 # fast sessions: a member is removed 3 s after its last heartbeat, heartbeats every 300 ms
@@ -64,91 +64,14 @@ def _classic_consumer(bootstrap: str, group: str) -> Consumer:
                      "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 200})
 
 
-class Member:
-    """A confluent-kafka group member on its own thread, polling and committing (explicit offsets,
-    synchronously) after every record; the offsets of partitions being revoked are committed in the
-    revocation callback. A commit refused because the member epoch moved on is kept and sent again
-    after the next poll, and counted: a refused commit can let a record be consumed twice.
-
-    Confluent's assignment() is only called on the polling thread (from another thread it can
-    block for good while this one polls)."""
-
-    RETRY_LATER = ("STALE_MEMBER_EPOCH", "REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION")
+class Member(GroupMember):
+    """A confluent-kafka member of the group on TOPIC (tests/support/group_member.py)."""
 
     def __init__(self, consumer: Consumer, seen: list[int]) -> None:
-        self.consumer = consumer
-        self.seen = seen
-        self.pending: dict[int, int] = {}
-        self.refused = 0
-        self.refusals: list[str] = []
-        self.error: BaseException | None = None
-        self._assignment: list = []
-        self._stop = threading.Event()
-        consumer.subscribe([TOPIC], on_assign=lambda c, ps: None, on_revoke=self._on_revoke)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _commit(self, partitions=None) -> bool:
-        offsets = [TopicPartition(TOPIC, p, o) for p, o in sorted(self.pending.items())
-                   if partitions is None or p in partitions]
-        if not offsets:
-            return True
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            if exc.args[0].name() not in self.RETRY_LATER:
-                raise
-            self.refused += 1
-            self.refusals.append(exc.args[0].name())
-            return False
-        for tp in offsets:
-            self.pending.pop(tp.partition, None)
-        return True
-
-    def _on_revoke(self, _consumer, partitions) -> None:
-        # never raise inside librdkafka's callback: a refused commit is recorded for the test
-        try:
-            self._commit({tp.partition for tp in partitions})
-        except KafkaException as exc:
-            self.refused += 1
-            self.refusals.append(f"on revoke: {exc.args[0].name()}")
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                msg = self.consumer.poll(0.05)
-                if msg is not None and msg.error() is None:
-                    self.seen.append(int(msg.value()))
-                    self.pending[msg.partition()] = msg.offset() + 1
-                self._commit()
-                self._assignment = self.consumer.assignment()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread by check()
-            self.error = exc
-        finally:
-            self.consumer.close()  # leaves the group (member epoch -1), committing in the revocation callback
-
-    def assignment(self) -> list:
-        self.check()
-        return self._assignment
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise AssertionError(f"a member's poll loop failed: {self.error!r}") from self.error
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), "the member did not close within 30 s"
-        self.check()
+        super().__init__(consumer, seen, TOPIC)
 
 
-def _drain(members: list[Member], seen: list[int], until: int, timeout_s: float = 60) -> None:
-    def enough() -> bool:
-        for m in members:
-            m.check()
-        return len(seen) >= until
-
-    wait_until(enough, timeout_s, message=f"{until} records seen (got {len(seen)})")
+_drain = drain
 
 
 # ----------------------------------------------------------------------------- raw requests

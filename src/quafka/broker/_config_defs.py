@@ -367,6 +367,8 @@ _TOPIC = [
        note=_NO_EFFECT),
     _t("delete.retention.ms", "long", 86400000, _at_least(0), "How long tombstones survive compaction.",
        note=_NO_COMPACTION),
+    _t("errors.deadletterqueue.group.enable", "boolean", False, _any(),
+       "Let share groups use this topic as their dead-letter queue (KIP-1191); a DLQ topic must opt in."),
     _t("file.delete.delay.ms", "long", 60000, _at_least(0), "Wait before a deleted segment's files are removed.",
        note=_NO_EFFECT + " (segments are removed at once)"),
     _t("flush.messages", "long", MAX_LONG, _at_least(1), "fsync after this many unflushed records."),
@@ -423,7 +425,6 @@ def _g(name: str, type_: str, default: Any, check: tuple[str, Check], doc: str, 
     return _key(name, type_, default, check, doc, PER_GROUP, note=note, broker_synonyms=(synonym,) if synonym else ())
 
 
-_DLQ_LATER = "accepted and stored; the dead-letter queue itself is not implemented yet"
 
 # Kafka's GroupConfig keys for share groups (kafka-configs.sh --entity-type groups). A key with a
 # broker synonym takes its default from that broker key and must lie within the broker's bounds.
@@ -455,9 +456,9 @@ _GROUP = [
     _g("share.assignor.offload.enable", "boolean", True, _any(), "Run the assignor on a background thread.",
        "group.share.assignor.offload.enable", note=_NO_EFFECT + " (the assignor runs on the event loop)"),
     _g("errors.deadletterqueue.topic.name", "string", "", _any(),
-       "The group's dead-letter queue topic; empty means no DLQ. Must not start with __.", note=_DLQ_LATER),
+       "The group's dead-letter queue topic; empty means no DLQ. Must not start with __."),
     _g("errors.deadletterqueue.copy.record.enable", "boolean", False, _any(),
-       "Copy the original record onto the DLQ topic (false: headers only).", note=_DLQ_LATER),
+       "Copy the original record's key and value onto the DLQ topic (false: headers only)."),
 ]
 
 GROUP_KEYS: dict[str, ConfigKey] = {k.name: k for k in _GROUP}

@@ -4,12 +4,20 @@ the options, output and exit codes of Kafka 4.4's kafka-share-groups.sh (ShareGr
 Tables use Kafka's layout: a blank line, then the header and one line per row, columns padded to
 Kafka's minimum widths. ``--reset-offsets`` prints ``GROUP TOPIC PARTITION NEW-OFFSET`` (or, with
 ``--export``, ``topic,partition,offset`` CSV lines that ``--from-file`` reads back).
+
+Two actions of quafka's own handle a share group's dead letters (KIP-1191), through topics and
+groups only, so they work against Apache Kafka 4.4 too (client/dead_letters.py does the work):
+``--dead-letters`` lists them from the DLQ topic (``GROUP TOPIC PARTITION OFFSET DELIVERY-COUNT
+REASON DIED-AT DLQ-PARTITION DLQ-OFFSET COPY``, or JSON with ``--output json``), and ``--redrive``
+produces them again, each once, printing ``GROUP DLQ-PARTITION DLQ-OFFSET TOPIC PARTITION OFFSET
+TO-TOPIC PAYLOAD STATUS`` and a summary line.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -36,12 +44,27 @@ examples:
 
   quafka share-groups --delete-offsets --group orders --topic jobs
   quafka share-groups --delete --group orders
+
+  # dead letters (KIP-1191): list them from the group's errors.deadletterqueue.topic.name (or --from-dlq)
+  quafka share-groups --dead-letters --group orders
+  quafka share-groups --dead-letters --group orders --topic jobs --from-dlq dlq.orders --output json
+  # redrive them: to their source topics (or --to-topic), each dead letter at most once; --offsets
+  # is a range of DLQ offsets (inclusive) applied to every partition of the DLQ topic
+  quafka share-groups --redrive --group orders --from-dlq dlq.orders --all --dry-run
+  quafka share-groups --redrive --group orders --from-dlq dlq.orders --offsets 120-180 --execute
+  quafka share-groups --redrive --group orders --from-dlq dlq.orders --to-topic jobs.retry --all --execute
 """
 
 SHARE_GROUP_STATES = ("Empty", "Stable", "Dead")
-ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
+KAFKA_ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
+ACTIONS = KAFKA_ACTIONS + ("dead_letters", "redrive")  # the last two are quafka's own
+#: quafka's own options and the actions that take them
+QUAFKA_OPTIONS = {"from_dlq": ("dead_letters", "redrive"), "to_topic": ("redrive",), "all": ("redrive",),
+                  "output": ("dead_letters",)}
 SCENARIOS = ("to_earliest", "to_latest", "to_datetime", "to_offset", "to_current", "from_file")
 MISSING = "-"
+DLQ_TOPIC_CONFIG = "errors.deadletterqueue.topic.name"
+PROGRESS_ABOVE = 200  # a redrive of more dead letters than this shows a progress bar
 ALTER_CHUNK = 500  # partitions per AlterShareGroupOffsets request (the progress bar steps by this)
 
 
@@ -65,16 +88,26 @@ def add_parser(sub) -> None:
                               "--execute, a scenario (--to-*) and a scope (--topic, --all-topics or --from-file)")
     actions.add_argument("--delete-offsets", action="store_true",
                          help="delete the group's offsets (share-partition state) of --topic topics")
+    actions.add_argument("--dead-letters", action="store_true",
+                         help="list the group's dead letters (KIP-1191) from its DLQ topic; --topic keeps one "
+                              "source topic's (quafka's own action)")
+    actions.add_argument("--redrive", action="store_true",
+                         help="produce the group's dead letters again, each at most once (the progress is kept "
+                              "as committed offsets of the consumer group quafka-redrive.GROUP): needs --from-dlq, "
+                              "--offsets A-B or --all, and --dry-run or --execute (quafka's own action)")
     scope = p.add_argument_group("scope")
     scope.add_argument("--group", metavar="GROUP", action="append", default=[],
                        help="the share group id (repeatable for --describe and --delete)")
     scope.add_argument("--all-groups", action="store_true", help="apply to every share group (--describe, --delete)")
     scope.add_argument("--topic", metavar="TOPIC", action="append", default=[],
-                       help="a topic (repeatable); for --reset-offsets 'topic:0,1,2' names partitions")
+                       help="a topic (repeatable); for --reset-offsets 'topic:0,1,2' names partitions; for "
+                            "--dead-letters the source topic whose dead letters to list (one)")
     scope.add_argument("--all-topics", action="store_true",
                        help="--reset-offsets: every topic the group has offsets for")
     views = p.add_argument_group("--describe and --list options")
-    views.add_argument("--offsets", action="store_true", help="--describe: partitions with START-OFFSET and LAG (default)")
+    views.add_argument("--offsets", nargs="?", const=True, default=None, metavar="A-B",
+                       help="--describe: partitions with START-OFFSET and LAG (default); --redrive: the dead "
+                            "letters at DLQ offsets A to B (inclusive) on every partition of the DLQ topic")
     views.add_argument("--members", action="store_true", help="--describe: the members and their assignments")
     views.add_argument("--state", nargs="?", const="", metavar="STATES",
                        help="--describe: the group's state; --list: a STATE column, or only the groups in "
@@ -82,8 +115,9 @@ def add_parser(sub) -> None:
     views.add_argument("--verbose", action="store_true",
                        help="--describe: add LEADER-EPOCH, GROUP-EPOCH/ASSIGNMENT-EPOCH or MEMBER-EPOCH")
     reset = p.add_argument_group("--reset-offsets options")
-    reset.add_argument("--dry-run", action="store_true", help="show the new offsets without changing anything")
-    reset.add_argument("--execute", action="store_true", help="reset the offsets")
+    reset.add_argument("--dry-run", action="store_true",
+                       help="show the new offsets (--redrive: what would be sent) without changing anything")
+    reset.add_argument("--execute", action="store_true", help="reset the offsets (--redrive: send the records)")
     reset.add_argument("--export", action="store_true",
                        help="print the new offsets as CSV (topic,partition,offset), for --from-file")
     reset.add_argument("--to-earliest", action="store_true", help="reset to the earliest offset")
@@ -97,6 +131,16 @@ def add_parser(sub) -> None:
     reset.add_argument("--from-file", metavar="FILE",
                        help="reset to the offsets of a CSV file (topic,partition,offset or "
                             "group,topic,partition,offset lines), such as --export writes")
+    dead = p.add_argument_group("--dead-letters and --redrive options")
+    dead.add_argument("--from-dlq", metavar="TOPIC",
+                      help="the DLQ topic (--dead-letters: default the group's errors.deadletterqueue.topic.name; "
+                           "--redrive: required)")
+    dead.add_argument("--to-topic", metavar="TOPIC",
+                      help="--redrive: produce to this topic instead of each dead letter's source topic (the "
+                           "partitioner picks the partition by key)")
+    dead.add_argument("--all", action="store_true", help="--redrive: every dead letter of the group")
+    dead.add_argument("--output", choices=("table", "json"), default=None,
+                      help="--dead-letters: a table (default) or a JSON array")
     p.add_argument("--timeout", type=int, default=30000, metavar="MS",
                    help="timeout of each request to the broker, in ms (default 30000)")
     kafka_parser_errors(p)
@@ -113,19 +157,30 @@ def check_args(args: argparse.Namespace) -> str:
     """Kafka's ShareGroupCommandOptions.checkArgs: the action, and the options it allows."""
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
-        raise ToolError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
-                        "--delete-offsets.")
+        # Kafka's words when only Kafka's actions are involved; quafka's two added otherwise
+        listed = KAFKA_ACTIONS if chosen and set(chosen) <= set(KAFKA_ACTIONS) else ACTIONS
+        raise ToolError(f"Command must include exactly one action: {', '.join(_opt(a) for a in listed)}.")
     action = chosen[0]
     topics_given = bool(args.topic)
-    if action != "describe" and (args.members or args.offsets or args.verbose):
+    offsets_given = args.offsets is not None
+    if action == "redrive" and (args.members or args.verbose):
+        raise ToolError("Options --members and --verbose can only be used with --describe")
+    if action not in ("describe", "redrive") and (args.members or offsets_given or args.verbose):
         raise ToolError("Options --members, --offsets and --verbose can only be used with --describe")
+    if action == "describe" and isinstance(args.offsets, str):
+        raise ToolError("Option --describe does not take a value for --offsets")
+    for name, allowed in QUAFKA_OPTIONS.items():
+        if getattr(args, name) not in (None, False) and action not in allowed:
+            raise ToolError(f"Option {_opt(name)} can only be used with {' or '.join(_opt(a) for a in allowed)}")
     if action not in ("describe", "list") and args.state is not None:
         raise ToolError("Option --state can only be used with --describe or --list")
     if action != "reset_offsets":
         used = [s for s in SCENARIOS if getattr(args, s) not in (None, False)]
-        used += [o for o in ("dry_run", "execute", "export") if getattr(args, o)]
+        used += [o for o in (("export",) if action == "redrive" else ("dry_run", "execute", "export"))
+                 if getattr(args, o)]
         if used:
-            raise ToolError(f"Option {_opt(used[0])} can only be used with --reset-offsets")
+            also = " or --redrive" if used[0] in ("dry_run", "execute") else ""
+            raise ToolError(f"Option {_opt(used[0])} can only be used with --reset-offsets{also}")
     if args.group and args.all_groups:
         raise ToolError("Option --group cannot be used with --all-groups")
     if action == "list" and (args.group or args.all_groups or topics_given or args.all_topics):
@@ -174,11 +229,53 @@ def check_args(args: argparse.Namespace) -> str:
             raise ToolError(f"Option {_opt(scenarios[0])} can't be used with option {_opt(scenarios[1])}")
     elif args.all_topics:
         raise ToolError("Option --all-topics can only be used with --reset-offsets")
+    if action in ("dead_letters", "redrive"):
+        _check_dead_letter_args(args, action)
     if args.timeout < 1:
         raise ToolError("--timeout must be at least 1 (ms)")
-    if action in ("reset_offsets", "delete_offsets"):
+    if action in ("reset_offsets", "delete_offsets", "dead_letters", "redrive"):
         args.group = args.group[0]
     return action
+
+
+def _check_dead_letter_args(args: argparse.Namespace, action: str) -> None:
+    """The options of quafka's --dead-letters and --redrive; parses --offsets A-B into (A, B)."""
+    if not args.group:
+        raise ToolError(f"Option {_opt(action)} takes the option: --group")
+    if len(args.group) > 1 or args.all_groups:
+        raise ToolError(f"Option {_opt(action)} supports one share group at a time: --group")
+    if args.all_topics:
+        raise ToolError(f"Option {_opt(action)} does not take --all-topics")
+    if action == "dead_letters":
+        if len(args.topic) > 1:
+            raise ToolError("Option --dead-letters takes at most one --topic")
+        return
+    if args.topic:
+        raise ToolError("Option --redrive does not take --topic (--to-topic names the target topic)")
+    if not args.from_dlq:
+        raise ToolError("Option --redrive takes the option: --from-dlq")
+    if args.dry_run and args.execute:
+        raise ToolError("Option --redrive only accepts one of --execute and --dry-run")
+    if not args.dry_run and not args.execute:
+        raise ToolError("Option --redrive takes the option: --execute or --dry-run")
+    if args.offsets is not None and args.all:
+        raise ToolError("Option --offsets can't be used with option --all")
+    if args.offsets is None and not args.all:
+        raise ToolError("Option --redrive takes one of these options: --all, --offsets")
+    if args.offsets is not None:
+        args.offsets = parse_offset_range(args.offsets)
+
+
+def parse_offset_range(text: Any) -> tuple[int, int]:
+    """'120-180' → (120, 180); '7' → (7, 7). Offsets are DLQ offsets, both ends included."""
+    if not isinstance(text, str):
+        raise ToolError("Option --offsets of --redrive takes a range of DLQ offsets, e.g. --offsets 120-180")
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+        raise ToolError(f"Invalid offset range '{text}': expected A-B with 0 <= A <= B (DLQ offsets, both "
+                        f"included), e.g. 120-180")
+    first = int(m.group(1))
+    return first, int(m.group(2)) if m.group(2) is not None else first
 
 
 def parse_states(text: str) -> list[str]:
@@ -559,6 +656,86 @@ def _reset(admin: Any, args: argparse.Namespace) -> None:
                     [max(15, len(args.group)), 15, 10, 0])
 
 
+def _dlq_topic(admin: Any, args: argparse.Namespace) -> str:
+    """--from-dlq, else the group's errors.deadletterqueue.topic.name; an error when neither names one."""
+    if args.from_dlq:
+        return args.from_dlq
+    name = (admin.describe_configs("group", args.group).get(DLQ_TOPIC_CONFIG) or "").strip()
+    if not name:
+        raise ToolError(f"Share group {args.group} has no dead-letter queue topic ({DLQ_TOPIC_CONFIG} is not set).")
+    return name
+
+
+def _require_topic(admin: Any, topic: str) -> None:
+    from quafka.client.errors import ErrorCode, KafkaException
+
+    try:
+        admin.describe_topics([topic])
+    except KafkaException as exc:
+        if exc.code == ErrorCode.unknown_topic_or_partition:
+            raise ToolError(f"Topic '{topic}' does not exist.") from None
+        raise
+
+
+def _dead_letters(admin: Any, args: argparse.Namespace) -> None:
+    """--dead-letters: the group's dead letters, by source topic, partition and offset."""
+    dlq = _dlq_topic(admin, args)
+    _require_topic(admin, dlq)
+    letters = admin.list_dead_letters(args.group, dlq, args.topic[0] if args.topic else None)
+    letters = sorted(letters, key=lambda x: (x.topic, x.partition, x.offset, x.dlq_partition, x.dlq_offset))
+    if args.output == "json":
+        print(json.dumps([x.to_json() for x in letters], indent=2))
+        return
+    if not letters:
+        of_topic = f" of topic '{args.topic[0]}'" if args.topic else ""
+        print(f"\nShare group '{args.group}' has no dead letters{of_topic} in topic '{dlq}'.")
+        return
+    kafka_table(["GROUP", "TOPIC", "PARTITION", "OFFSET", "DELIVERY-COUNT", "REASON", "DIED-AT", "DLQ-PARTITION",
+                 "DLQ-OFFSET", "COPY"],
+                [[x.group, x.topic, x.partition, x.offset, x.delivery_count, x.reason, x.died_at, x.dlq_partition,
+                  x.dlq_offset, "yes" if x.has_copy else "no"] for x in letters],
+                [15, 15, 10, 10, 15, 22, 25, 14, 11, 0])
+
+
+def _redrive(admin: Any, args: argparse.Namespace) -> None:
+    """--redrive: a table of what is (or would be) sent and skipped, then a summary line."""
+    _require_topic(admin, args.from_dlq)
+    if args.to_topic:
+        _require_topic(admin, args.to_topic)
+    count = [0]
+    bar: list[Progress] = []
+
+    def delivered(n: int) -> None:  # a bar once the run turns out long (called by the producer's thread)
+        count[0] += n
+        if not bar and count[0] > PROGRESS_ABOVE:
+            bar.append(Progress(None, "Redriving dead letters"))
+            n = count[0]
+        if bar:
+            bar[0].update(n)
+
+    try:
+        result = admin.redrive_dead_letters(args.group, args.from_dlq, to_topic=args.to_topic, offsets=args.offsets,
+                                            dry_run=args.dry_run, progress=delivered if args.execute else None)
+    finally:
+        if bar:
+            bar[0].close()
+    status = {"send": "would-send"}
+    if result.planned:
+        kafka_table(["GROUP", "DLQ-PARTITION", "DLQ-OFFSET", "TOPIC", "PARTITION", "OFFSET", "TO-TOPIC", "PAYLOAD",
+                     "STATUS"],
+                    [[args.group, i.letter.dlq_partition, i.letter.dlq_offset, i.letter.topic, i.letter.partition,
+                      i.letter.offset, i.target_topic, i.payload, status.get(i.status, i.status)]
+                     for i in result.planned],
+                    [15, 14, 11, 15, 10, 10, 15, 9, 0])
+    count, already, missing = len(result.sent), len(result.skipped_already_redriven), len(result.skipped_missing)
+    skipped = f"{already} already redriven and {missing} whose source record is no longer in the log"
+    where = f"dead letter(s) of share group '{args.group}' from '{args.from_dlq}'"
+    if args.dry_run:
+        print(f"\nDry run: {count} {where} would be redriven; {skipped} would be skipped. Nothing was sent.")
+    else:
+        print(f"\nRedrove {count} {where}; skipped {skipped}.")
+
+
 def run(args: argparse.Namespace) -> int:
     def body() -> int:
         action = check_args(args)
@@ -571,6 +748,10 @@ def run(args: argparse.Namespace) -> int:
                 return _delete(admin, args)
             elif action == "delete_offsets":
                 return _delete_offsets(admin, args)
+            elif action == "dead_letters":
+                _dead_letters(admin, args)
+            elif action == "redrive":
+                _redrive(admin, args)
             else:
                 _reset(admin, args)
         return 0

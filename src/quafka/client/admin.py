@@ -8,9 +8,10 @@ Timeouts are float seconds. Broker error codes raise KafkaException naming the r
 Operations: create_topics, delete_topics, list_topics, describe_topics, create_partitions,
 list_offsets, delete_records, describe_configs, alter_configs (IncrementalAlterConfigs; resource
 types "topic", "broker", "group"), list_groups, describe_share_groups, list_share_group_offsets,
-alter_share_group_offsets, delete_share_group_offsets, delete_groups, and the consumer-group offsets
+alter_share_group_offsets, delete_share_group_offsets, delete_groups, the consumer-group offsets
 list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_group_offsets (in
-_admin_groups.py). Group requests go to the group's coordinator (FindCoordinator key type 0).
+_admin_groups.py), and a share group's dead letters: list_dead_letters, redrive_dead_letters (in
+dead_letters.py). Group requests go to the group's coordinator (FindCoordinator key type 0).
 Topic-level requests go to the controller that the metadata names; offset requests go to each
 partition's leader.
 """
@@ -26,10 +27,12 @@ from uuid import UUID
 
 from quafka.protocol.errors import ErrorCode
 
+from . import dead_letters
 from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._transport import BrokerConnection
+from .dead_letters import DeadLetterRecord, RedriveResult
 from .errors import KafkaConnectionError, KafkaException, error_for_code
 
 __all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
@@ -570,6 +573,23 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, AsyncClient):
                                    else error_for_code(r.error_code, f"DeleteGroups of group {r.group_id!r}"))
         return out
 
+    # ------------------------------------------------------------------ dead letters (dead_letters.py)
+
+    async def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
+                                topic: str | None = None) -> list[DeadLetterRecord]:
+        """The dead letters of a share group in its DLQ topic (``dlq_topic``, else the group's
+        errors.deadletterqueue.topic.name), in DLQ order; ``topic`` keeps one source topic's."""
+        return await dead_letters.read_dead_letters(self, group_id, dlq_topic, topic)
+
+    async def redrive_dead_letters(self, group_id: str, dlq_topic: str | None, *, to_topic: str | None = None,
+                                   offsets: Any = None, dry_run: bool = False,
+                                   progress: Callable[[int], None] | None = None) -> RedriveResult:
+        """Produce the group's dead letters again (to ``to_topic``, else their source topics), each
+        once: ``offsets`` is None (all), a (first, last) DLQ offset range for every DLQ partition, or
+        {partition: (first, last)}. See dead_letters.py for payloads, headers and progress."""
+        return await dead_letters.redrive(self, group_id, dlq_topic, to_topic=to_topic, offsets=offsets,
+                                          dry_run=dry_run, progress=progress)
+
     # ------------------------------------------------------------------ lifecycle
 
 
@@ -647,3 +667,13 @@ class Admin(SyncClient):
     def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
                                       ) -> dict[tuple[str, int], KafkaException | None]:
         return self._run(self._async.delete_consumer_group_offsets(group_id, partitions))
+
+    def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
+                          topic: str | None = None) -> list[DeadLetterRecord]:
+        return self._run(self._async.list_dead_letters(group_id, dlq_topic, topic))
+
+    def redrive_dead_letters(self, group_id: str, dlq_topic: str | None, *, to_topic: str | None = None,
+                             offsets: Any = None, dry_run: bool = False,
+                             progress: Callable[[int], None] | None = None) -> RedriveResult:
+        return self._run(self._async.redrive_dead_letters(group_id, dlq_topic, to_topic=to_topic, offsets=offsets,
+                                                          dry_run=dry_run, progress=progress))

@@ -70,7 +70,8 @@ def test_renew_keeps_an_acquired_record_acquired():
 
 
 @pytest.mark.parametrize("event", [Event.ACCEPT, Event.RELEASE, Event.RELEASE_AT_LIMIT, Event.REJECT, Event.GAP,
-                                   Event.RENEW, Event.LOCK_EXPIRED, Event.LOCK_EXPIRED_AT_LIMIT])
+                                   Event.RENEW, Event.LOCK_EXPIRED, Event.LOCK_EXPIRED_AT_LIMIT,
+                                   *sorted((Event.REJECT_TO_DLQ, Event.RELEASE_AT_LIMIT_TO_DLQ, Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ), key=lambda e: e.name)])
 def test_an_available_record_cannot_be_acknowledged_released_renewed_or_expired(event):
     with pytest.raises(IllegalTransition):
         next_state(A, event)
@@ -109,8 +110,25 @@ def test_archiving_ends_archived_when_the_dead_letter_is_written():
             next_state(state, Event.DEAD_LETTER_DONE)
 
 
-def test_no_transition_enters_archiving_without_a_dead_letter_queue():
-    assert G not in TRANSITIONS.values()
+_TO_DLQ_EVENTS = {Event.REJECT_TO_DLQ, Event.RELEASE_AT_LIMIT_TO_DLQ, Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ}
+
+
+def test_only_the_dead_letter_events_enter_archiving_and_only_from_acquired():
+    entering = {(s, e) for (s, e), t in TRANSITIONS.items() if t is G}
+    assert entering == {(Q, e) for e in _TO_DLQ_EVENTS}
+
+
+@pytest.mark.parametrize("event", sorted(_TO_DLQ_EVENTS, key=lambda e: e.name))
+def test_a_dead_letter_event_is_illegal_outside_acquired(event):
+    for state in (A, K, G, X):
+        with pytest.raises(IllegalTransition):
+            next_state(state, event)
+
+
+def test_archiving_is_not_terminal_and_takes_only_the_dead_letter_done_or_the_start_offset():
+    assert not G.terminal
+    legal = {e for e in Event if (G, e) in TRANSITIONS}
+    assert legal == {Event.DEAD_LETTER_DONE, Event.START_OFFSET_MOVED}
 
 
 def test_same_state_transitions_are_limited_to_renew_and_the_start_offset_passing():

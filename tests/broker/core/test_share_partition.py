@@ -776,14 +776,14 @@ def test_persisted_state_is_restored():
         StateBatch(12, 14, int(AVAILABLE), 3),
         StateBatch(15, 15, int(ACQUIRED), 2),  # never durable as ACQUIRED: comes back AVAILABLE
         StateBatch(18, 19, int(ACKNOWLEDGED), 1),  # 16-17 is a gap: acquirable, never delivered
-        StateBatch(20, 20, int(ARCHIVING), 4),  # no DLQ here: archived
+        StateBatch(20, 20, int(ARCHIVING), 4),  # its DLQ write may not have happened: resumed
     ]
     sp = SharePartition(10, reversed(batches))
     assert sp.start_offset == 12  # 10-11 archived at the head
     assert sp.end_offset == 20
     assert states(sp, 12, 20) == ([(AVAILABLE, 3, None)] * 3 + [(AVAILABLE, 2, None)] + [(AVAILABLE, 0, None)] * 2
-                                  + [(ACKNOWLEDGED, 1, None)] * 2 + [(ARCHIVED, 4, None)])
-    assert sp.delivery_complete_count() == 3
+                                  + [(ACKNOWLEDGED, 1, None)] * 2 + [(ARCHIVING, 4, None)])
+    assert sp.delivery_complete_count() == 2
     assert acquire(sp, "m1", [(12, 20)], limit=10) == [
         AcquiredRange(12, 14, 4), AcquiredRange(15, 15, 3), AcquiredRange(16, 17, 1)]
     assert acquire(sp, "m1", [(12, 25)], limit=10) == [AcquiredRange(21, 25, 1)]

@@ -1,6 +1,6 @@
 """Dead-letter queue records of share groups (KIP-1191, Kafka 4.4): what is written where, and
-whether it may be written at all. Pure functions; the shell that appends them is issue 17's next
-step (not wired yet: the share partition never enters ARCHIVING today).
+whether it may be written at all. Pure functions; `broker/server/dead_letter_writer.py` appends
+what they build, for the `DeadLetterWrite` effects of the share partition.
 
 Kafka's behaviour, from its source (notes/kip-1191-dlq-in-kafka-source.md has the details and the
 class/method of each point):
@@ -33,15 +33,22 @@ from typing import Callable, Iterable, Sequence
 __all__ = [
     "DeadLetter", "DeadLetterCause", "DlqTopicView", "HEADER_DELIVERY_COUNT", "HEADER_GROUP", "HEADER_MESSAGE",
     "HEADER_OFFSET", "HEADER_PARTITION", "HEADER_TOPIC", "SourceRecord", "dead_letter_partition", "dead_letters",
-    "header_map", "infer_cause", "pack", "validate_dlq_topic",
+    "cause_of", "header_map", "infer_cause", "pack", "validate_dlq_topic",
 ]
 
-HEADER_TOPIC = "__dlq.errors.topic"
-HEADER_PARTITION = "__dlq.errors.partition"
-HEADER_OFFSET = "__dlq.errors.offset"
-HEADER_GROUP = "__dlq.errors.group"
-HEADER_DELIVERY_COUNT = "__dlq.errors.delivery.count"
-HEADER_MESSAGE = "__dlq.errors.message"
+from quafka.protocol.dead_letter_headers import (
+    HEADER_DELIVERY_COUNT,
+    HEADER_GROUP,
+    HEADER_MESSAGE,
+    HEADER_OFFSET,
+    HEADER_PARTITION,
+    HEADER_REASON,
+    HEADER_TOPIC,
+    MESSAGE_CLIENT_REJECT,
+    MESSAGE_DELIVERY_COUNT_EXCEEDED,
+    REASON_RECOVERED,
+    REASON_REJECTED,
+)
 
 # DefaultRecordBatch.RECORD_BATCH_OVERHEAD: what a batch header adds to the records in it
 RECORD_BATCH_OVERHEAD = 61
@@ -50,8 +57,8 @@ RECORD_BATCH_OVERHEAD = 61
 class DeadLetterCause(enum.Enum):
     """Why a record went to the DLQ (ShareGroupDLQManager's cause messages)."""
 
-    CLIENT_REJECT = "Offset rejected by client."
-    DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
+    CLIENT_REJECT = MESSAGE_CLIENT_REJECT
+    DELIVERY_COUNT_EXCEEDED = MESSAGE_DELIVERY_COUNT_EXCEEDED
 
 
 def infer_cause(delivery_count: int, max_delivery_count: int) -> DeadLetterCause:
@@ -60,6 +67,13 @@ def infer_cause(delivery_count: int, max_delivery_count: int) -> DeadLetterCause
     if delivery_count >= max_delivery_count:
         return DeadLetterCause.DELIVERY_COUNT_EXCEEDED
     return DeadLetterCause.CLIENT_REJECT
+
+
+def cause_of(reason: str, delivery_count: int, max_delivery_count: int) -> DeadLetterCause:
+    """Kafka's cause for one of quafka's reasons (`dead_letter_headers.REASONS`)."""
+    if reason == REASON_RECOVERED:
+        return infer_cause(delivery_count, max_delivery_count)
+    return DeadLetterCause.CLIENT_REJECT if reason == REASON_REJECTED else DeadLetterCause.DELIVERY_COUNT_EXCEEDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +142,11 @@ def dead_letter_partition(source_partition: int, dlq_partitions: int) -> int:
 def dead_letters(*, group_id: str, topic: str, partition: int, first_offset: int, last_offset: int,
                  delivery_count: int, cause: DeadLetterCause | None, dlq_partitions: int, now_ms: int,
                  copy: bool = False, source: Callable[[int], SourceRecord | None] | None = None,
-                 max_message_bytes: int = 1048588) -> list[DeadLetter]:
+                 max_message_bytes: int = 1048588, reason: str | None = None) -> list[DeadLetter]:
     """The DLQ records of source offsets [first_offset, last_offset]. With `copy`, `source(offset)`
     gives the source record (None: gone, e.g. compacted or deleted: headers only); a source record
-    whose key and value alone exceed `max_message_bytes` is written headers-only."""
+    whose key and value alone exceed `max_message_bytes` is written headers-only. `reason`, when
+    given, is quafka's `quafka.dlq.reason` header, after Kafka's six."""
     if last_offset < first_offset or first_offset < 0:
         raise ValueError(f"DLQ records parameters: bad offset range [{first_offset}, {last_offset}]")
     target = dead_letter_partition(partition, dlq_partitions)
@@ -142,6 +157,8 @@ def dead_letters(*, group_id: str, topic: str, partition: int, first_offset: int
                    (HEADER_DELIVERY_COUNT, str(delivery_count).encode())]
         if cause is not None:
             headers.append((HEADER_MESSAGE, cause.value.encode()))
+        if reason is not None:
+            headers.append((HEADER_REASON, reason.encode()))
         key = value = None
         if copy and source is not None:
             record = source(offset)
@@ -170,5 +187,6 @@ def pack(records: Sequence[DeadLetter], max_message_bytes: int) -> list[list[Dea
 
 
 def header_map(headers: Iterable[tuple[str, bytes | None]]) -> dict[str, str]:
-    """The `__dlq.errors.*` headers of a DLQ record as text (for tools that read a DLQ topic)."""
-    return {name: (value or b"").decode("utf-8", "replace") for name, value in headers if name.startswith("__dlq.")}
+    """The `__dlq.errors.*` headers (and quafka's reason) of a DLQ record as text."""
+    return {name: (value or b"").decode("utf-8", "replace") for name, value in headers
+            if name.startswith("__dlq.") or name == HEADER_REASON}

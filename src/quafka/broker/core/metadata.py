@@ -15,6 +15,7 @@ Record shapes (JSON objects, `type` first):
     {"type": "broker_configs", "resource": str, "configs": {str: str}}  # "" = cluster default
     {"type": "producer_ids", "next": int}                               # ids below are used
     {"type": "group_configs", "group": str, "configs": {str: str}}      # later issues
+    {"type": "feature_level", "feature": str, "level": int}             # kafka-features.sh / UpdateFeatures
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ METADATA_RECORD_TYPES = (
     "broker_configs",
     "producer_ids",
     "group_configs",
+    "feature_level",
 )
+
+# Finalized feature levels of a new cluster (Kafka 4.4 formats with share.version 2: ShareVersion
+# LATEST_PRODUCTION = SV_2), and the range this broker supports (ApiVersions SupportedFeatures).
+# quafka serves share groups whatever the level, so share.version 0 is refused (docs/dead-letters.md).
+DEFAULT_FEATURE_LEVELS = {"share.version": 2}
+SUPPORTED_FEATURES = {"share.version": (1, 2)}
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -55,6 +63,8 @@ class ClusterMetadata:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     next_producer_id: int = 0  # first id not yet handed out in a block written to the journal
+    feature_levels: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_FEATURE_LEVELS))
+    feature_epoch: int = 0  # level changes replayed (ApiVersions' FinalizedFeaturesEpoch)
 
     def replay(self, record: dict) -> None:
         kind = record.get("type")
@@ -84,6 +94,9 @@ class ClusterMetadata:
                     self.group_configs[record["group"]] = configs
                 else:
                     self.group_configs.pop(record["group"], None)
+            elif kind == "feature_level":
+                self.feature_levels[str(record["feature"])] = int(record["level"])
+                self.feature_epoch = max(self.feature_epoch + 1, int(record.get("epoch", 0)))
             else:
                 raise MetadataError(f"unknown metadata record type {kind!r}")
         except (KeyError, TypeError, ValueError) as exc:
@@ -101,6 +114,8 @@ class ClusterMetadata:
             out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
         for group, configs in self.group_configs.items():
             out.append({"type": "group_configs", "group": group, "configs": dict(configs)})
+        for feature, level in self.feature_levels.items() if self.feature_epoch else ():  # else: as formatted
+            out.append({"type": "feature_level", "feature": feature, "level": level, "epoch": self.feature_epoch})
         return out
 
 

@@ -5,13 +5,17 @@ A record of a share partition is in exactly one state (KIP-932; kafka-reference 
     AVAILABLE     may be acquired by a consumer
     ACQUIRED      held by one member under an acquisition lock
     ACKNOWLEDGED  processed (terminal)
-    ARCHIVING     on its way to a dead-letter queue (reserved; Kafka 4.4)
+    ARCHIVING     on its way to the group's dead-letter queue (Kafka 4.4, KIP-1191): not
+                  terminal (it holds the start offset back), neither acquirable nor acknowledgeable
     ARCHIVED      rejected, over the delivery limit, or passed by the start offset (terminal)
 
 `TRANSITIONS` maps (state, event) to the next state. A pair that is absent is illegal and raises
 `IllegalTransition`, which the share partition reports as INVALID_RECORD_STATE. The delivery limit
 is expressed as separate events (RELEASE_AT_LIMIT, LOCK_EXPIRED_AT_LIMIT) so that the table alone
-decides every outcome.
+decides every outcome; with a dead-letter queue enabled for the group the share partition takes the
+`*_TO_DLQ` events instead, which lead to ARCHIVING (Kafka's `InFlightState.tryUpdateState` with
+`dlqSupportEnabled` and `SharePartition.recordStateWithDlq`), and DEAD_LETTER_DONE then archives
+the record whether or not its DLQ write succeeded (`SharePartition.initiateDLQAndArchive`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ class Event(enum.Enum):
     RELEASE = "release"
     RELEASE_AT_LIMIT = "release at the delivery limit"
     REJECT = "reject"
+    REJECT_TO_DLQ = "reject, with a dead-letter queue"
+    RELEASE_AT_LIMIT_TO_DLQ = "release at the delivery limit, with a dead-letter queue"
+    LOCK_EXPIRED_AT_LIMIT_TO_DLQ = "lock expired at the delivery limit, with a dead-letter queue"
     GAP = "gap"
     RENEW = "renew"
     LOCK_EXPIRED = "lock expired"
@@ -55,6 +62,9 @@ TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
     (Q, Event.RELEASE): A,
     (Q, Event.RELEASE_AT_LIMIT): X,
     (Q, Event.REJECT): X,
+    (Q, Event.REJECT_TO_DLQ): G,
+    (Q, Event.RELEASE_AT_LIMIT_TO_DLQ): G,
+    (Q, Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ): G,
     (Q, Event.GAP): X,
     (Q, Event.RENEW): Q,
     (Q, Event.LOCK_EXPIRED): A,

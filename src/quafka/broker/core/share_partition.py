@@ -25,6 +25,16 @@ fail), so overlapping writes can leave the stored start offset behind the one in
 `on_write_complete` then returns one more write that catches the stored start offset up. Pending
 runs take no other transition until their write completes. Acquisitions and renewals are not
 persisted (ACQUIRED is never stored, as Kafka).
+
+Dead-letter queues (Kafka 4.4, KIP-1191): when the caller says the group has one (`dlq_enabled`:
+share.version 2 and a DLQ topic configured), a REJECT, a RELEASE at the delivery limit, a share
+session ending at the limit and a lock expiring at the limit lead to ARCHIVING instead of ARCHIVED.
+ARCHIVING is persisted (state 3) by the same two-phase write; when that write commits, a
+`DeadLetterWrite` effect asks the shell to write the records to the DLQ, and the shell then calls
+`on_dead_letter_done`, which archives them whether the DLQ write succeeded or not, and persists
+that (Kafka's `SharePartition.initiateDLQAndArchive`). ARCHIVING is not terminal, so it holds the
+start offset back until then. Records found ARCHIVING at start-up are handed back by
+`resume_dead_letters` (Kafka's `maybeResumeDlqArchiving`).
 """
 
 from __future__ import annotations
@@ -35,11 +45,19 @@ from quafka.protocol.coordinator_records import StateBatch
 from quafka.protocol.errors import ErrorCode
 
 from ._runs import Run, RunIndex
-from .record_state import ACK_ACCEPT, ACK_EVENTS, ACK_RELEASE, ACK_RENEW, Event, RecordState, next_state, persisted_state
+from quafka.protocol.dead_letter_headers import (
+    REASON_LOCK_EXPIRED_AT_LIMIT,
+    REASON_RECOVERED,
+    REASON_REJECTED,
+    REASON_RELEASED_AT_LIMIT,
+)
+
+from .record_state import ACK_ACCEPT, ACK_EVENTS, ACK_RELEASE, ACK_REJECT, ACK_RENEW, Event, RecordState, next_state, persisted_state
 
 AVAILABLE = RecordState.AVAILABLE
 ACQUIRED = RecordState.ACQUIRED
 ARCHIVED = RecordState.ARCHIVED
+ARCHIVING = RecordState.ARCHIVING
 _NO_LIMIT = 2**62
 
 
@@ -70,7 +88,25 @@ class WakeFetches(NamedTuple):
     complete the partition's parked ShareFetches."""
 
 
-Effect = Union[PersistWrite, LockTimer, WakeFetches]
+class DeadLetterWrite(NamedTuple):
+    """Effect: write offsets [first_offset, last_offset] (now ARCHIVING, and durably so) to the
+    group's dead-letter queue, then call `on_dead_letter_done` — whether the write succeeded or
+    not. `reason` is one of `dead_letter_headers.REASONS`."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    reason: str
+
+
+Effect = Union[PersistWrite, LockTimer, WakeFetches, DeadLetterWrite]
+
+# the event that takes a record to ARCHIVING instead of ARCHIVED, and quafka's reason for it
+_TO_DLQ = {
+    Event.REJECT: (Event.REJECT_TO_DLQ, REASON_REJECTED),
+    Event.RELEASE_AT_LIMIT: (Event.RELEASE_AT_LIMIT_TO_DLQ, REASON_RELEASED_AT_LIMIT),
+    Event.LOCK_EXPIRED_AT_LIMIT: (Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ, REASON_LOCK_EXPIRED_AT_LIMIT),
+}
 
 
 class Acquisition(NamedTuple):
@@ -100,6 +136,7 @@ class SharePartition:
         self._write_seq = 0
         self._armed_deadline_ms: int | None = None  # the last LockTimer effect's deadline
         self.lock_timeout_count = 0  # records whose acquisition lock expired (a metric; only grows)
+        self._dlq_reasons: dict[Run, str] = {}  # runs moving to ARCHIVING under a write in flight
         for b in sorted(state_batches):
             first = max(b.first_offset, self.next_offset)
             if b.last_offset < first:
@@ -107,8 +144,8 @@ class SharePartition:
             if first > self.next_offset:  # a gap between persisted batches: not yet delivered
                 self.runs.add(Run(self.next_offset, first - 1, AVAILABLE, 0))
             state = RecordState(b.delivery_state)
-            if state == ACQUIRED or state == RecordState.ARCHIVING:
-                state = AVAILABLE if state == ACQUIRED else ARCHIVED
+            if state == ACQUIRED:
+                state = AVAILABLE
             self.runs.add(Run(first, b.last_offset, state, b.delivery_count))
             self.next_offset = b.last_offset + 1
         self._advance_start()
@@ -273,6 +310,7 @@ class SharePartition:
         lock_duration_ms: int,
         renew_enabled: bool,
         now_ms: int,
+        dlq_enabled: bool = False,
     ) -> Acknowledgement:
         """Apply acknowledgements atomically: (first offset, last offset, types) batches, where
         types holds one type for the whole range or one per offset (already validated for shape
@@ -296,7 +334,8 @@ class SharePartition:
           Kafka applies the batches in turn, so the shared offset is still ACQUIRED only if the
           earlier batch RENEWed it).
 
-        RENEW extends the lock and needs `renew_enabled`."""
+        RENEW extends the lock and needs `renew_enabled`. With `dlq_enabled`, REJECT and RELEASE at
+        the limit lead to ARCHIVING (see the module docstring)."""
         effects: list[Effect] = []
         kept: list[tuple[int, int, Sequence[int]]] = []
         max_last = -1
@@ -332,6 +371,8 @@ class SharePartition:
                     event = ACK_EVENTS[ack_type]
                     if ack_type == ACK_RELEASE and run.delivery_count >= delivery_limit:
                         event = Event.RELEASE_AT_LIMIT
+                    if dlq_enabled and (ack_type == ACK_REJECT or event == Event.RELEASE_AT_LIMIT):
+                        event = self._to_dlq(run, event)
                     runs.set_state(run, next_state(run.state, event))
                     changes[run] = snapshot
         write = self._start_write(changes, None)
@@ -339,7 +380,8 @@ class SharePartition:
         return Acknowledgement(ErrorCode.none, write, effects)
 
     # ------------------------------------------------------------------ releases
-    def release_member(self, member_id: str, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+    def release_member(self, member_id: str, *, delivery_limit: int, now_ms: int,
+                       dlq_enabled: bool = False) -> list[Effect]:
         """Release every record `member_id` holds because its share session ended (closed at the
         final epoch, or its connection dropped): AVAILABLE again with the delivery count kept, or
         ARCHIVED at the limit — exactly as an explicit RELEASE. This is Kafka 4.2+
@@ -354,17 +396,19 @@ class SharePartition:
                 continue
             changes[run] = _snapshot(run)
             event = Event.RELEASE_AT_LIMIT if run.delivery_count >= delivery_limit else Event.RELEASE
+            if dlq_enabled and event == Event.RELEASE_AT_LIMIT:
+                event = self._to_dlq(run, event)
             self.runs.set_state(run, next_state(run.state, event))
         self._start_write(changes, effects)
         self._timer_effect(effects)
         return effects
 
-    def on_lock_timer(self, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+    def on_lock_timer(self, *, delivery_limit: int, now_ms: int, dlq_enabled: bool = False) -> list[Effect]:
         """The lock timer of the last `LockTimer` effect fired: expire what is due, re-arm."""
         self._armed_deadline_ms = None
-        return self.expire_locks(delivery_limit=delivery_limit, now_ms=now_ms)
+        return self.expire_locks(delivery_limit=delivery_limit, now_ms=now_ms, dlq_enabled=dlq_enabled)
 
-    def expire_locks(self, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+    def expire_locks(self, *, delivery_limit: int, now_ms: int, dlq_enabled: bool = False) -> list[Effect]:
         """Return records whose acquisition lock has passed to AVAILABLE with their delivery count
         (ARCHIVED at the limit)."""
         effects: list[Effect] = []
@@ -372,10 +416,46 @@ class SharePartition:
         for run in self.runs.pop_expired(now_ms):
             changes[run] = _snapshot(run)
             event = Event.LOCK_EXPIRED_AT_LIMIT if run.delivery_count >= delivery_limit else Event.LOCK_EXPIRED
+            if dlq_enabled and event == Event.LOCK_EXPIRED_AT_LIMIT:
+                event = self._to_dlq(run, event)
             self.runs.set_state(run, next_state(run.state, event))
             self.lock_timeout_count += run.size
         self._start_write(changes, effects)
         self._timer_effect(effects)
+        return effects
+
+    # ------------------------------------------------------------------ dead letters
+    def _to_dlq(self, run: Run, event: Event) -> Event:
+        """The ARCHIVING event standing for `event`; remembers quafka's reason for the run."""
+        dlq_event, reason = _TO_DLQ[event]
+        self._dlq_reasons[run] = reason
+        return dlq_event
+
+    def resume_dead_letters(self) -> list[Effect]:
+        """Records persisted ARCHIVING (their DLQ write may not have happened before the broker
+        stopped): write them to the DLQ again (Kafka's `SharePartition.maybeResumeDlqArchiving`,
+        which does so whether or not the group still has a DLQ; their cause is inferred from the
+        delivery count, as Kafka does not persist it)."""
+        return [DeadLetterWrite(run.first, run.last, run.delivery_count, REASON_RECOVERED)
+                for run in self.runs if run.state == ARCHIVING and not run.pending]
+
+    def on_dead_letter_done(self, first_offset: int, last_offset: int) -> list[Effect]:
+        """The DLQ write of a `DeadLetterWrite` ended (written, or refused: either way): archive
+        the records of [first_offset, last_offset] still ARCHIVING and persist it. Offsets the
+        start offset passed meanwhile are gone from the window and need nothing."""
+        effects: list[Effect] = []
+        first = max(first_offset, self.start_offset)
+        last = min(last_offset, self.next_offset - 1)
+        if first > last:
+            return effects
+        changes: dict[Run, Snapshot] = {}
+        for run in list(self.runs.overlapping(first, last)):
+            if run.state != ARCHIVING or run.pending:
+                continue
+            for part in self._isolate(max(run.first, first), min(run.last, last)):
+                changes[part] = _snapshot(part)
+                self.runs.set_state(part, next_state(part.state, Event.DEAD_LETTER_DONE))
+        self._start_write(changes, effects)
         return effects
 
     # ------------------------------------------------------------------ start offset
@@ -455,10 +535,14 @@ class SharePartition:
         self._write_lows.pop(write_id, None)
         runs = self.runs
         wake = False
+        reasons = self._dlq_reasons
         for run, (state, count, member_id, deadline_ms) in changes.items():
+            reason = reasons.pop(run, None) if reasons else None
             if run.pending != write_id or not run.alive:
                 continue
             runs.set_pending(run, 0)
+            if ok and reason is not None and run.state == ARCHIVING:
+                effects.append(DeadLetterWrite(run.first, run.last, run.delivery_count, reason))
             if not ok and run.first >= self.start_offset:
                 if state == ACQUIRED and deadline_ms <= now_ms:  # the lock ran out while writing
                     event = Event.LOCK_EXPIRED_AT_LIMIT if count >= delivery_limit else Event.LOCK_EXPIRED
@@ -515,6 +599,9 @@ class SharePartition:
 
     def _split(self, run: Run, at: int) -> Run:
         right = self.runs.split(run, at)
+        reason = self._dlq_reasons.get(run) if self._dlq_reasons else None
+        if reason is not None:
+            self._dlq_reasons[right] = reason
         if run.pending:
             changes = self._writes.get(run.pending)
             if changes is not None and run in changes:
@@ -578,6 +665,7 @@ __all__ = [
     "AcquiredRange",
     "Acknowledgement",
     "Acquisition",
+    "DeadLetterWrite",
     "Effect",
     "LockTimer",
     "PersistWrite",

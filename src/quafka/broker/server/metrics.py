@@ -94,6 +94,8 @@ class BrokerMetrics:
         # ShareGroupMetrics: acknowledged records by ack type (index = wire type, 0 = GAP unused)
         self.acknowledgements = [0, 0, 0, 0, 0]
         self.partition_load_time_ms = Histogram(WRITE_BUCKETS_MS)
+        # ShareGroupMetrics DLQ meters per group (Kafka 4.4): [records, produce requests, failed ones]
+        self.dead_letters: dict[str, list[int]] = {}
         # share coordinator: writes (WriteShareGroupState and friends), their latency, load times
         self.share_state_writes = 0
         self.share_state_write_time_ms = Histogram(WRITE_BUCKETS_MS)
@@ -105,6 +107,15 @@ class BrokerMetrics:
         self.offset_commits = 0
         self.offset_expirations = 0
         self.offset_deletions = 0
+
+    def count_dlq(self, group_id: str, *, records: int = 0, produce_requests: int = 0,
+                  failed_produce_requests: int = 0) -> None:
+        counts = self.dead_letters.get(group_id)
+        if counts is None:  # registered on first use, as Kafka's per-group meters
+            counts = self.dead_letters[group_id] = [0, 0, 0]
+        counts[0] += records
+        counts[1] += produce_requests
+        counts[2] += failed_produce_requests
 
     def observe_request(self, api_key: int, api_version: int, elapsed_ms: float) -> None:
         key = (api_key, api_version)
@@ -218,6 +229,17 @@ def render(server: "BrokerServer") -> str:
                   "Time to load a share partition's state, in ms "
                   "(kafka.server:type=ShareGroupMetrics,name=PartitionLoadTimeMs).",
                   [((), m.partition_load_time_ms)])
+
+    dlq = sorted(m.dead_letters.items())
+    for index, (kafka_name, what) in enumerate((
+        ("DeadLetterQueueRecordCount", "Records written to the group's dead-letter queue"),
+        ("DeadLetterQueueTotalProduceRequestsPerSec", "Produce requests (batches) to the group's dead-letter queue"),
+        ("DeadLetterQueueFailedProduceRequestsPerSec", "Failed produce requests to the group's dead-letter queue"),
+    )):
+        short = kafka_name.removesuffix("PerSec").lower()
+        out.family(f"kafka_server_sharegroupmetrics_{short}_total", "counter",
+                   f"{what} (kafka.server:type=ShareGroupMetrics,name={kafka_name},group=...).",
+                   [((("group", group),), counts[index]) for group, counts in dlq])
 
     # ---- kafka.server:type=SharePartitionMetrics{group,topic,partition}
     manager = server.share_partitions

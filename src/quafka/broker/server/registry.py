@@ -43,6 +43,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         configs,
         consumer_group,
         consumer_offsets,
+        features,
         fetch,
         metadata,
         offsets,

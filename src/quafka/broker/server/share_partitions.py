@@ -13,7 +13,10 @@ carries out the effects its calls return:
   when it fires, expired locks are released;
 - `WakeFetches` completes the partition's parked ShareFetches (`delayed_share_fetch`), oldest
   first, synchronously — before the request whose acknowledgement freed the records runs its own
-  fetch, as Kafka's `SharePartitionManager.acknowledge` does.
+  fetch, as Kafka's `SharePartitionManager.acknowledge` does;
+- `DeadLetterWrite` writes records to the group's dead-letter queue (`dead_letter_writer`), then
+  archives them. Whether a group has one (`share.version` 2 and a DLQ topic configured) is read
+  at every acknowledgement, release and lock expiry, as Kafka's supplier is.
 
 A share partition is created from the share coordinator's state (ReadShareGroupState); state with
 start offset -1 is resolved by `share.auto.offset.reset` and written back; a share partition with
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Sequence
 from quafka.broker import config as cfg
 from quafka.broker.core.share_partition import (
     AcquiredRange,
+    DeadLetterWrite,
     Effect,
     LockTimer,
     PersistWrite,
@@ -51,6 +55,7 @@ from quafka.protocol import coordinator_records as records
 from quafka.protocol.errors import ErrorCode
 
 from .clock import monotonic_ms, wall_clock_ms
+from .dead_letter_writer import DeadLetterWriter
 from .delayed_share_fetch import DelayedShareFetch, ShareFetchPurgatory
 from .timers import TimerService
 
@@ -118,6 +123,7 @@ class SharePartitionManager:
         self.known_partitions: dict[tuple[str, uuid.UUID], int] = {}
         self._tasks: set[asyncio.Task] = set()
         self._loading: dict[tuple[str, uuid.UUID, int], asyncio.Future] = {}
+        self.dead_letters = DeadLetterWriter(server, self)
 
     # ------------------------------------------------------------------ lookup and creation
     def loaded(self, group_id: str, topic_id: uuid.UUID, index: int) -> ShareContext | None:
@@ -211,6 +217,7 @@ class SharePartitionManager:
             self._watched_logs[log_key] = plog
         if sp.start_offset < plog.log_start_offset:
             self.execute(ctx, sp.move_start_offset(plog.log_start_offset))
+        self.execute(ctx, sp.resume_dead_letters())  # ARCHIVING when the broker last stopped
         return ctx
 
     def _initial_offset(self, plog: Log, group_config: "cfg.ShareGroupConfig") -> int:
@@ -258,6 +265,7 @@ class SharePartitionManager:
 
     def close(self) -> None:
         self.lock_timers.close()
+        self.dead_letters.close()
 
     # ------------------------------------------------------------------ fetch
     def fill(self, session: "ShareSession", member_id: str, params: FetchParams) -> dict[tuple, FetchedPartition]:
@@ -386,6 +394,7 @@ class SharePartitionManager:
             member_id, batches, delivery_limit=group_config.delivery_count_limit,
             lock_duration_ms=group_config.record_lock_duration_ms,
             renew_enabled=group_config.renew_acknowledge_enable, now_ms=now_ms,
+            dlq_enabled=self.dead_letters.enabled(ctx.group_id),
         )
         self.execute(ctx, result.effects)
         if result.error != ErrorCode.none:
@@ -401,14 +410,17 @@ class SharePartitionManager:
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member's share session ended: release what it holds (delivery counts kept)."""
         now_ms = monotonic_ms()
+        dlq_enabled = self.dead_letters.enabled(group_id)
         for ctx in list(self.by_group.get(group_id, ())):
             limit = self.server.state.group_config(group_id).delivery_count_limit
-            self.execute(ctx, ctx.sp.release_member(member_id, delivery_limit=limit, now_ms=now_ms))
+            self.execute(ctx, ctx.sp.release_member(member_id, delivery_limit=limit, now_ms=now_ms,
+                                                    dlq_enabled=dlq_enabled))
 
     def maybe_expire(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig", now_ms: int) -> None:
         deadline = ctx.sp.next_deadline_ms()
         if deadline is not None and deadline <= now_ms:
-            self.execute(ctx, ctx.sp.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms))
+            self.execute(ctx, ctx.sp.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
+                                                  dlq_enabled=self.dead_letters.enabled(ctx.group_id)))
 
     # ------------------------------------------------------------------ effects
     def execute(self, ctx: ShareContext, effects: Sequence[Effect]) -> None:
@@ -424,6 +436,8 @@ class SharePartitionManager:
                                          lambda now_ms, ctx=ctx: self._on_lock_timer(ctx, now_ms))
             elif isinstance(effect, WakeFetches):
                 self.complete_parked(ctx)
+            elif isinstance(effect, DeadLetterWrite):
+                self.dead_letters.submit(ctx, effect)
 
     def _submit_write(self, ctx: ShareContext, write: PersistWrite) -> asyncio.Future:
         """Queue the write at once, so writes reach the share coordinator in the order the share
@@ -465,7 +479,8 @@ class SharePartitionManager:
         if self.contexts.get(ctx.key) is not ctx:
             return
         group_config = self.server.state.group_config(ctx.group_id)
-        self.execute(ctx, ctx.sp.on_lock_timer(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms))
+        self.execute(ctx, ctx.sp.on_lock_timer(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
+                                               dlq_enabled=self.dead_letters.enabled(ctx.group_id)))
 
     def _on_log_event(self, key: tuple[uuid.UUID, int], event: LogEvent) -> None:
         for ctx in list(self.by_log.get(key, ())):

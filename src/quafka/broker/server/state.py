@@ -55,6 +55,7 @@ class TopicState:
     partitions: list[PartitionState] = field(default_factory=list)
     max_message_bytes: int = 1048588
     log_append_time: bool = False
+    dlq_enabled: bool = False  # errors.deadletterqueue.group.enable: share groups may dead-letter here
 
     @property
     def internal(self) -> bool:
@@ -204,6 +205,7 @@ class BrokerState:
         values = cfg.resolve_topic_configs(self.config, topic.configs)
         topic.max_message_bytes = int(values["max.message.bytes"])
         topic.log_append_time = values["message.timestamp.type"] == "LogAppendTime"
+        topic.dlq_enabled = values["errors.deadletterqueue.group.enable"] in (True, "true")
 
     def _apply_dynamic_broker_configs(self) -> None:
         assert self.metadata is not None
@@ -438,6 +440,26 @@ class BrokerState:
     def dynamic_broker_configs(self, resource: str) -> dict[str, str]:
         assert self.metadata is not None
         return dict(self.metadata.broker_configs.get(resource, {}))
+
+    # ------------------------------------------------------------------ features
+    def feature_level(self, feature: str) -> int:
+        """The finalized level of a feature (0 when the cluster does not have it)."""
+        assert self.metadata is not None
+        return self.metadata.feature_levels.get(feature, 0)
+
+    @property
+    def feature_epoch(self) -> int:
+        """ApiVersions' FinalizedFeaturesEpoch: grows with every level change (0 as formatted)."""
+        assert self.metadata is not None
+        return self.metadata.feature_epoch
+
+    @property
+    def share_version(self) -> int:
+        return self.feature_level("share.version")
+
+    def set_feature_level(self, feature: str, level: int) -> None:
+        """Record a new finalized level (validated by the UpdateFeatures handler)."""
+        self._commit([{"type": "feature_level", "feature": feature, "level": level}])
 
     # ------------------------------------------------------------------ producers
     def allocate_producer_id(self) -> int:

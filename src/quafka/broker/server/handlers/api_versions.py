@@ -1,7 +1,9 @@
-"""ApiVersions (key 18): the version ranges of every registered handler."""
+"""ApiVersions (key 18): the version ranges of every registered handler, and (v3+) the features
+the broker supports and their finalized levels (`share.version`; handlers/features.py)."""
 
 from __future__ import annotations
 
+from quafka.broker.core.metadata import SUPPORTED_FEATURES
 from quafka.protocol.errors import ErrorCode
 
 from ..registry import handles
@@ -15,13 +17,19 @@ async def handle_api_versions(ctx, req):
         {"api_key": key, "min_version": lo, "max_version": hi}
         for key, lo, hi in ctx.server.advertised_ranges
     ]
+    state = ctx.server.state
+    supported = [{"name": name, "min_version": lo, "max_version": hi} for name, (lo, hi) in SUPPORTED_FEATURES.items()]
+    finalized = [{"name": name, "max_version_level": level, "min_version_level": level}
+                 for name, level in sorted(state.metadata.feature_levels.items()) if level > 0]
+    has_features = ctx.api_version >= 3
     return make(
         resp_cls,
         error_code=ErrorCode.none,
         api_keys=make_items(resp_cls, "api_keys", keys),
         throttle_time=NO_THROTTLE,
-        supported_features=(),
-        finalized_features_epoch=-1,
-        finalized_features=(),
+        supported_features=make_items(resp_cls, "supported_features", supported) if has_features else (),
+        # grows with every level change (0: as formatted), like the metadata offset Kafka sends
+        finalized_features_epoch=state.feature_epoch if has_features else -1,
+        finalized_features=make_items(resp_cls, "finalized_features", finalized) if has_features else (),
         zk_migration_ready=False,
     )

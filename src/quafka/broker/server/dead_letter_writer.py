@@ -1,0 +1,220 @@
+"""Writing share groups' dead letters (KIP-1191, Kafka 4.4): the shell of the `DeadLetterWrite`
+effect of a share partition.
+
+A share partition whose group has a dead-letter queue (`share.version` 2 and the group config
+`errors.deadletterqueue.topic.name` set) persists rejected and exhausted records as ARCHIVING;
+once that is durable it asks for their DLQ write. This module carries it out, then tells the share
+partition (`on_dead_letter_done`), which archives the records whether the write succeeded or not,
+as Kafka's `SharePartition.initiateDLQAndArchive` does ("Failed to write to DLQ, proceeding to
+ARCHIVED regardless."):
+
+1. The DLQ topic is checked as Kafka's `ShareGroupDLQStateManager` does before every write
+   (`core.dead_letters.validate_dlq_topic`: name set, not `__`, an existing topic opted in with
+   `errors.deadletterqueue.group.enable`, a missing one only with
+   `errors.deadletterqueue.auto.create.topics.enable`, the `errors.deadletterqueue.topic.name.prefix`).
+   A failure is logged and the records are archived with no DLQ copy; no retry.
+2. A missing topic is created with the broker's default partition count and
+   `errors.deadletterqueue.group.enable=true`, `message.timestamp.type=CreateTime`
+   (`ShareGroupDLQStateManager.createTopicBuilder`).
+3. With `errors.deadletterqueue.copy.record.enable` the source records are read from the local log
+   (key and value copied; one too large for the DLQ topic goes headers-only).
+4. The records (`core.dead_letters.dead_letters`, one per source offset, partition = source
+   partition modulo the DLQ's count) are appended to the DLQ partition through the Produce path
+   (`produce_to_partition`: the same validation, uncompressed, no producer id, as Kafka's DLQ
+   produce), packed into batches of at most the DLQ topic's `max.message.bytes`.
+5. The DLQ partition is fsynced before the share partition archives the records: a dead letter
+   whose ARCHIVED state is durable is itself durable.
+
+Where quafka differs (docs/dead-letters.md):
+- Kafka produces over the network with up to 5 attempts; quafka appends to its own log, where a
+  failure is a disk fault (the broker stops; the records stay ARCHIVING and are written at restart).
+- After a crash, records found ARCHIVING are written again (Kafka re-writes them, so the DLQ may
+  hold a record twice); quafka first looks through the last `RECOVERY_SCAN_RECORDS` records of the
+  DLQ partition and skips offsets already there, so a crash between the DLQ write and the
+  ARCHIVED write duplicates nothing.
+- The header `quafka.dlq.reason` follows Kafka's six.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Iterator
+
+from quafka.broker.core.dead_letters import (
+    DlqTopicView,
+    SourceRecord,
+    cause_of,
+    dead_letter_partition,
+    dead_letters,
+    pack,
+    validate_dlq_topic,
+)
+from quafka.broker.core.share_partition import DeadLetterWrite
+from quafka.protocol.dead_letter_headers import HEADER_GROUP, HEADER_OFFSET, HEADER_PARTITION, HEADER_TOPIC, REASON_RECOVERED
+from quafka.protocol.errors import ErrorCode
+from quafka.protocol.record_batch import LOG_OVERHEAD, Record, build_batch, iter_headers, iter_records
+
+from .clock import wall_clock_ms
+from .handlers.produce import produce_to_partition
+from .state import OperationError
+
+if TYPE_CHECKING:
+    from quafka.broker.storage import Log
+
+    from .server import BrokerServer
+    from .share_partitions import ShareContext, SharePartitionManager
+
+log = logging.getLogger("quafka.dlq")
+
+READ_BYTES = 1024 * 1024  # per read of the source log (Kafka's DLQ_MAX_FETCH_BYTES)
+RECOVERY_SCAN_RECORDS = 100_000  # how far back a recovered write looks for copies already written
+PRODUCE_VERSION = 13
+DLQ_TOPIC_CONFIGS = {"errors.deadletterqueue.group.enable": "true", "message.timestamp.type": "CreateTime"}
+
+
+class DeadLetterWriter:
+    def __init__(self, server: "BrokerServer", manager: "SharePartitionManager") -> None:
+        self.server = server
+        self.manager = manager
+        self._tasks: set[asyncio.Task] = set()
+
+    def enabled(self, group_id: str) -> bool:
+        """The group's rejected and exhausted records go to a DLQ (Kafka's
+        `SharePartition.isDLQEnabledForGroup`: share.version >= 2 and a DLQ topic configured)."""
+        state = self.server.state
+        return state.share_version >= 2 and bool(state.group_config(group_id).dlq_topic_name)
+
+    def submit(self, ctx: "ShareContext", write: DeadLetterWrite) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(ctx, write))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, ctx: "ShareContext", write: DeadLetterWrite) -> None:
+        try:
+            await self.write(ctx, write)
+        except asyncio.CancelledError:
+            raise  # the broker is stopping: the records stay ARCHIVING and are written at restart
+        except OSError as exc:  # the log directory failed; the broker stops: written at restart
+            log.error("DLQ write for %s %s-%d failed: %s", ctx.group_id, ctx.topic.name, ctx.index, exc)
+            return
+        except Exception:
+            log.exception("DLQ write for %s %s-%d failed, proceeding to ARCHIVED regardless",
+                          ctx.group_id, ctx.topic.name, ctx.index)
+        if self.manager.contexts.get(ctx.key) is ctx:
+            self.manager.execute(ctx, ctx.sp.on_dead_letter_done(write.first_offset, write.last_offset))
+
+    async def write(self, ctx: "ShareContext", write: DeadLetterWrite) -> int:
+        """Write the dead letters of `write`; the number of records appended (0 when the DLQ
+        configuration refused them, which is logged)."""
+        state = self.server.state
+        metrics = self.server.metrics
+        group_id = ctx.group_id
+        group_config = state.group_config(group_id)
+        name = group_config.dlq_topic_name
+        topic = state.topics.get(name) if name else None
+        view = DlqTopicView(exists=topic is not None, opted_in=topic is not None and topic.dlq_enabled,
+                            partitions=len(topic.partitions) if topic is not None else 0)
+        why = validate_dlq_topic(group_id, name, view,
+                                 auto_create=bool(state.config.get("errors.deadletterqueue.auto.create.topics.enable")),
+                                 prefix=str(state.config.get("errors.deadletterqueue.topic.name.prefix") or ""))
+        if why is not None:
+            log.warning("%s Offsets %d-%d of %s-%d are archived without a dead letter.", why,
+                        write.first_offset, write.last_offset, ctx.topic.name, ctx.index)
+            return 0
+        if topic is None:
+            try:
+                topic = state.create_topic(name, -1, -1, dict(DLQ_TOPIC_CONFIGS))
+            except OperationError as exc:
+                topic = state.topics.get(name)  # created meanwhile (TOPIC_ALREADY_EXISTS) or refused
+                if topic is None:
+                    log.warning("creating DLQ topic %s for share group %s failed: %s", name, group_id, exc)
+                    return 0
+            log.info("created DLQ topic %s for share group %s", name, group_id)
+        part = topic.partitions[dead_letter_partition(ctx.index, len(topic.partitions))]
+        first = write.first_offset
+        if write.reason == REASON_RECOVERED:
+            first = self._first_not_written(part.log, ctx, write)
+            if first > write.last_offset:
+                log.info("dead letters of %s %s-%d offsets %d-%d were written before a restart",
+                         group_id, ctx.topic.name, ctx.index, write.first_offset, write.last_offset)
+                return 0
+        copy = group_config.dlq_copy_record_enable
+        source = _source_records(ctx.log, first, write.last_offset) if copy else None
+        letters = dead_letters(
+            group_id=group_id, topic=ctx.topic.name, partition=ctx.index, first_offset=first,
+            last_offset=write.last_offset, delivery_count=write.delivery_count,
+            cause=cause_of(write.reason, write.delivery_count, group_config.delivery_count_limit),
+            dlq_partitions=len(topic.partitions), now_ms=wall_clock_ms(), copy=copy,
+            source=source.get if source is not None else None, max_message_bytes=topic.max_message_bytes,
+            reason=write.reason)
+        written = 0
+        for batch in pack(letters, topic.max_message_bytes):
+            records = build_batch([(d.key, d.value, list(d.headers)) for d in batch],
+                                  base_timestamp=batch[0].timestamp_ms)
+            metrics.count_dlq(group_id, produce_requests=1)
+            result = produce_to_partition(topic, part, records, wall_clock_ms(), PRODUCE_VERSION)
+            if result.error_code == ErrorCode.kafka_storage_error:
+                raise OSError(result.error_message)
+            if result.error_code != 0:
+                metrics.count_dlq(group_id, failed_produce_requests=1)
+                log.warning("writing dead letters of %s %s-%d to %s-%d failed: %s %s; proceeding to ARCHIVED "
+                            "regardless", group_id, ctx.topic.name, ctx.index, topic.name, part.index,
+                            ErrorCode(result.error_code).name, result.error_message)
+                break
+            written += len(batch)
+        if written:
+            await self.server.flusher.flush(part.log, part.log.log_end_offset)
+            metrics.count_dlq(group_id, records=written)
+        return written
+
+    def _first_not_written(self, dlq_log: "Log", ctx: "ShareContext", write: DeadLetterWrite) -> int:
+        """The first offset of a recovered write with no dead letter in the DLQ partition yet.
+        The write before the crash appended its records in offset order, so the offsets already
+        there are a prefix of the range: skip it."""
+        start = max(dlq_log.log_start_offset, dlq_log.log_end_offset - RECOVERY_SCAN_RECORDS)
+        wanted = (ctx.topic.name.encode(), str(ctx.index).encode(), ctx.group_id.encode())
+        first = write.first_offset
+        for record in _records(dlq_log, start, dlq_log.log_end_offset - 1):
+            headers = dict(record.headers)
+            if (headers.get(HEADER_TOPIC), headers.get(HEADER_PARTITION), headers.get(HEADER_GROUP)) != wanted:
+                continue
+            try:
+                offset = int(headers.get(HEADER_OFFSET) or b"-1")
+            except ValueError:
+                continue
+            if offset == first and offset <= write.last_offset:
+                first += 1
+        return first
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+
+def _records(plog: "Log", first: int, last: int) -> Iterator[Record]:
+    """The records of `plog` with offsets in [first, last] (a local read, batch by batch)."""
+    offset = first
+    while offset <= last and offset < plog.log_end_offset:
+        offset = max(offset, plog.log_start_offset)
+        data = plog.read_batches(offset, READ_BYTES, last).data
+        view = memoryview(data)
+        before = offset
+        for pos, header in iter_headers(data):
+            for record in iter_records(view[pos:pos + header.batch_length + LOG_OVERHEAD]):
+                if first <= record.offset <= last:
+                    yield record
+            offset = header.last_offset + 1
+        if offset == before:  # nothing read (the log end, or a partial batch)
+            return
+
+
+def _source_records(plog: "Log", first: int, last: int) -> dict[int, SourceRecord]:
+    """Key and value of the source records [first, last] still in the log (gone ones are absent:
+    their dead letters keep headers only)."""
+    return {r.offset: SourceRecord(_bytes(r.key), _bytes(r.value)) for r in _records(plog, first, last)}
+
+
+def _bytes(part) -> bytes | None:
+    return None if part is None else bytes(part)
+

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
+from confluent_kafka import AcknowledgeType
 
 from support import set_group_configs, wait_until
+from support.dlq import DLQ_TOPIC_CONFIGS, consume_and_ack, headers_of, produce, read_all, share_consumer
 from support.share_client import create_topic
 
 from quafka.broker.core.record_state import RecordState
@@ -30,62 +31,6 @@ from quafka.protocol.dead_letter_headers import (
     MESSAGE_CLIENT_REJECT,
     MESSAGE_DELIVERY_COUNT_EXCEEDED,
 )
-
-DLQ_TOPIC_CONFIGS = {"errors.deadletterqueue.group.enable": "true"}
-
-
-def share_consumer(bootstrap: str, group: str, **extra) -> ShareConsumer:
-    return ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit",
-                          "log_level": 3, **extra})
-
-
-def produce(bootstrap: str, topic: str, records, partition: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 3})
-    for key, value, headers in records:
-        producer.produce(topic, key=key, value=value, headers=headers, partition=partition)
-    assert producer.flush(10) == 0
-
-
-def read_all(bootstrap: str, topic: str, partitions=(0,), *, expect: int, timeout_s: float = 15.0) -> list:
-    """Every record of the topic's partitions once `expect` are there (and no more arrive)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                         "enable.auto.commit": False, "log_level": 3})
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    got = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < expect and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                got.append(msg)
-        for _ in range(3):  # nothing more than expected
-            msg = consumer.poll(0.1)
-            if msg is not None and not msg.error():
-                got.append(msg)
-    finally:
-        consumer.close()
-    assert len(got) == expect, f"{len(got)} records in {topic}, expected {expect}"
-    return got
-
-
-def headers_of(msg) -> dict[str, str]:
-    return {k: (v or b"").decode() for k, v in (msg.headers() or [])}
-
-
-def consume_and_ack(consumer: ShareConsumer, count: int, ack, timeout_s: float = 15.0) -> list:
-    """Poll until `count` deliveries were acknowledged by `ack(msg)`; commit each poll's acks."""
-    seen = []
-    deadline = time.monotonic() + timeout_s
-    while len(seen) < count and time.monotonic() < deadline:
-        msgs = [m for m in consumer.poll(0.5) if m.error() is None]
-        for msg in msgs:
-            consumer.acknowledge(msg, ack(msg))
-            seen.append(msg)
-        if msgs:
-            consumer.commit_sync()
-    assert len(seen) >= count, f"only {len(seen)} deliveries of {count}"
-    return seen
-
 
 def share_record(broker, group: str, topic: str, offset: int, partition: int = 0):
     def read():
@@ -285,3 +230,26 @@ def test_share_version_1_archives_rejects_as_before(make_broker):
     assert broker.call(lambda: broker.server.state.topics["dlq.t"].partitions[0].log.log_end_offset) == 0
     assert RecordState.ARCHIVING not in broker.call(
         lambda: {r.state for c in broker.server.share_partitions.contexts.values() for r in c.sp.runs})
+
+
+def test_a_dead_letter_over_the_dlq_topic_max_message_bytes_is_a_failed_produce_and_archived(make_broker):
+    """Kafka sends a record that alone exceeds the DLQ's max.message.bytes, the broker refuses it
+    with MESSAGE_TOO_LARGE, the failed-produce meter moves and the record is archived
+    (ShareGroupDLQStateManager.handleProduceResponse). A copy too large falls back to headers-only
+    first: here even the headers do not fit."""
+    broker = make_broker()
+    bs = broker.bootstrap_servers
+    create_topic(bs, "big", 1)
+    create_topic(bs, "dlq.small", 1, {**DLQ_TOPIC_CONFIGS, "max.message.bytes": "100"})
+    set_group_configs(bs, "g", {"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": "dlq.small",
+                                "errors.deadletterqueue.copy.record.enable": "true"})
+    produce(bs, "big", [(None, b"x" * 5000, None)])
+    consumer = share_consumer(bs, "g")
+    consumer.subscribe(["big"])
+    try:
+        consume_and_ack(consumer, 1, lambda m: AcknowledgeType.REJECT)
+        wait_until(lambda: dlq_counts(broker, "g") == [0, 1, 1], message="one failed DLQ produce")
+        wait_until(lambda: share_record(broker, "g", "big", 0)[1] == 1, message="archived regardless")
+    finally:
+        consumer.close()
+    assert broker.call(lambda: broker.server.state.topics["dlq.small"].partitions[0].log.log_end_offset) == 0

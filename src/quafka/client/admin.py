@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
 from quafka.protocol.errors import ErrorCode
 
 from . import dead_letters
@@ -34,6 +36,17 @@ from ._config import Key
 from ._transport import BrokerConnection
 from .dead_letters import DeadLetterRecord, RedriveResult
 from .errors import KafkaConnectionError, KafkaException, error_for_code
+
+UPDATE_FEATURES_KEY = 57
+UPGRADE_TYPES = {"upgrade": 1, "safe_downgrade": 2, "unsafe_downgrade": 3}  # FeatureUpdate.UpgradeType
+
+
+class FeatureMetadata(NamedTuple):
+    """Kafka's FeatureMetadata: {feature: (min, max)} supported and finalized, and the epoch."""
+
+    supported: dict[str, tuple[int, int]]
+    finalized: dict[str, tuple[int, int]]
+    finalized_epoch: int
 
 __all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
            "ConfigSynonym", "ListedGroup", "NewTopic", "PartitionDescription",
@@ -575,6 +588,41 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, AsyncClient):
 
     # ------------------------------------------------------------------ dead letters (dead_letters.py)
 
+    async def describe_features(self) -> FeatureMetadata:
+        """The features the broker supports and their finalized levels (ApiVersions v3+, as
+        Kafka's Admin.describeFeatures; kafka-features.sh describe)."""
+        cluster = await self._get_cluster()
+        conn = await cluster.any_connection()
+        response = await conn.request(ApiVersionsRequest(client_software_name="quafka-admin",
+                                                         client_software_version="1"))
+        _check(response.error_code, "ApiVersions")
+        return FeatureMetadata(
+            {f.name: (int(f.min_version), int(f.max_version)) for f in response.supported_features},
+            {f.name: (int(f.min_version_level), int(f.max_version_level)) for f in response.finalized_features},
+            int(response.finalized_features_epoch))
+
+    async def update_features(self, levels: Mapping[str, int], upgrade_type: str = "upgrade",
+                              validate_only: bool = False) -> dict[str, KafkaException | None]:
+        """Set finalized feature levels (UpdateFeatures, as Kafka's Admin.updateFeatures;
+        kafka-features.sh upgrade/downgrade). `upgrade_type`: "upgrade", "safe_downgrade" or
+        "unsafe_downgrade" (a lower level needs a downgrade type). The controller applies every
+        update or none; the result maps each feature to its error (None when applied)."""
+        kind = UPGRADE_TYPES.get(upgrade_type)
+        if kind is None:
+            raise KafkaException(f"upgrade_type {upgrade_type!r} is not one of {', '.join(UPGRADE_TYPES)}")
+        updates = [{"feature": name, "max_version_level": int(level), "upgrade_type": kind,
+                    "allow_downgrade": kind != 1} for name, level in levels.items()]
+        response = await (await self._controller()).call(UPDATE_FEATURES_KEY, {
+            "timeout": _timeout(self._request_timeout), "feature_updates": updates, "validate_only": validate_only})
+        results: dict[str, KafkaException | None] = {name: None for name in levels}
+        for result in getattr(response, "results", ()) or ():
+            if result.error_code != ErrorCode.none:
+                results[result.feature] = error_for_code(result.error_code, result.error_message or "")
+        if response.error_code != ErrorCode.none:  # v2: one error for the request
+            error = error_for_code(response.error_code, response.error_message or "")
+            results = {name: error for name in levels}
+        return results
+
     async def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
                                 topic: str | None = None) -> list[DeadLetterRecord]:
         """The dead letters of a share group in its DLQ topic (``dlq_topic``, else the group's
@@ -667,6 +715,13 @@ class Admin(SyncClient):
     def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]],
                                       ) -> dict[tuple[str, int], KafkaException | None]:
         return self._run(self._async.delete_consumer_group_offsets(group_id, partitions))
+
+    def describe_features(self) -> FeatureMetadata:
+        return self._run(self._async.describe_features())
+
+    def update_features(self, levels: Mapping[str, int], upgrade_type: str = "upgrade",
+                        validate_only: bool = False) -> dict[str, KafkaException | None]:
+        return self._run(self._async.update_features(levels, upgrade_type, validate_only))
 
     def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
                           topic: str | None = None) -> list[DeadLetterRecord]:

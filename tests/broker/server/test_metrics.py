@@ -38,6 +38,8 @@ RECORDS = 30
 # Counted only when a disk fails: tests/broker/server/test_storage_faults.py shows them move.
 FAILURE_ONLY = {"quafka_log_flush_failures_total", "quafka_log_dir_failures_total",
                 "quafka_flush_scheduler_errors_total"}
+# A refused DLQ append: tests/interop/test_dead_letters.py::test_a_dead_letter_over_the_dlq_topic_max_message_bytes...
+DLQ_FAILURE_ONLY = {"kafka_server_sharegroupmetrics_deadletterqueuefailedproducerequests_total"}
 # Consumer-group counters: test_group_coordinator_metrics_count_groups_offsets_and_rebalances moves them.
 GROUP_WORKLOAD = {f"kafka_server_group_coordinator_metrics_{n}_total" for n in (
     "offset_commit", "offset_expiration", "offset_deletion", "group_completed_rebalance", "consumer_group_rebalance")}
@@ -90,8 +92,11 @@ def _workload(broker: EmbeddedBroker) -> None:
         producer.produce(TOPIC, f"job-{i}".encode())
     assert producer.flush(10) == 0
 
-    # share-consume with accept / release / reject (quafka.client, explicit acknowledgement)
-    set_group_configs(bootstrap, "metrics-consumers", {"share.auto.offset.reset": "earliest"})
+    # share-consume with accept / release / reject (quafka.client, explicit acknowledgement); the
+    # rejected records go to the group's dead-letter queue
+    create_topic(bootstrap, "dlq.metrics", configs={"errors.deadletterqueue.group.enable": "true"})
+    set_group_configs(bootstrap, "metrics-consumers", {"share.auto.offset.reset": "earliest",
+                                                       "errors.deadletterqueue.topic.name": "dlq.metrics"})
     seen: dict[int, int] = {}
     with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "metrics-consumers",
                         "share.acknowledgement.mode": "explicit"}) as consumer:
@@ -154,7 +159,7 @@ def test_scrape_lists_every_documented_metric_and_counters_move(broker):
         family = after.family(name, type_)
         assert family is not None and family.samples, f"{name} has no samples after the workload"
     moved = [name for name, type_ in metrics.items() if type_ in ("counter", "histogram")
-             and name not in FAILURE_ONLY | GROUP_WORKLOAD]
+             and name not in FAILURE_ONLY | GROUP_WORKLOAD | DLQ_FAILURE_ONLY]
     assert len(moved) >= 10
     for name in moved:
         type_ = metrics[name]
@@ -171,6 +176,8 @@ def test_scrape_lists_every_documented_metric_and_counters_move(broker):
     window = after.family("kafka_server_sharepartitionmetrics_inflightmessagecount", "gauge")
     assert {s.labels["group"] for s in window.samples} >= {"metrics-consumers", "metrics-raw"}
     assert after.total("kafka_server_group_coordinator_metrics_group_count", "gauge", protocol="share") >= 2
+    dlq_records = "kafka_server_sharegroupmetrics_deadletterqueuerecordcount_total"
+    assert after.total(dlq_records, "counter", group="metrics-consumers") == RECORDS // 3
 
 
 @pytest.mark.parametrize("value", ["https://127.0.0.1:0", "127.0.0.1:9404", "http://:9404", "http://h:65536",

@@ -5,7 +5,7 @@ dead-letter writer stops at one point, so that the test can SIGKILL the process 
 
 MODE "before-write": the DLQ write never starts (the records are durably ARCHIVING, nothing is in
 the DLQ); "after-write": the DLQ records are appended and fsynced, and the ARCHIVED state is never
-written. Prints {"bootstrap": "host:port"} when serving, then {"stalled": [first, last]} each time
+written. Prints {"bootstrap": "host:port"} when serving, then {"stalled": [[first, last], ...]} each time
 a DLQ write reaches the stop (flushed before the test acts on it).
 """
 
@@ -24,10 +24,11 @@ def main() -> None:
     data_dir, mode = sys.argv[1], sys.argv[2]
     original = dead_letter_writer.DeadLetterWriter.write
 
-    async def stalled(self, ctx, write):
+    async def stalled(self, ctx, writes):
         if mode == "after-write":
-            await original(self, ctx, write)
-        sys.stdout.write(json.dumps({"stalled": [write.first_offset, write.last_offset]}) + "\n")
+            await original(self, ctx, writes)
+        ranges = [[w.first_offset, w.last_offset] for w in writes]
+        sys.stdout.write(json.dumps({"stalled": ranges}) + "\n")
         sys.stdout.flush()
         await asyncio.Event().wait()  # until the SIGKILL
 

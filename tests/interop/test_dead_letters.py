@@ -253,3 +253,45 @@ def test_a_dead_letter_over_the_dlq_topic_max_message_bytes_is_a_failed_produce_
     finally:
         consumer.close()
     assert broker.call(lambda: broker.server.state.topics["dlq.small"].partitions[0].log.log_end_offset) == 0
+
+
+# ----------------------------------------------------------------------------- acceptance 4
+
+def test_dead_letters_are_listed_with_reasons_redriven_once_and_processed_again(make_broker):
+    """The broker's own dead letters (headers-only: the originals are fetched from the source
+    topic), listed with their reasons, redriven to the source topic, and consumed once more by
+    the same share group; a second redrive sends nothing."""
+    from quafka.client import Admin
+
+    broker = make_broker(config={"group.share.min.record.lock.duration.ms": 1000})
+    bs = broker.bootstrap_servers
+    create_topic(bs, "work", 1)
+    create_topic(bs, "dlq.work", 1, DLQ_TOPIC_CONFIGS)
+    set_group_configs(bs, "g", {"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": "dlq.work",
+                                "share.delivery.count.limit": "2", "share.record.lock.duration.ms": "1000"})
+    produce(bs, "work", [(b"k%d" % i, b"job-%d" % i, [("trace", b"t%d" % i)]) for i in range(4)])
+    plan = {b"job-0": AcknowledgeType.REJECT, b"job-1": AcknowledgeType.RELEASE, b"job-2": AcknowledgeType.ACCEPT,
+            b"job-3": AcknowledgeType.REJECT}
+    consumer = share_consumer(bs, "g")
+    consumer.subscribe(["work"])
+    try:
+        consume_and_ack(consumer, 5, lambda m: plan[m.value()])  # job-1 is delivered twice
+        read_all(bs, "dlq.work", expect=3)
+        with Admin({"bootstrap.servers": bs}) as admin:
+            letters = admin.list_dead_letters("g")  # the DLQ topic from the group's config
+            assert sorted((d.offset, d.reason, d.delivery_count) for d in letters) == [
+                (0, "rejected", 1), (1, "released-at-limit", 2), (3, "rejected", 1)]
+            first = admin.redrive_dead_letters("g", "dlq.work")
+            assert sorted((i.letter.offset, i.status, i.payload) for i in first.planned) == [
+                (0, "sent", "source"), (1, "sent", "source"), (3, "sent", "source")]
+            second = admin.redrive_dead_letters("g", "dlq.work")
+            assert [i.status for i in second.planned] == ["already-redriven"] * 3
+        again = consume_and_ack(consumer, 3, lambda m: AcknowledgeType.ACCEPT)
+        assert sorted(m.value() for m in again) == [b"job-0", b"job-1", b"job-3"]
+        for msg in again:
+            headers = headers_of(msg)
+            assert headers["trace"] == "t" + msg.value().decode()[-1]  # the original's headers
+            assert headers["quafka.redrive.dlq.topic"] == "dlq.work"
+        assert list(consumer.poll(1.0)) == []  # nothing more: no duplicate
+    finally:
+        consumer.close()

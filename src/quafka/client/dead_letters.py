@@ -14,8 +14,9 @@ Kafka 4.4 alike:
   (the ``__dlq.errors.*`` and ``quafka.dlq.*`` ones left out) when it holds a copy, otherwise the
   original record fetched from its source topic, partition and offset, with the original's
   headers; a source record that retention (or compaction) removed is skipped as "source record no
-  longer in the log". Either way the record gets the ``quafka.redrive.dlq.*`` headers naming the
-  dead letter. The target is ``to_topic``, else the source topic; the producer's partitioner
+  longer in the log" — once: such a letter can never be redriven, so it is then recorded as
+  handled and does not hold the committed offset back. Either way the record gets the
+  ``quafka.redrive.dlq.*`` headers naming the dead letter. The target is ``to_topic``, else the source topic; the producer's partitioner
   chooses the partition from the key (the source partition is not kept: the target may have other
   partitions). The producer is confluent-kafka's, idempotent with acks=all; its record timestamp
   is the time of the redrive.
@@ -479,25 +480,40 @@ async def redrive(admin: Any, group_id: str, dlq_topic: str | None, *, to_topic:
     for letter in letters:
         by_partition.setdefault(letter.dlq_partition, []).append(letter.dlq_offset)
 
-    def commits(sent: Iterable[int]) -> dict[tuple[str, int], tuple[int, str]]:
+    # a letter whose source record is gone can never be redriven: it is recorded as handled (so
+    # that it does not hold the committed offset back for good), reported as source-missing once
+    missing = [item.letter for item in result.planned if item.status == SOURCE_MISSING]
+    dropped: list[int] = []  # redriven records whose progress did not fit (sent again next time)
+
+    def commits(sent: Iterable[int], *, before_sending: bool) -> dict[tuple[str, int], tuple[int, str]]:
         newly: dict[int, list[int]] = {}
-        for i in sent:
-            letter = messages[i][0].letter
+        for letter in [messages[i][0].letter for i in sent] + missing:
             newly.setdefault(letter.dlq_partition, []).append(letter.dlq_offset)
         out = {}
         for partition in sorted(newly):
             committed, metadata = advance(done.get(partition, PartitionProgress()), by_partition[partition],
                                           newly[partition], end_offsets[partition])
             if len(metadata.encode()) > MAX_METADATA_BYTES:
-                raise KafkaException(
-                    f"Redrive of share group {group_id!r} from {dlq_topic}-{partition}: the redriven offset ranges "
-                    f"would not fit the {MAX_METADATA_BYTES}-byte commit metadata of group "
-                    f"{progress_group(group_id)!r}; redrive the dead letters in between first (or all of them)")
+                if before_sending:
+                    raise KafkaException(
+                        f"Redrive of share group {group_id!r} from {dlq_topic}-{partition}: the redriven offset "
+                        f"ranges would not fit the {MAX_METADATA_BYTES}-byte commit metadata of group "
+                        f"{progress_group(group_id)!r}; redrive the dead letters in between first (or all of them)")
+                # some records were not delivered and left more holes: keep the lowest ranges that fit
+                ranges = parse_redriven(metadata)
+                while ranges and len(format_redriven(ranges).encode()) > MAX_METADATA_BYTES:
+                    low, high = ranges.pop()
+                    dropped.extend(o for o in newly[partition] if low <= o <= high)
+                metadata = format_redriven(ranges)
             out[(dlq_topic, partition)] = (committed, metadata)
         return out
 
-    commits(range(len(messages)))
-    if dry_run or not messages:
+    commits(range(len(messages)), before_sending=True)
+    if dry_run:
+        return result
+    if not messages:
+        if missing:
+            await admin.alter_consumer_group_offsets(progress_group(group_id), commits((), before_sending=False))
         return result
 
     timeout_s = max(admin.config["request.timeout.ms"] / 1000, 30.0)
@@ -505,11 +521,13 @@ async def redrive(admin: Any, group_id: str, dlq_topic: str | None, *, to_topic:
     statuses = {id(item): SENT for i, (item, *_) in enumerate(messages) if i in delivered}
     result.planned = [RedriveItem(i.letter, statuses[id(i)], i.target_topic, i.payload) if id(i) in statuses else i
                       for i in result.planned]
-    to_commit = commits(delivered)
+    to_commit = commits(delivered, before_sending=False)
     if to_commit:
         await admin.alter_consumer_group_offsets(progress_group(group_id), to_commit)
     if errors:
+        unrecorded = (f" ({len(dropped)} delivered record(s) did not fit the progress metadata and will be sent "
+                      f"again)") if dropped else ""
         raise KafkaException(f"Redrive of share group {group_id!r}: {len(messages) - len(delivered)} record(s) "
                              f"were not delivered ({'; '.join(errors[:3])}); those delivered are recorded as "
-                             f"redriven, run the redrive again for the rest")
+                             f"redriven{unrecorded}, run the redrive again for the rest")
     return result

@@ -6,9 +6,12 @@ decimal, in this order: `__dlq.errors.topic`, `__dlq.errors.partition`, `__dlq.e
 `__dlq.errors.group`, `__dlq.errors.delivery.count`, `__dlq.errors.message` (the cause's message,
 ShareGroupDLQManager's CLIENT_REJECT / DELIVERY_COUNT_EXCEEDED).
 
-quafka adds one header after them, `quafka.dlq.reason`, because Kafka's message does not tell a
-RELEASE at the delivery limit from a lock that expired at it, nor from a share session that ended
-(docs/dead-letters.md lists it as a deviation). Kafka clients ignore headers they do not know.
+quafka adds two headers after them (docs/dead-letters.md lists them as a deviation; Kafka clients
+ignore headers they do not know): `quafka.dlq.reason`, because Kafka's message does not tell a
+RELEASE at the delivery limit from a lock that expired at it, nor from a share session that ended;
+and `quafka.dlq.state.epoch`, the share partition's state epoch (it changes when the group's
+offsets are altered), with which a broker restarting after a crash recognises the dead letters it
+had already written.
 
 A record re-produced by `quafka share-groups --redrive` carries `quafka.redrive.*` headers naming
 the dead letter it came from.
@@ -35,6 +38,7 @@ REASON_RELEASED_AT_LIMIT = "released-at-limit"    # RELEASE (or a share session 
 REASON_LOCK_EXPIRED_AT_LIMIT = "lock-expired-at-limit"  # the acquisition lock expired at the delivery limit
 REASON_RECOVERED = "recovered"                    # found ARCHIVING at start-up; the cause is inferred
 REASONS = (REASON_REJECTED, REASON_RELEASED_AT_LIMIT, REASON_LOCK_EXPIRED_AT_LIMIT, REASON_RECOVERED)
+HEADER_STATE_EPOCH = "quafka.dlq.state.epoch"
 
 # what `--redrive` puts on a record it re-produces
 HEADER_REDRIVE_TOPIC = "quafka.redrive.dlq.topic"

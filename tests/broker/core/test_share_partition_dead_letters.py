@@ -135,6 +135,41 @@ def test_a_failed_phase_one_write_rolls_back_and_writes_no_dead_letter():
     assert dead_letters(complete(sp, again.write)) == [DeadLetterWrite(0, 1, 1, REASON_REJECTED)]
 
 
+def test_a_failed_archived_write_keeps_the_archive_in_memory():
+    """Kafka's phase 2 does not roll back ARCHIVED when its persist fails; the stored ARCHIVING is
+    written to the DLQ again at the next load (resume)."""
+    sp = SharePartition(0)
+    acquire(sp, "m", [(0, 1)])
+    complete(sp, ack(sp, "m", [(0, 0, [REJECT])]).write)
+    write = the_write(sp.on_dead_letter_done(0, 0))
+    complete(sp, write, ok=False)
+    assert state_of(sp, 0) == (ARCHIVED, 1)
+    complete(sp, ack(sp, "m", [(1, 1, [ACCEPT])]).write)  # the next write moves the start offset past it
+    assert sp.start_offset == 2
+
+
+def test_a_lock_expired_at_the_limit_whose_write_failed_goes_to_archiving_again():
+    sp = SharePartition(0)
+    acquire(sp, "m", [(0, 0)], limit=1)
+    write = the_write(sp.expire_locks(delivery_limit=1, now_ms=LOCK_MS, dlq_enabled=True))
+    effects = complete(sp, write, ok=False, now=LOCK_MS, limit=1)
+    retry = the_write(effects)
+    assert retry.state_batches == (StateBatch(0, 0, int(ARCHIVING), 1),)
+    assert dead_letters(complete(sp, retry, limit=1)) == [DeadLetterWrite(0, 0, 1, REASON_LOCK_EXPIRED_AT_LIMIT)]
+
+
+def test_many_dead_letter_writes_end_in_one_archived_write():
+    sp = SharePartition(0)
+    acquire(sp, "m", [(0, 99)])
+    types = [REJECT if o % 2 == 0 else ACCEPT for o in range(100)]
+    written = dead_letters(complete(sp, ack(sp, "m", [(0, 99, types)]).write))
+    assert len(written) == 50
+    effects = sp.on_dead_letters_done([(d.first_offset, d.last_offset) for d in written])
+    assert len([e for e in effects if isinstance(e, PersistWrite)]) == 1
+    complete(sp, the_write(effects))
+    assert sp.start_offset == 100
+
+
 def test_archiving_records_are_neither_acquired_nor_acknowledged_nor_expired():
     sp = SharePartition(0)
     acquire(sp, "m", [(0, 1)])

@@ -64,12 +64,30 @@ def test_bad_updates_are_refused_all_or_nothing(broker):
             assert feature in got.results[0].error_message
         both = raw.request(RequestV1(timeout=TIMEOUT, validate_only=False, feature_updates=(
             UpdateV1(feature="share.version", max_version_level=1, upgrade_type=2),
-            UpdateV1(feature="share.version", max_version_level=9, upgrade_type=1))))
+            UpdateV1(feature="no.such.version", max_version_level=1, upgrade_type=1))))
         assert [r.error_code for r in both.results] == [ErrorCode.invalid_update_version] * 2
+        assert "Not applied" in both.results[0].error_message  # valid alone, not applied with the other
         v2 = raw.request(RequestV2(timeout=TIMEOUT, validate_only=False, feature_updates=(
             UpdateV2(feature="share.version", max_version_level=7, upgrade_type=1),)))
         assert v2.error_code == ErrorCode.invalid_update_version and "only supports versions 1-2" in v2.error_message
         v0 = raw.request(RequestV0(timeout=TIMEOUT, feature_updates=(
             UpdateV0(feature="share.version", max_version_level=1, allow_downgrade=False),)))
         assert v0.results[0].error_code == ErrorCode.invalid_update_version
+        twice = raw.request(RequestV1(timeout=TIMEOUT, validate_only=False, feature_updates=(
+            UpdateV1(feature="share.version", max_version_level=1, upgrade_type=2),
+            UpdateV1(feature="share.version", max_version_level=1, upgrade_type=2))))
+        assert twice.error_code == ErrorCode.invalid_request and "more than once" in twice.error_message
         assert features(raw)[1:] == ({"share.version": (2, 2)}, 0)
+
+
+def test_the_epoch_survives_journal_compaction():
+    from quafka.broker.core.metadata import ClusterMetadata
+
+    image = ClusterMetadata("c", 1)
+    for level in (1, 2, 1):
+        image.replay({"type": "feature_level", "feature": "share.version", "level": level})
+    again = ClusterMetadata("c", 1)
+    for record in image.snapshot_records():
+        again.replay(record)
+    assert (again.feature_levels, again.feature_epoch) == ({"share.version": 1}, 3)
+    assert ClusterMetadata("c", 1).snapshot_records() == [{"type": "producer_ids", "next": 0}]

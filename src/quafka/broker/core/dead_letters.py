@@ -43,6 +43,7 @@ from quafka.protocol.dead_letter_headers import (
     HEADER_OFFSET,
     HEADER_PARTITION,
     HEADER_REASON,
+    HEADER_STATE_EPOCH,
     HEADER_TOPIC,
     MESSAGE_CLIENT_REJECT,
     MESSAGE_DELIVERY_COUNT_EXCEEDED,
@@ -142,11 +143,13 @@ def dead_letter_partition(source_partition: int, dlq_partitions: int) -> int:
 def dead_letters(*, group_id: str, topic: str, partition: int, first_offset: int, last_offset: int,
                  delivery_count: int, cause: DeadLetterCause | None, dlq_partitions: int, now_ms: int,
                  copy: bool = False, source: Callable[[int], SourceRecord | None] | None = None,
-                 max_message_bytes: int = 1048588, reason: str | None = None) -> list[DeadLetter]:
+                 max_message_bytes: int = 1048588, reason: str | None = None,
+                 state_epoch: int | None = None) -> list[DeadLetter]:
     """The DLQ records of source offsets [first_offset, last_offset]. With `copy`, `source(offset)`
     gives the source record (None: gone, e.g. compacted or deleted: headers only); a source record
     whose key and value alone exceed `max_message_bytes` is written headers-only. `reason`, when
-    given, is quafka's `quafka.dlq.reason` header, after Kafka's six."""
+    given, is quafka's `quafka.dlq.reason` header, after Kafka's six; `state_epoch` its
+    `quafka.dlq.state.epoch`."""
     if last_offset < first_offset or first_offset < 0:
         raise ValueError(f"DLQ records parameters: bad offset range [{first_offset}, {last_offset}]")
     target = dead_letter_partition(partition, dlq_partitions)
@@ -159,6 +162,8 @@ def dead_letters(*, group_id: str, topic: str, partition: int, first_offset: int
             headers.append((HEADER_MESSAGE, cause.value.encode()))
         if reason is not None:
             headers.append((HEADER_REASON, reason.encode()))
+        if state_epoch is not None:
+            headers.append((HEADER_STATE_EPOCH, str(state_epoch).encode()))
         key = value = None
         if copy and source is not None:
             record = source(offset)

@@ -96,7 +96,10 @@ class ClusterMetadata:
                     self.group_configs.pop(record["group"], None)
             elif kind == "feature_level":
                 self.feature_levels[str(record["feature"])] = int(record["level"])
-                self.feature_epoch = max(self.feature_epoch + 1, int(record.get("epoch", 0)))
+                if "epoch" in record:  # a snapshot record carries the epoch it had
+                    self.feature_epoch = max(self.feature_epoch, int(record["epoch"]))
+                else:
+                    self.feature_epoch += 1
             else:
                 raise MetadataError(f"unknown metadata record type {kind!r}")
         except (KeyError, TypeError, ValueError) as exc:

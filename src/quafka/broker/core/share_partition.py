@@ -440,21 +440,28 @@ class SharePartition:
                 for run in self.runs if run.state == ARCHIVING and not run.pending]
 
     def on_dead_letter_done(self, first_offset: int, last_offset: int) -> list[Effect]:
-        """The DLQ write of a `DeadLetterWrite` ended (written, or refused: either way): archive
-        the records of [first_offset, last_offset] still ARCHIVING and persist it. Offsets the
-        start offset passed meanwhile are gone from the window and need nothing."""
+        """The DLQ write of one `DeadLetterWrite` ended (see `on_dead_letters_done`)."""
+        return self.on_dead_letters_done([(first_offset, last_offset)])
+
+    def on_dead_letters_done(self, ranges: Iterable[tuple[int, int]]) -> list[Effect]:
+        """The DLQ writes of these (first offset, last offset) ranges ended (written, or refused:
+        either way): archive their records still ARCHIVING, persisted by one write. Offsets the
+        start offset passed meanwhile are gone from the window and need nothing. The archive is
+        not rolled back if its write fails (Kafka keeps ARCHIVED in memory too: "Could not persist
+        ARCHIVED state"); the stored ARCHIVING is written to the DLQ again at the next load."""
         effects: list[Effect] = []
-        first = max(first_offset, self.start_offset)
-        last = min(last_offset, self.next_offset - 1)
-        if first > last:
-            return effects
         changes: dict[Run, Snapshot] = {}
-        for run in list(self.runs.overlapping(first, last)):
-            if run.state != ARCHIVING or run.pending:
+        for first_offset, last_offset in ranges:
+            first = max(first_offset, self.start_offset)
+            last = min(last_offset, self.next_offset - 1)
+            if first > last:
                 continue
-            for part in self._isolate(max(run.first, first), min(run.last, last)):
-                changes[part] = _snapshot(part)
-                self.runs.set_state(part, next_state(part.state, Event.DEAD_LETTER_DONE))
+            for run in list(self.runs.overlapping(first, last)):
+                if run.state != ARCHIVING or run.pending:
+                    continue
+                for part in self._isolate(max(run.first, first), min(run.last, last)):
+                    changes[part] = _snapshot(part)
+                    self.runs.set_state(part, next_state(part.state, Event.DEAD_LETTER_DONE))
         self._start_write(changes, effects)
         return effects
 
@@ -536,6 +543,7 @@ class SharePartition:
         runs = self.runs
         wake = False
         reasons = self._dlq_reasons
+        retry: dict[Run, Snapshot] = {}  # rolled back into ARCHIVING: written again
         for run, (state, count, member_id, deadline_ms) in changes.items():
             reason = reasons.pop(run, None) if reasons else None
             if run.pending != write_id or not run.alive:
@@ -543,13 +551,19 @@ class SharePartition:
             runs.set_pending(run, 0)
             if ok and reason is not None and run.state == ARCHIVING:
                 effects.append(DeadLetterWrite(run.first, run.last, run.delivery_count, reason))
-            if not ok and run.first >= self.start_offset:
+            if not ok and run.first >= self.start_offset and state != ARCHIVING:  # (an archive stays)
                 if state == ACQUIRED and deadline_ms <= now_ms:  # the lock ran out while writing
                     event = Event.LOCK_EXPIRED_AT_LIMIT if count >= delivery_limit else Event.LOCK_EXPIRED
+                    if reason is not None and event == Event.LOCK_EXPIRED_AT_LIMIT:
+                        # the group has a DLQ: to ARCHIVING again, as the lock timer would have
+                        # taken it (Kafka's timeout path writes the DLQ whatever the persist did)
+                        event = self._to_dlq(run, event)
+                        retry[run] = (state, count, member_id, deadline_ms)
                     runs.set_state(run, next_state(state, event), delivery_count=count)
                 else:
                     runs.set_state(run, state, member_id, deadline_ms, delivery_count=count)
             wake = wake or run.state == AVAILABLE
+        self._start_write(retry, effects)
         if ok:
             for run in changes:
                 if run.alive and not run.pending:

@@ -30,9 +30,12 @@ Where quafka differs (docs/dead-letters.md):
   failure is a disk fault (the broker stops; the records stay ARCHIVING and are written at restart).
 - After a crash, records found ARCHIVING are written again (Kafka re-writes them, so the DLQ may
   hold a record twice); quafka first looks through the last `RECOVERY_SCAN_RECORDS` records of the
-  DLQ partition and skips offsets already there, so a crash between the DLQ write and the
-  ARCHIVED write duplicates nothing.
-- The header `quafka.dlq.reason` follows Kafka's six.
+  DLQ partition for dead letters of the same group, topic, partition and state epoch, and skips
+  offsets already there, so a crash between the DLQ write and the ARCHIVED write duplicates
+  nothing (unless the DLQ's partition count changed meanwhile, or more records were written to
+  that DLQ partition since).
+- A batch the DLQ log refuses does not stop the others of the write (Kafka's stops there).
+- The headers `quafka.dlq.reason` and `quafka.dlq.state.epoch` follow Kafka's six.
 """
 
 from __future__ import annotations
@@ -51,7 +54,14 @@ from quafka.broker.core.dead_letters import (
     validate_dlq_topic,
 )
 from quafka.broker.core.share_partition import DeadLetterWrite
-from quafka.protocol.dead_letter_headers import HEADER_GROUP, HEADER_OFFSET, HEADER_PARTITION, HEADER_TOPIC, REASON_RECOVERED
+from quafka.protocol.dead_letter_headers import (
+    HEADER_GROUP,
+    HEADER_OFFSET,
+    HEADER_PARTITION,
+    HEADER_STATE_EPOCH,
+    HEADER_TOPIC,
+    REASON_RECOVERED,
+)
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.record_batch import LOG_OVERHEAD, Record, build_batch, iter_headers, iter_records
 
@@ -62,13 +72,17 @@ from .state import OperationError
 if TYPE_CHECKING:
     from quafka.broker.storage import Log
 
+    from quafka.broker.config import ShareGroupConfig
+
     from .server import BrokerServer
     from .share_partitions import ShareContext, SharePartitionManager
+    from .state import TopicState
 
 log = logging.getLogger("quafka.dlq")
 
 READ_BYTES = 1024 * 1024  # per read of the source log (Kafka's DLQ_MAX_FETCH_BYTES)
 RECOVERY_SCAN_RECORDS = 100_000  # how far back a recovered write looks for copies already written
+CHUNK_RECORDS = 500  # source offsets read, built and appended at a time (bounds memory with copies)
 PRODUCE_VERSION = 13
 DLQ_TOPIC_CONFIGS = {"errors.deadletterqueue.group.enable": "true", "message.timestamp.type": "CreateTime"}
 
@@ -78,21 +92,29 @@ class DeadLetterWriter:
         self.server = server
         self.manager = manager
         self._tasks: set[asyncio.Task] = set()
+        self._closed = False
 
-    def enabled(self, group_id: str) -> bool:
+    def enabled(self, group_id: str, group_config: "ShareGroupConfig | None" = None) -> bool:
         """The group's rejected and exhausted records go to a DLQ (Kafka's
-        `SharePartition.isDLQEnabledForGroup`: share.version >= 2 and a DLQ topic configured)."""
+        `SharePartition.isDLQEnabledForGroup`: share.version >= 2 and a DLQ topic configured).
+        Cheap: asked at every acknowledgement."""
         state = self.server.state
-        return state.share_version >= 2 and bool(state.group_config(group_id).dlq_topic_name)
+        if group_config is None:
+            group_config = state.group_config(group_id)
+        return bool(group_config.dlq_topic_name) and state.share_version >= 2
 
-    def submit(self, ctx: "ShareContext", write: DeadLetterWrite) -> None:
-        task = asyncio.get_running_loop().create_task(self._run(ctx, write))
+    def submit(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> None:
+        """Write these dead letters of one share partition (one task, one fsync), then archive
+        them with one share-state write."""
+        if self._closed or not writes:
+            return  # the broker is stopping: they stay ARCHIVING and are written at restart
+        task = asyncio.get_running_loop().create_task(self._run(ctx, writes))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, ctx: "ShareContext", write: DeadLetterWrite) -> None:
+    async def _run(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> None:
         try:
-            await self.write(ctx, write)
+            await self.write(ctx, writes)
         except asyncio.CancelledError:
             raise  # the broker is stopping: the records stay ARCHIVING and are written at restart
         except OSError as exc:  # the log directory failed; the broker stops: written at restart
@@ -101,11 +123,11 @@ class DeadLetterWriter:
         except Exception:
             log.exception("DLQ write for %s %s-%d failed, proceeding to ARCHIVED regardless",
                           ctx.group_id, ctx.topic.name, ctx.index)
-        if self.manager.contexts.get(ctx.key) is ctx:
-            self.manager.execute(ctx, ctx.sp.on_dead_letter_done(write.first_offset, write.last_offset))
+        if self.manager.contexts.get(ctx.key) is ctx and not self._closed:
+            self.manager.execute(ctx, ctx.sp.on_dead_letters_done([(w.first_offset, w.last_offset) for w in writes]))
 
-    async def write(self, ctx: "ShareContext", write: DeadLetterWrite) -> int:
-        """Write the dead letters of `write`; the number of records appended (0 when the DLQ
+    async def write(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> int:
+        """Write the dead letters of `writes`; the number of records appended (0 when the DLQ
         configuration refused them, which is logged)."""
         state = self.server.state
         metrics = self.server.metrics
@@ -119,75 +141,89 @@ class DeadLetterWriter:
                                  auto_create=bool(state.config.get("errors.deadletterqueue.auto.create.topics.enable")),
                                  prefix=str(state.config.get("errors.deadletterqueue.topic.name.prefix") or ""))
         if why is not None:
-            log.warning("%s Offsets %d-%d of %s-%d are archived without a dead letter.", why,
-                        write.first_offset, write.last_offset, ctx.topic.name, ctx.index)
+            log.warning("%s Offsets %s of %s-%d are archived without a dead letter.", why,
+                        ", ".join(f"{w.first_offset}-{w.last_offset}" for w in writes), ctx.topic.name, ctx.index)
             return 0
         if topic is None:
             try:
                 topic = state.create_topic(name, -1, -1, dict(DLQ_TOPIC_CONFIGS))
+                log.info("created DLQ topic %s for share group %s", name, group_id)
             except OperationError as exc:
                 topic = state.topics.get(name)  # created meanwhile (TOPIC_ALREADY_EXISTS) or refused
                 if topic is None:
                     log.warning("creating DLQ topic %s for share group %s failed: %s", name, group_id, exc)
                     return 0
-            log.info("created DLQ topic %s for share group %s", name, group_id)
         part = topic.partitions[dead_letter_partition(ctx.index, len(topic.partitions))]
-        first = write.first_offset
-        if write.reason == REASON_RECOVERED:
-            first = self._first_not_written(part.log, ctx, write)
-            if first > write.last_offset:
-                log.info("dead letters of %s %s-%d offsets %d-%d were written before a restart",
-                         group_id, ctx.topic.name, ctx.index, write.first_offset, write.last_offset)
-                return 0
+        already: set[int] = set()
+        if any(w.reason == REASON_RECOVERED for w in writes):
+            already = await self._written_before(part.log, ctx)
         copy = group_config.dlq_copy_record_enable
-        source = _source_records(ctx.log, first, write.last_offset) if copy else None
-        letters = dead_letters(
-            group_id=group_id, topic=ctx.topic.name, partition=ctx.index, first_offset=first,
-            last_offset=write.last_offset, delivery_count=write.delivery_count,
-            cause=cause_of(write.reason, write.delivery_count, group_config.delivery_count_limit),
-            dlq_partitions=len(topic.partitions), now_ms=wall_clock_ms(), copy=copy,
-            source=source.get if source is not None else None, max_message_bytes=topic.max_message_bytes,
-            reason=write.reason)
+        written = 0
+        for write in writes:
+            cause = cause_of(write.reason, write.delivery_count, group_config.delivery_count_limit)
+            for first in range(write.first_offset, write.last_offset + 1, CHUNK_RECORDS):
+                last = min(first + CHUNK_RECORDS - 1, write.last_offset)
+                source = _source_records(ctx.log, first, last) if copy else None
+                letters = dead_letters(
+                    group_id=group_id, topic=ctx.topic.name, partition=ctx.index, first_offset=first,
+                    last_offset=last, delivery_count=write.delivery_count, cause=cause,
+                    dlq_partitions=len(topic.partitions), now_ms=wall_clock_ms(), copy=copy,
+                    source=source.get if source is not None else None, max_message_bytes=topic.max_message_bytes,
+                    reason=write.reason, state_epoch=ctx.state_epoch)
+                if already:
+                    letters = [d for offset, d in zip(range(first, last + 1), letters) if offset not in already]
+                written += self._append(ctx, topic, part, letters)
+        if written:
+            await self.server.flusher.flush(part.log, part.log.log_end_offset)
+            metrics.count_dlq(group_id, records=written)
+        if already:
+            log.info("%d dead letter(s) of %s %s-%d were in %s-%d before a restart: not written again",
+                     sum(1 for w in writes for o in range(w.first_offset, w.last_offset + 1) if o in already),
+                     group_id, ctx.topic.name, ctx.index, topic.name, part.index)
+        return written
+
+    def _append(self, ctx: "ShareContext", topic: "TopicState", part, letters: list) -> int:
+        """Append packed batches of dead letters; the records appended. A batch the log refuses
+        (MESSAGE_TOO_LARGE, ...) is counted as failed and the next one is tried: its records are
+        archived without a dead letter (Kafka gives up the rest of the write there)."""
         written = 0
         for batch in pack(letters, topic.max_message_bytes):
             records = build_batch([(d.key, d.value, list(d.headers)) for d in batch],
                                   base_timestamp=batch[0].timestamp_ms)
-            metrics.count_dlq(group_id, produce_requests=1)
+            self.server.metrics.count_dlq(ctx.group_id, produce_requests=1)
             result = produce_to_partition(topic, part, records, wall_clock_ms(), PRODUCE_VERSION)
             if result.error_code == ErrorCode.kafka_storage_error:
                 raise OSError(result.error_message)
             if result.error_code != 0:
-                metrics.count_dlq(group_id, failed_produce_requests=1)
-                log.warning("writing dead letters of %s %s-%d to %s-%d failed: %s %s; proceeding to ARCHIVED "
-                            "regardless", group_id, ctx.topic.name, ctx.index, topic.name, part.index,
-                            ErrorCode(result.error_code).name, result.error_message)
-                break
+                self.server.metrics.count_dlq(ctx.group_id, failed_produce_requests=1)
+                log.warning("writing %d dead letter(s) of %s %s-%d to %s-%d failed: %s %s; archived without a "
+                            "dead letter", len(batch), ctx.group_id, ctx.topic.name, ctx.index, topic.name,
+                            part.index, ErrorCode(result.error_code).name, result.error_message)
+                continue
             written += len(batch)
-        if written:
-            await self.server.flusher.flush(part.log, part.log.log_end_offset)
-            metrics.count_dlq(group_id, records=written)
         return written
 
-    def _first_not_written(self, dlq_log: "Log", ctx: "ShareContext", write: DeadLetterWrite) -> int:
-        """The first offset of a recovered write with no dead letter in the DLQ partition yet.
-        The write before the crash appended its records in offset order, so the offsets already
-        there are a prefix of the range: skip it."""
+    async def _written_before(self, dlq_log: "Log", ctx: "ShareContext") -> set[int]:
+        """Source offsets of this share partition (and state epoch) with a dead letter among the
+        last `RECOVERY_SCAN_RECORDS` records of the DLQ partition: written before a crash that
+        left them ARCHIVING. One scan per recovery, yielding to the event loop as it goes."""
         start = max(dlq_log.log_start_offset, dlq_log.log_end_offset - RECOVERY_SCAN_RECORDS)
-        wanted = (ctx.topic.name.encode(), str(ctx.index).encode(), ctx.group_id.encode())
-        first = write.first_offset
-        for record in _records(dlq_log, start, dlq_log.log_end_offset - 1):
+        wanted = {HEADER_TOPIC: ctx.topic.name.encode(), HEADER_PARTITION: str(ctx.index).encode(),
+                  HEADER_GROUP: ctx.group_id.encode(), HEADER_STATE_EPOCH: str(ctx.state_epoch).encode()}
+        found: set[int] = set()
+        for n, record in enumerate(_records(dlq_log, start, dlq_log.log_end_offset - 1), 1):
             headers = dict(record.headers)
-            if (headers.get(HEADER_TOPIC), headers.get(HEADER_PARTITION), headers.get(HEADER_GROUP)) != wanted:
-                continue
-            try:
-                offset = int(headers.get(HEADER_OFFSET) or b"-1")
-            except ValueError:
-                continue
-            if offset == first and offset <= write.last_offset:
-                first += 1
-        return first
+            if all(headers.get(k) == v for k, v in wanted.items()):
+                try:
+                    found.add(int(headers.get(HEADER_OFFSET) or b"-1"))
+                except ValueError:
+                    pass
+            if n % 1000 == 0:
+                await asyncio.sleep(0)
+        return found
 
     def close(self) -> None:
+        self._closed = True
         for task in self._tasks:
             task.cancel()
 

@@ -394,7 +394,7 @@ class SharePartitionManager:
             member_id, batches, delivery_limit=group_config.delivery_count_limit,
             lock_duration_ms=group_config.record_lock_duration_ms,
             renew_enabled=group_config.renew_acknowledge_enable, now_ms=now_ms,
-            dlq_enabled=self.dead_letters.enabled(ctx.group_id),
+            dlq_enabled=self.dead_letters.enabled(ctx.group_id, group_config),
         )
         self.execute(ctx, result.effects)
         if result.error != ErrorCode.none:
@@ -420,11 +420,12 @@ class SharePartitionManager:
         deadline = ctx.sp.next_deadline_ms()
         if deadline is not None and deadline <= now_ms:
             self.execute(ctx, ctx.sp.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
-                                                  dlq_enabled=self.dead_letters.enabled(ctx.group_id)))
+                                                  dlq_enabled=self.dead_letters.enabled(ctx.group_id, group_config)))
 
     # ------------------------------------------------------------------ effects
     def execute(self, ctx: ShareContext, effects: Sequence[Effect]) -> None:
         """Carry out a share partition's effects."""
+        dead: list[DeadLetterWrite] | None = None
         for effect in effects:
             if isinstance(effect, PersistWrite):
                 self._spawn_persist(ctx, effect)
@@ -437,7 +438,11 @@ class SharePartitionManager:
             elif isinstance(effect, WakeFetches):
                 self.complete_parked(ctx)
             elif isinstance(effect, DeadLetterWrite):
-                self.dead_letters.submit(ctx, effect)
+                if dead is None:
+                    dead = []
+                dead.append(effect)
+        if dead:
+            self.dead_letters.submit(ctx, dead)
 
     def _submit_write(self, ctx: ShareContext, write: PersistWrite) -> asyncio.Future:
         """Queue the write at once, so writes reach the share coordinator in the order the share
@@ -480,7 +485,7 @@ class SharePartitionManager:
             return
         group_config = self.server.state.group_config(ctx.group_id)
         self.execute(ctx, ctx.sp.on_lock_timer(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
-                                               dlq_enabled=self.dead_letters.enabled(ctx.group_id)))
+                                               dlq_enabled=self.dead_letters.enabled(ctx.group_id, group_config)))
 
     def _on_log_event(self, key: tuple[uuid.UUID, int], event: LogEvent) -> None:
         for ctx in list(self.by_log.get(key, ())):

@@ -54,6 +54,17 @@ async def handle_update_features(ctx, req):
             upgrade_type = update.upgrade_type
         results.append((update.feature, int(update.max_version_level), _check(
             state, update.feature, int(update.max_version_level), upgrade_type)))
+    names = [feature for feature, _level, _why in results]
+    if len(set(names)) != len(names):  # Kafka: INVALID_REQUEST for the request
+        duplicate = next(n for n in names if names.count(n) > 1)
+        message = f"Feature {duplicate} was specified more than once."
+        results = [(feature, level, message) for feature, level, _why in results]
+        if ctx.api_version < 2:
+            return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request,
+                        error_message=message, results=make_items(resp_cls, "results", [
+                            {"feature": feature, "error_code": ErrorCode.invalid_request, "error_message": message}
+                            for feature, _level, _why in results]))
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request, error_message=message)
     failed = [r for r in results if r[2] is not None]
     if not failed and not getattr(req, "validate_only", False):  # (v1+)
         for feature, level, _ in results:

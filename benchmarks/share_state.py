@@ -88,7 +88,7 @@ def consume(broker: EmbeddedBroker, admin: AdminClient, group: str, records: int
     consumer.subscribe([TOPIC])
     from confluent_kafka import AcknowledgeType  # noqa: PLC0415 - only in recent confluent-kafka
     before_bytes, before_records = state_bytes(broker), state_records(broker)
-    before_rounds = broker.server.share_state.rounds
+    before_rounds = broker.server.share_coordinator.rounds
     accepted: set[int] = set()
     released = 0
     started = time.monotonic()
@@ -114,7 +114,7 @@ def consume(broker: EmbeddedBroker, admin: AdminClient, group: str, records: int
     return {"accepted": len(accepted), "released": released, "bytes": grown,
             "bytes_per_million": grown * 1_000_000 / len(accepted),
             "records": state_records(broker) - before_records,
-            "rounds": broker.server.share_state.rounds - before_rounds, "seconds": elapsed}
+            "rounds": broker.server.share_coordinator.rounds - before_rounds, "seconds": elapsed}
 
 
 def populate(broker: EmbeddedBroker, groups: int, partitions: int) -> int:
@@ -122,7 +122,7 @@ def populate(broker: EmbeddedBroker, groups: int, partitions: int) -> int:
     topic = broker.call(lambda: broker.server.state.create_topic("replay", partitions, 1, {}))
 
     def write_all() -> int:
-        service = broker.server.share_state
+        service = broker.server.share_coordinator
         count = 0
         for g in range(groups):
             for p in range(partitions):
@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         size = state_bytes(broker)
         broker.stop()
         broker = EmbeddedBroker(work).start()
-        replay_ms = broker.server.share_state.load_time_ms
-        loaded = broker.call(lambda: len(broker.server.share_state.machine.keys()))
+        replay_ms = broker.server.share_coordinator.load_time_ms
+        loaded = broker.call(lambda: len(broker.server.share_coordinator.coordinator.keys()))
         broker.stop()
         print(f"replay: {loaded:,} share partitions ({keys:,} written), {size / 1e6:.1f} MB state topic, "
               f"{replay_ms:.0f} ms", flush=True)

@@ -1,7 +1,11 @@
-"""The core lint of architecture.md: protocol/ and broker/core/ stay pure.
+"""The core lint of architecture.md: the sans-I/O code stays pure.
 
-They never import asyncio, time, random, uuid or threading (time comes in as now_ms, ids from an
-injected id source), and never call the built-in hash() (salted per process for str and bytes).
+Checked: protocol/, broker/core/, and the client's sans-I/O modules (CLIENT_PURE_MODULES: the
+share-consumer decisions, acknowledgement ranges, records, share-state decoding). They never import
+asyncio, time, random, uuid, threading, os, datetime, secrets, socket or subprocess (time comes in
+as now_ms, ids from an injected id source, durations as integers of ms), never use the built-in
+hash() (salted per process for str and bytes) or open() in any form: called, passed as a value,
+through `builtins` or `io`, or as an explicit `__hash__` call.
 The one exception is `from uuid import UUID`: the value type of topic ids, which decoders build
 from bytes; the generators (uuid1, uuid4, ...) stay out.
 Exit status 1 with one line per violation.
@@ -15,8 +19,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "src" / "quafka"
 PURE_PACKAGES = [ROOT / "protocol", ROOT / "broker" / "core"]
-FORBIDDEN_MODULES = {"asyncio", "time", "random", "uuid", "threading"}
+CLIENT_PURE_MODULES = ["_ranges.py", "_share_acks.py", "_share_fetch.py", "_share_membership.py", "_share_session.py",
+                       "records.py", "coordinator_records.py"]
+FORBIDDEN_MODULES = {"asyncio", "time", "random", "uuid", "threading", "os", "datetime", "secrets", "socket",
+                     "subprocess"}
 ALLOWED_NAMES = {"uuid": {"UUID"}}  # value types only
+FORBIDDEN_BUILTINS = {"hash", "open"}
+FORBIDDEN_ATTRIBUTES = {("builtins", "hash"), ("builtins", "open"), ("io", "open")}
+
+
+def pure_files() -> list[pathlib.Path]:
+    files = [path for package in PURE_PACKAGES for path in sorted(package.rglob("*.py"))]
+    return files + [ROOT / "client" / name for name in CLIENT_PURE_MODULES]
 
 
 def violations(path: pathlib.Path) -> list[str]:
@@ -31,22 +45,28 @@ def violations(path: pathlib.Path) -> list[str]:
             allowed = ALLOWED_NAMES.get(node.module, set())
             if node.module.split(".")[0] in FORBIDDEN_MODULES and not {a.name for a in node.names} <= allowed:
                 found.append(f"{path}:{node.lineno}: imports from {node.module}")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hash":
-            found.append(f"{path}:{node.lineno}: calls the built-in hash()")
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS and isinstance(node.ctx, ast.Load):
+            found.append(f"{path}:{node.lineno}: uses the built-in {node.id}()")
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            if node.attr == "__hash__":
+                found.append(f"{path}:{node.lineno}: uses __hash__ (the built-in hash)")
+            elif isinstance(node.value, ast.Name) and (node.value.id, node.attr) in FORBIDDEN_ATTRIBUTES:
+                found.append(f"{path}:{node.lineno}: uses {node.value.id}.{node.attr}()")
     return found
 
 
-def main() -> int:
+def main(files: list[pathlib.Path] | None = None) -> int:
+    files = pure_files() if files is None else files
     problems = []
-    for package in PURE_PACKAGES:
-        for path in sorted(package.rglob("*.py")):
-            problems.extend(violations(path))
+    for path in files:
+        problems.extend(violations(path))
     for line in problems:
         print(line)
     if problems:
-        print(f"core lint: {len(problems)} violation(s): protocol/ and broker/core/ must stay pure", file=sys.stderr)
+        print(f"core lint: {len(problems)} violation(s): protocol/, broker/core/ and the client's sans-I/O modules "
+              "must stay pure", file=sys.stderr)
         return 1
-    print(f"core lint: {sum(1 for p in PURE_PACKAGES for _ in p.rglob('*.py'))} files pure")
+    print(f"core lint: {len(files)} files pure")
     return 0
 
 

@@ -105,7 +105,7 @@ def _window(broker, group: str, topic: str, partition: int = 0) -> tuple[int, in
     def read():
         for (g, _tid, p), ctx in broker.server.share_partitions.contexts.items():
             if g == group and p == partition and ctx.topic.name == topic:
-                return ctx.sp.start_offset, ctx.sp.in_flight_count
+                return ctx.share_partition.start_offset, ctx.share_partition.in_flight_count
         return None
 
     return broker.call(read)

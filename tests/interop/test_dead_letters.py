@@ -36,7 +36,7 @@ def share_record(broker, group: str, topic: str, offset: int, partition: int = 0
     def read():
         for (g, _tid, p), ctx in broker.server.share_partitions.contexts.items():
             if g == group and p == partition and ctx.topic.name == topic:
-                return ctx.sp.record(offset), ctx.sp.start_offset
+                return ctx.share_partition.record(offset), ctx.share_partition.start_offset
         return None, None
     return broker.call(read)
 
@@ -229,7 +229,7 @@ def test_share_version_1_archives_rejects_as_before(make_broker):
     assert dlq_counts(broker, "g") == [0, 0, 0]
     assert broker.call(lambda: broker.server.state.topics["dlq.t"].partitions[0].log.log_end_offset) == 0
     assert RecordState.ARCHIVING not in broker.call(
-        lambda: {r.state for c in broker.server.share_partitions.contexts.values() for r in c.sp.runs})
+        lambda: {r.state for c in broker.server.share_partitions.contexts.values() for r in c.share_partition.runs})
 
 
 def test_a_dead_letter_over_the_dlq_topic_max_message_bytes_is_a_failed_produce_and_archived(make_broker):

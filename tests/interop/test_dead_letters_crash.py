@@ -54,7 +54,7 @@ def share_start_offset(broker, group: str, topic: str):
     def read():
         for (g, _tid, _p), ctx in broker.server.share_partitions.contexts.items():
             if g == group and ctx.topic.name == topic:
-                return ctx.sp.start_offset
+                return ctx.share_partition.start_offset
         return None
     return broker.call(read)
 

@@ -59,7 +59,7 @@ def share_state(broker, group: str, topic: str, offset: int, partition: int = 0)
     def read():
         for (g, _tid, p), ctx in broker.server.share_partitions.contexts.items():
             if g == group and p == partition and ctx.topic.name == topic:
-                return ctx.sp.record(offset)
+                return ctx.share_partition.record(offset)
         return None
     return broker.call(read)
 
@@ -68,7 +68,7 @@ def share_start_offset(broker, group: str, topic: str, partition: int = 0):
     def read():
         for (g, _tid, p), ctx in broker.server.share_partitions.contexts.items():
             if g == group and p == partition and ctx.topic.name == topic:
-                return ctx.sp.start_offset
+                return ctx.share_partition.start_offset
         return None
     return broker.call(read)
 

@@ -57,7 +57,7 @@ def share_partition(broker, group: str, topic_id):
 def window(broker, group: str, topic_id) -> tuple[int, int, dict[int, tuple]]:
     """(start offset, next offset, {offset: (state, delivery count, holder)})."""
     def read():
-        sp = broker.server.share_partitions.contexts[(group, topic_id, 0)].sp
+        sp = broker.server.share_partitions.contexts[(group, topic_id, 0)].share_partition
         return sp.start_offset, sp.next_offset, {o: sp.record(o) for o in range(sp.start_offset, sp.next_offset)}
     return broker.call(read)
 

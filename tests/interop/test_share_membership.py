@@ -637,7 +637,7 @@ def test_a_new_lock_duration_applies_from_the_next_acquisition(make_broker):
             ctx = broker.server.share_partitions.contexts.get((group, topic_id, 0))
             if ctx is None:
                 return None
-            run = next((r for r in ctx.sp.runs if r.first <= offset <= r.last), None)
+            run = next((r for r in ctx.share_partition.runs if r.first <= offset <= r.last), None)
             return None if run is None else (run.state, run.member_id, run.deadline_ms)
         return broker.call(read)
 

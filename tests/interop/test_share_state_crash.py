@@ -660,13 +660,13 @@ def test_graceful_stop_is_not_held_up_by_a_share_fetch_woken_while_stopping(make
         wait_until(lambda: broker.call(lambda: server.share_partitions.parked(group, topic_id, 0) > 0), 10,
                    message="the ShareFetch parked")
 
-        original_close = server.share_state.close
+        original_close = server.share_coordinator.close
 
         async def close_then_wake() -> None:
             await original_close()
             server.share_partitions.purgatory.wake_all((group, topic_id, 0))  # completes the parked fetch
 
-        broker.call(setattr, server.share_state, "close", close_then_wake)
+        broker.call(setattr, server.share_coordinator, "close", close_then_wake)
         started = time.monotonic()
         stopper.start()
         stopper.join(3)

@@ -2,11 +2,11 @@
 
 Each is a monkeypatch inside the simulation process, undone when the run ends:
 
-- ``ack-before-append``: `ShareStateService.write` answers success at once and performs the real
+- ``ack-before-append``: `ShareCoordinatorService.write` answers success at once and performs the real
   write 50 ms – 2 s later (or never, if the broker crashes first), so a ShareAcknowledge /
   piggy-backed acknowledgement is answered before its share-state records are appended.
   Expected: ``redelivered-after-ack`` after a crash.
-- ``forget-accept-on-restart``: `ShareStateService.read` (the share partition loading its state,
+- ``forget-accept-on-restart``: `ShareCoordinatorService.read` (the share partition loading its state,
   as after a restart) turns ACKNOWLEDGED state batches back into AVAILABLE, so an ACCEPT that was
   made durable is forgotten. Expected: ``redelivered-after-ack``.
 """
@@ -18,7 +18,7 @@ import dataclasses
 import random
 from typing import Callable
 
-from quafka.broker.server.share_state import ShareStateService
+from quafka.broker.server.share_coordinator import ShareCoordinatorService
 from quafka.protocol.errors import ErrorCode
 
 ACKNOWLEDGED, AVAILABLE = 2, 0
@@ -35,7 +35,7 @@ def install(name: str, world) -> Callable[[], None]:
 
 
 def _ack_before_append(rng: random.Random) -> Callable[[], None]:
-    original = ShareStateService.write
+    original = ShareCoordinatorService.write
 
     def write(self, key, **kwargs):
         loop = asyncio.get_running_loop()
@@ -53,16 +53,16 @@ def _ack_before_append(rng: random.Random) -> Callable[[], None]:
         loop.call_later(rng.uniform(0.05, 2.0), later)
         return answered
 
-    ShareStateService.write = write
+    ShareCoordinatorService.write = write
 
     def undo() -> None:
-        ShareStateService.write = original
+        ShareCoordinatorService.write = original
 
     return undo
 
 
 def _forget_accept_on_restart() -> Callable[[], None]:
-    original = ShareStateService.read
+    original = ShareCoordinatorService.read
 
     def forget(result):
         batches = getattr(result, "state_batches", None)
@@ -93,9 +93,9 @@ def _forget_accept_on_restart() -> Callable[[], None]:
             return wrapped()
         return forget(result)
 
-    ShareStateService.read = read
+    ShareCoordinatorService.read = read
 
     def undo() -> None:
-        ShareStateService.read = original
+        ShareCoordinatorService.read = original
 
     return undo

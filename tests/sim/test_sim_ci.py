@@ -55,7 +55,7 @@ def test_a_seed_replays_exactly():
 KNOWN_BUGS = [
     # DescribeShareGroupOffsets answered a start offset from share-state records appended but not yet
     # fsynced (whose fsync then failed); after the restart it was lower. Fixed: read_summary waits for
-    # the fsync (share_state.ShareStateService.read_summary).
+    # the fsync (share_state.ShareCoordinatorService.read_summary).
     pytest.param(1125, 1000, 2.0, "start-offset-backwards", id="describe-before-fsync"),
     # AlterShareGroupOffsets for some partitions of a topic dropped every share partition of that topic
     # in the group, forgetting the others' acquisitions. Fixed: SharePartitionManager.drop_partitions.
@@ -64,7 +64,7 @@ KNOWN_BUGS = [
     # just before a crash was never assigned. Fixed: record 11's MetadataHash compared on restore.
     pytest.param(1109, 1000, 2.0, "record-never-delivered", id="restore-ignores-topic-change"),
     # A heartbeat and a ShareFetch raced to initialise a newly assigned partition; the second
-    # initialisation fenced the first's writes. Fixed: ShareStateService.initialize_if_absent.
+    # initialisation fenced the first's writes. Fixed: ShareCoordinatorService.initialize_if_absent.
     pytest.param(200685, 1000, 1.0, "delivery-count-regressed", id="double-initialise"),
     # The retry of a produce whose fsync failed was answered success by the duplicate-sequence check.
     # Fixed: produce refuses while the log directory is offline; a duplicate waits for its fsync.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 MAX_LONG = 2**63 - 1
 _MIN_LONG = -(2**63)
@@ -25,6 +25,13 @@ PER_TOPIC = "per-topic"  # the update mode given to TOPIC_KEYS (every topic conf
 PER_GROUP = "per-group"  # the update mode given to GROUP_KEYS (every group config can be altered)
 
 TYPES = ("int", "long", "short", "double", "boolean", "string", "list", "password", "class")
+
+
+class BrokerSettings(Protocol):
+    """What the group-config rules need of a broker configuration (`config.BrokerConfig`): a
+    key's effective value."""
+
+    def get(self, name: str) -> Any: ...
 
 
 class ConfigError(Exception):

@@ -6,26 +6,27 @@ and so on) takes its default from that broker key, and a group may only set it w
 bounds (group.share.min.* / group.share.max.*). As in Kafka 4.4, a stored override that later falls
 outside bounds changed on the broker is clamped to them when the group's configuration is resolved.
 
-Re-exported by `quafka.broker.config`, which is what callers import.
+Re-exported by `quafka.broker.config`, which is what callers import (and which describes the
+group configs, next to the broker's and topics'). This module imports only the config tables and
+types below it: a broker configuration is anything with `get(name)` (`_config_types.BrokerSettings`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from quafka.broker._config_defs import GROUP_KEYS
+from quafka.broker._config_types import BrokerSettings as BrokerConfig
 from quafka.broker._config_types import ConfigError, invalid, iso_duration_ms
-
-if TYPE_CHECKING:
-    from quafka.broker.config import BrokerConfig, ConfigEntry
 
 __all__ = [
     "GROUP_BOUNDS",
     "ShareGroupConfig",
     "auto_offset_reset_duration_ms",
     "check_share_group_bounds",
-    "describe_group_configs",
+    "broker_default",
+    "parsed_overrides",
     "resolve_group_config",
     "validate_group_configs",
 ]
@@ -136,7 +137,8 @@ def check_share_group_bounds(broker: BrokerConfig) -> None:
 # --------------------------------------------------------------------------- group configs
 
 
-def _broker_default(broker: BrokerConfig, name: str) -> Any:
+def broker_default(broker: BrokerConfig, name: str) -> Any:
+    """A group config's default: its broker synonym's value, else its own default."""
     key = GROUP_KEYS[name]
     return broker.get(key.broker_synonyms[0]) if key.broker_synonyms else key.default
 
@@ -175,7 +177,8 @@ def validate_group_configs(broker: BrokerConfig, configs: Mapping[str, str | Non
     return out
 
 
-def _parsed_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:
+def parsed_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:
+    """A group's stored overrides, typed; one that no longer parses is left out (its default applies)."""
     values: dict[str, Any] = {}
     for name, raw in overrides.items():
         key = GROUP_KEYS.get(name)
@@ -191,11 +194,11 @@ def _parsed_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:
 def resolve_group_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> ShareGroupConfig:
     """The group's effective share configuration: each override (clamped to the broker's current
     bounds), else the broker's default for it."""
-    values = _parsed_overrides(overrides)
+    values = parsed_overrides(overrides)
 
     def value(name: str) -> Any:
         if name not in values:
-            return _broker_default(broker, name)
+            return broker_default(broker, name)
         v = values[name]
         if name in GROUP_BOUNDS:
             min_name, max_name = GROUP_BOUNDS[name]
@@ -218,29 +221,3 @@ def resolve_group_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         consumer_session_timeout_ms=value("consumer.session.timeout.ms"),
         consumer_heartbeat_interval_ms=value("consumer.heartbeat.interval.ms"),
     )
-
-
-def describe_group_configs(broker: BrokerConfig, overrides: Mapping[str, str] | None = None,
-                           names: Iterable[str] | None = None) -> list[ConfigEntry]:
-    """DescribeConfigs of a GROUP resource, as Kafka answers it for any group id: every group config,
-    sorted by name. An overridden key has source GROUP_CONFIG (8) and lists itself first among its
-    synonyms; otherwise the source is that of its broker synonym (e.g. share.record.lock.duration.ms
-    <- group.share.record.lock.duration.ms: STATIC_BROKER_CONFIG when set in the properties,
-    DEFAULT_CONFIG when not), or DEFAULT_CONFIG for a key without one."""
-    from quafka.broker import config as cfg
-
-    wanted = None if names is None else set(names)
-    values = _parsed_overrides(overrides or {})
-    entries = []
-    for name in sorted(GROUP_KEYS):
-        if wanted is not None and name not in wanted:
-            continue
-        key = GROUP_KEYS[name]
-        rendered = key.render(values[name] if name in values else _broker_default(broker, name))
-        synonyms = [cfg.ConfigSynonym(name, rendered, int(cfg.ConfigSource.GROUP_CONFIG))] if name in values else []
-        if key.broker_synonyms:
-            broker_key = key.broker_synonyms[0]
-            synonyms += cfg._synonym_chain(broker, broker_key, (broker_key,), False)
-        source = synonyms[0].source if synonyms else int(cfg.DEFAULT_CONFIG)
-        entries.append(cfg.ConfigEntry(name, rendered, source, False, False, key.type, key.doc, synonyms))
-    return entries

@@ -7,7 +7,7 @@ broker started with, the key's default. A topic value is the topic's own overrid
 default resolved through Kafka's synonyms (segment.ms <- log.roll.ms <- log.roll.hours, and so on).
 
 Share groups have their own configs (GROUP resources, `kafka-configs.sh --entity-type groups`):
-`resolve_group_config`, `validate_group_configs` and `describe_group_configs` (from `_group_config`),
+`resolve_group_config` and `validate_group_configs` (from `_group_config`), `describe_group_configs`,
 bounded by the broker's `group.share.min.*` / `group.share.max.*` keys.
 
 The key tables live in `_config_defs`; docs/configuration.md is generated from them with
@@ -17,7 +17,6 @@ The key tables live in `_config_defs`; docs/configuration.md is generated from t
 from __future__ import annotations
 
 import enum
-import re
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -44,18 +43,19 @@ from quafka.broker._config_defs import (
     markdown_tables,
     rejected_reason,
     render_docs,
-    render_value,
 )
 from quafka.broker._group_config import (
     GROUP_BOUNDS,
     ShareGroupConfig,
     auto_offset_reset_duration_ms,
+    broker_default,
     check_share_group_bounds,
-    describe_group_configs,
+    parsed_overrides,
     resolve_group_config,
     validate_group_configs,
 )
 from quafka.broker.storage.base import LogConfig
+from quafka.protocol import properties
 
 __all__ = [
     "BROKER_KEYS", "CLUSTER_WIDE", "CONFIG_TYPE_IDS", "DEFAULT_CONFIG", "DYNAMIC_BROKER_CONFIG",
@@ -104,91 +104,16 @@ def config_type_id(type_: str) -> int:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java .properties text: `#`/`!` comment lines, `key=value`, `key: value` or `key value`,
-    backslash escapes and backslash line continuations. Keys and values are trimmed; the last of
-    repeated keys wins."""
-    props: dict[str, str] = {}
-    lines = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(" \t\f")
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line):
-            line = line[:-1]
-            if i >= len(lines):
-                break
-            line += lines[i].lstrip(" \t\f")
-            i += 1
-        key, value = _split_property(line)
-        props[_unescape(key, key)] = _unescape(key, _rstrip_unescaped(value))
-    return props
+    """Java .properties text (`quafka.protocol.properties`); a malformed escape is a ConfigError."""
+    try:
+        return properties.parse_properties(text)
+    except properties.PropertiesError as exc:
+        raise invalid(exc.key, exc.text, str(exc)) from None
 
 
 def load_properties_file(path: str | Path) -> dict[str, str]:
     """Read a .properties file (UTF-8) with `parse_properties`."""
     return parse_properties(Path(path).read_text(encoding="utf-8"))
-
-
-def _continues(line: str) -> bool:
-    n = len(line) - len(line.rstrip("\\"))
-    return n % 2 == 1
-
-
-def _split_property(line: str) -> tuple[str, str]:
-    i, n = 0, len(line)
-    while i < n:
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            break
-        i += 1
-    key, j = line[:i], i
-    while j < n and line[j] in " \t\f":
-        j += 1
-    if j < n and line[j] in "=:":
-        j += 1
-        while j < n and line[j] in " \t\f":
-            j += 1
-    return key, line[j:]
-
-
-def _rstrip_unescaped(value: str) -> str:
-    while value and value[-1] in " \t\f":
-        stripped = value[:-1]
-        if _continues(stripped):  # the whitespace was escaped
-            break
-        value = stripped
-    return value
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(key: str, text: str) -> str:
-    if "\\" not in text:
-        return text
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if c != "\\" or i + 1 >= n:
-            out.append(c)
-            i += 1
-            continue
-        c = text[i + 1]
-        if c == "u":
-            digits = text[i + 2 : i + 6]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise invalid(key, text, "Malformed \\uxxxx encoding in the properties text")
-            out.append(chr(int(digits, 16)))
-            i += 6
-        else:
-            out.append(_ESCAPES.get(c, c))
-            i += 2
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- listeners
@@ -670,6 +595,29 @@ def describe_broker_configs(broker: BrokerConfig, names: Iterable[str] | None = 
             key.dynamic == READ_ONLY, sensitive, key.type, key.doc, synonyms))
     return entries
 
+def describe_group_configs(broker: BrokerConfig, overrides: Mapping[str, str] | None = None,
+                           names: Iterable[str] | None = None) -> list[ConfigEntry]:
+    """DescribeConfigs of a GROUP resource, as Kafka answers it for any group id: every group config,
+    sorted by name. An overridden key has source GROUP_CONFIG (8) and lists itself first among its
+    synonyms; otherwise the source is that of its broker synonym (e.g. share.record.lock.duration.ms
+    <- group.share.record.lock.duration.ms: STATIC_BROKER_CONFIG when set in the properties,
+    DEFAULT_CONFIG when not), or DEFAULT_CONFIG for a key without one."""
+    wanted = None if names is None else set(names)
+    values = parsed_overrides(overrides or {})
+    entries = []
+    for name in sorted(GROUP_KEYS):
+        if wanted is not None and name not in wanted:
+            continue
+        key = GROUP_KEYS[name]
+        rendered = key.render(values[name] if name in values else broker_default(broker, name))
+        synonyms = [ConfigSynonym(name, rendered, int(ConfigSource.GROUP_CONFIG))] if name in values else []
+        if key.broker_synonyms:
+            broker_key = key.broker_synonyms[0]
+            synonyms += _synonym_chain(broker, broker_key, (broker_key,), False)
+        source = synonyms[0].source if synonyms else int(DEFAULT_CONFIG)
+        entries.append(ConfigEntry(name, rendered, source, False, False, key.type, key.doc, synonyms))
+    return entries
+
 
 def describe_topic_configs(broker: BrokerConfig, topic_overrides: Mapping[str, str] = MappingProxyType({}),
                            names: Iterable[str] | None = None) -> list[ConfigEntry]:
@@ -700,3 +648,4 @@ if __name__ == "__main__":  # python -m quafka.broker.config --write-docs docs/c
     else:
         for section in markdown_tables().values():
             print(section, end="\n\n")
+

@@ -38,21 +38,17 @@ def add_bootstrap(parser: argparse.ArgumentParser, *, command_config: bool = Tru
 
 
 def load_properties(path: str) -> dict[str, str]:
-    """key=value (or key: value) lines; # and ! start comments, as Java properties files."""
-    out: dict[str, str] = {}
+    """A Java properties file (`quafka.protocol.properties`: Kafka's tools read theirs with
+    java.util.Properties), as one line of error when it cannot be read or parsed."""
+    from quafka.protocol.properties import PropertiesError, parse_properties
+
     try:
         with open(path, encoding="utf-8") as fh:
-            for number, raw in enumerate(fh, 1):
-                line = raw.strip()
-                if not line or line[0] in "#!":
-                    continue
-                sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-                if sep < 0:
-                    raise ToolError(f"{path}:{number}: expected key=value, got {line!r}")
-                out[line[:sep].strip()] = line[sep + 1:].strip()
+            return parse_properties(fh.read())
     except OSError as exc:
         raise ToolError(f"cannot read {path}: {exc.strerror}") from None
-    return out
+    except PropertiesError as exc:
+        raise ToolError(f"{path}: {exc} (key {exc.key!r})") from None
 
 
 def client_config(args: argparse.Namespace, allowed: Iterable[str] | None = None) -> dict[str, Any]:

@@ -561,11 +561,12 @@ def _share_partition_view(server) -> dict[str, int]:
 
     for ctx in server.share_partitions.by_group.get(GROUP, ()):
         if ctx.topic.name == TOPIC and ctx.index == 0:
-            sp = ctx.sp
+            share_partition = ctx.share_partition
             by_state: Counter = Counter()
-            for r in sp.runs:
+            for r in share_partition.runs:
                 by_state[r.state] += r.size
-            return {"spso": sp.start_offset, "end": sp.end_offset, "in_flight": sp.in_flight_count,
+            return {"spso": share_partition.start_offset, "end": share_partition.end_offset,
+                    "in_flight": share_partition.in_flight_count,
                     "acquired": by_state[RecordState.ACQUIRED],
                     "available": by_state[RecordState.AVAILABLE],
                     "done": by_state[RecordState.ACKNOWLEDGED] + by_state[RecordState.ARCHIVED]

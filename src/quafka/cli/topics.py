@@ -14,7 +14,7 @@ import re
 from typing import Any
 from uuid import UUID
 
-from quafka.client.share_state import kafka_uuid_str
+from quafka.client.coordinator_records import kafka_uuid_str
 
 from ._common import ToolError, add_bootstrap, kafka_parser_errors, open_admin, run_tool
 from .configs import describe_config_entries, parse_add_config

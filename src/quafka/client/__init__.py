@@ -5,10 +5,10 @@ event loop thread (``_sync``). Imports nothing from quafka but ``quafka.protocol
 Public: ShareConsumer / AsyncShareConsumer (share groups, KIP-932, as Kafka 4.2+), Admin /
 AsyncAdmin (topic, offset, config and group administration), PartitionReader /
 AsyncPartitionReader (Fetch by offset, no group), Record, TopicPartition, AcknowledgeType, the
-errors, and ``share_state`` (the share-state record codecs). See docs/client.md.
+errors, and ``coordinator_records`` (the codecs of the share-state and group records). See docs/client.md.
 """
 
-from . import share_state
+from . import coordinator_records
 from ._share_acks import AcknowledgeType
 from ._share_fetch import AcquiredBatches
 from .admin import (
@@ -70,5 +70,5 @@ __all__ = [
     "TopicDescription",
     "TopicPartition",
     "WakeupException",
-    "share_state",
+    "coordinator_records",
 ]

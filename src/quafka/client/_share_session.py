@@ -15,7 +15,6 @@ Only one request of a session may be in flight; the shell guarantees it. Partiti
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 from uuid import UUID
@@ -80,7 +79,7 @@ class ShareSession:
             "group_id": group_id,
             "member_id": member_id,
             "share_session_epoch": self.epoch,
-            "max_wait": datetime.timedelta(milliseconds=0 if is_renew else max_wait_ms),
+            "max_wait": 0 if is_renew else max_wait_ms,  # ms (build_entity makes the timedelta)
             "min_bytes": 0 if is_renew else min_bytes,
             "max_bytes": 0 if is_renew else max_bytes,
             "max_records": 0 if is_renew else max_records,

@@ -20,6 +20,7 @@ fields that version lacks, so one call site serves every version.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import io
 import struct
@@ -101,7 +102,8 @@ def _fields(cls: type) -> dict[str, dataclasses.Field]:
 def build_entity(cls: type, values: Mapping[str, Any]) -> Any:
     """Build a kio entity of ``cls`` from a mapping; nested entities may be given as mappings
     (and arrays of them as sequences of mappings). Keys that ``cls`` lacks are dropped, so the
-    same values build every version of a request."""
+    same values build every version of a request. A duration field (kio's ``i32Timedelta``) may be
+    given as an int of milliseconds: the sans-I/O modules that build values keep time as integers."""
     fields = _fields(cls)
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
@@ -113,6 +115,8 @@ def build_entity(cls: type, values: Mapping[str, Any]) -> Any:
             value = tuple(build_entity(kind.type_, v) if isinstance(v, Mapping) else v for v in value)
         elif isinstance(kind, EntityField) and isinstance(value, Mapping):
             value = build_entity(kind.type_, value)
+        elif type(value) is int and getattr(field.type, "__name__", "").endswith("Timedelta"):
+            value = datetime.timedelta(milliseconds=value)
         kwargs[name] = value
     return cls(**kwargs)
 

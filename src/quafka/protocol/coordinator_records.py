@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .varint import VarintTooLong, read_uvarint, write_uvarint
+
 # ----------------------------------------------------------------------------- record types
 
 SHARE_SNAPSHOT = 0
@@ -249,13 +251,7 @@ _NO_DCC = -1  # DeliveryCompleteCount default
 _TAG_DCC = 0  # its tag
 
 
-def _w_uvarint(buf: bytearray, n: int) -> None:
-    if not 0 <= n <= _MAX_UVARINT:
-        raise ValueError(f"unsigned varint out of range: {n}")
-    while n >= 0x80:
-        buf.append((n & 0x7F) | 0x80)
-        n >>= 7
-    buf.append(n)
+_w_uvarint = write_uvarint  # ValueError when out of range
 
 
 def _w_string(buf: bytearray, s: str) -> None:
@@ -346,18 +342,15 @@ class _Reader:
         return UUID(bytes=self.take(16))
 
     def uvarint(self) -> int:
-        result = 0
-        for shift in range(0, 35, 7):
-            if self.pos >= len(self.data):
-                raise self.fail("truncated varint")
-            b = self.data[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                if result > _MAX_UVARINT:
-                    raise self.fail("varint out of range")
-                return result
-        raise self.fail("varint longer than 5 bytes")
+        try:
+            result, self.pos = read_uvarint(self.data, self.pos)
+        except IndexError:
+            raise self.fail("truncated varint") from None
+        except VarintTooLong:
+            raise self.fail("varint longer than 5 bytes") from None
+        if result > _MAX_UVARINT:
+            raise self.fail("varint out of range")
+        return result
 
     def _text(self, n: int) -> str:
         try:

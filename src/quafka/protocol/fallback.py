@@ -49,6 +49,8 @@ from kio.serial._introspect import (
 )
 from kio.serial.errors import BufferUnderflow, DecodeError
 
+from .varint import read_uvarint
+
 __all__ = [
     "ImplausibleLength",
     "fallback_entity_reader",
@@ -276,20 +278,7 @@ def length_checker(cls: type, *, is_request_header: bool = False) -> Callable[[A
     return check
 
 
-def _uvarint(buf: Any, pos: int) -> tuple[int, int]:
-    """Decode an unsigned varint of at most 5 bytes (as kio does); returns (value, new pos)."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    for i in range(1, 5):
-        b = buf[pos + i]
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos + i + 1
-        shift += 7
-    raise DecodeError("Varint is too long, the most significant bit in the 5th byte is set")
+_uvarint = read_uvarint  # (value, new pos); VarintTooLong is a DecodeError, as kio's
 
 
 def _skip_compact_string(buf: Any, pos: int, end: int) -> int:

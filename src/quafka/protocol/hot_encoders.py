@@ -21,6 +21,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from .varint import uvarint_bytes
+
 __all__ = [
     "FETCH_VERSIONS",
     "FetchPartitionResult",
@@ -70,18 +72,7 @@ _EMPTY_TAGS = b"\x00"
 _NULL_COMPACT = b"\x00"
 _NULL_I16 = _I16.pack(-1)
 _NULL_I32 = _I32.pack(-1)
-_SMALL_UVARINT = [bytes((i,)) for i in range(128)]
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return _SMALL_UVARINT[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_uvarint = uvarint_bytes
 
 
 def _append_nullable_string(parts: list[Any], value: str | None, flexible: bool) -> None:

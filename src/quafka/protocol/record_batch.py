@@ -25,6 +25,7 @@ from typing import Iterator, NamedTuple
 import crc32c
 
 from .errors import ErrorCode
+from .varint import read_varlong, write_varlong
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = BATCH_HEADER.size  # 61
@@ -227,19 +228,7 @@ class Record(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-def _read_varint(buf, pos: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-    return (raw >> 1) ^ -(raw & 1), pos
+_read_varint = read_varlong  # (value, new pos); the inline fast paths below fall back to it
 
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -360,12 +349,7 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
 
 # ----------------------------------------------------------------------------- building (tests, tools)
 
-def _write_varint(out: bytearray, value: int) -> None:
-    raw = (value << 1) ^ (value >> 63)
-    while raw & ~0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+_write_varint = write_varlong
 
 
 def build_batch(

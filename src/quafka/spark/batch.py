@@ -45,7 +45,7 @@ either way, ``pushFilters`` here is a descriptor whose bound object reports the 
 ``__func__`` and calls ``_push_filters`` when invoked.
 
 ``subscribe=__share_group_state`` reads the share-state topic decoded with
-``quafka.client.share_state`` into ``SHARE_STATE_SCHEMA`` (one row per ShareSnapshot/ShareUpdate
+``quafka.client.coordinator_records`` into ``SHARE_STATE_SCHEMA`` (one row per ShareSnapshot/ShareUpdate
 record; tombstones give a row with ``tombstone=true`` and null state columns).
 """
 
@@ -75,9 +75,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from quafka.client.share_state import kafka_uuid_str
+from quafka.client.coordinator_records import kafka_uuid_str
 
-from .datasource import records_batch, utc_datetime
+from .arrow import records_batch, utc_datetime
 from .offset_specs import parse_spec
 from .options import SHARE_STATE_TOPIC, OptionError, Options
 

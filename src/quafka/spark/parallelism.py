@@ -29,6 +29,8 @@ import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from quafka.protocol.properties import parse_properties
+
 __all__ = ["default_parallelism", "parse_properties", "runner_default_parallelism", "submit_conf"]
 
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
@@ -44,22 +46,6 @@ _FLAG_KEYS = {
 _SWITCHES = {"--supervise", "--verbose", "-v", "--help", "-h", "--version", "--usage-error"}
 _LOCAL = re.compile(r"^local(?:\[\s*(\*|\d+)\s*(?:,\s*\d+\s*)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """A Spark properties file (spark-defaults.conf): ``key value``, ``key=value`` or ``key: value``
-    per line, ``#`` and ``!`` comments."""
-    props: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = re.match(r"^(\S+?)\s*(?:[=:]\s*|\s+)(.*)$", line)
-        if match:
-            props[match.group(1)] = match.group(2).strip()
-        else:
-            props[line] = ""
-    return props
 
 
 def submit_conf(argv: Sequence[str], defaults: Mapping[str, str] | None = None,

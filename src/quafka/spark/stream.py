@@ -58,7 +58,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .datasource import columns_batch, records_batch
+from .arrow import columns_batch, records_batch
 from .lifetime import end_with_driver
 from .options import OptionError, Options
 

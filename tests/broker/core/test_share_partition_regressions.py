@@ -21,7 +21,7 @@ def test_runs_with_the_same_batch_but_another_span_are_not_merged():
         write = sp.acknowledge("m1", [(10, 17, [RELEASE])], delivery_limit=5, lock_duration_ms=100,
                                renew_enabled=True, now_ms=now).write
         sp.on_write_complete(write.write_id, True, delivery_limit=5, now_ms=now)
-    assert [(r.first, r.last, r.span) for r in sp.runs] == [(10, 10, 1), (11, 17, 8)]
+    assert [(r.first, r.last, r.batch_records) for r in sp.runs] == [(10, 10, 1), (11, 17, 8)]
     got = sp.acquire("m1", [(10, 17)], now_ms=3, **KW)
     assert (got.ranges, got.throttled) == ([AcquiredRange(10, 10, 4)], True)  # span 1 >> 1: one record
     got = sp.acquire("m1", [(10, 17)], now_ms=3, **KW)

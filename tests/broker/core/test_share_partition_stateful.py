@@ -104,7 +104,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.log_lasts: list[int] = []  # last offsets of the log batches, for bisect
         self.log_start = 0
         self.log_end = 0
-        self.sp = SharePartition(0)
+        self.share_partition = SharePartition(0)
         self.recs: dict[int, Rec] = {}
         self.start = 0  # model SPSO
         self.next = 0  # model SPEO + 1
@@ -239,7 +239,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def complete(self, write_id: int, ok: bool):
         before = self.before()
         write, changed = self.writes.pop(write_id)
-        effects = self.sp.on_write_complete(write_id, ok, delivery_limit=self.limit, now_ms=self.now)
+        effects = self.share_partition.on_write_complete(write_id, ok, delivery_limit=self.limit, now_ms=self.now)
         for o in changed:
             if o < self.start:
                 continue  # passed by the start offset while the write was in flight
@@ -333,7 +333,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             o = available[i]
             if o > data_last:
                 break
-            run = self.sp.runs.find(o)  # the run extent decides where batch-level acquisition stops
+            run = self.share_partition.runs.find(o)  # the run extent decides where batch-level acquisition stops
             assert run is not None and run.first <= o <= run.last
             if o < data_first:  # compacted away: never to be delivered
                 hi = min(run.last, data_first - 1)
@@ -385,7 +385,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         member = data.draw(st.sampled_from(self.members), label="member")
         max_records = data.draw(self.MAX_RECORDS, label="max records")
         record_limit = data.draw(st.booleans(), label="record limit")
-        fetch_offset = self.sp.fetch_offset(self.max_in_flight)
+        fetch_offset = self.share_partition.fetch_offset(self.max_in_flight)
         read_from = self.start if fetch_offset is None else fetch_offset
         if read_from >= self.log_end:
             return
@@ -403,7 +403,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         else:
             read = data.draw(st.sampled_from(["batches", "batches", "from earlier", "as the shell"]), label="read")
             if read == "as the shell":  # up to the batch holding read_stop_offset
-                stop = self.sp.read_stop_offset(read_from, max_records)
+                stop = self.share_partition.read_stop_offset(read_from, max_records)
                 want = read_from + (max_records if max_records > 0 else NO_LIMIT) - 1
                 assert read_from <= stop <= want
                 if read_from >= self.next:
@@ -417,7 +417,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         acquired, throttled, archived, new, holes, start, nxt = self.expected_acquisition(
             log_batches, max_records, record_limit)
         before = self.before()
-        got = self.sp.acquire(member, log_batches, max_records=max_records, record_limit=record_limit,
+        got = self.share_partition.acquire(member, log_batches, max_records=max_records, record_limit=record_limit,
                               lock_duration_ms=LOCK_MS, delivery_limit=self.limit,
                               max_in_flight=self.max_in_flight, now_ms=self.now)
         what = f"acquire by {member} of {log_batches[0]}..{log_batches[-1]} (max {max_records}, limit {record_limit})"
@@ -556,7 +556,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
     def do_acknowledge(self, member, batches, renew_enabled, how):
         before = self.before()
-        result = self.sp.acknowledge(member, batches, delivery_limit=self.limit, lock_duration_ms=LOCK_MS,
+        result = self.share_partition.acknowledge(member, batches, delivery_limit=self.limit, lock_duration_ms=LOCK_MS,
                                      renew_enabled=renew_enabled, now_ms=self.now)
         kept, error = self.expected_ack_error(member, batches, renew_enabled)
         assert result.error == error, (
@@ -680,7 +680,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     @rule(how=settle_how)
     def expire_locks(self, how):
         before = self.before()
-        effects = self.sp.expire_locks(delivery_limit=self.limit, now_ms=self.now)
+        effects = self.share_partition.expire_locks(delivery_limit=self.limit, now_ms=self.now)
         self.expire(effects, before, how, "expire_locks")
 
     @precondition(lambda self: self.armed is not None)
@@ -690,14 +690,14 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.now = max(self.now, self.armed + late)
         before = self.before()
         self.armed = None  # fired: nothing is armed until the next LockTimer effect
-        effects = self.sp.on_lock_timer(delivery_limit=self.limit, now_ms=self.now)
+        effects = self.share_partition.on_lock_timer(delivery_limit=self.limit, now_ms=self.now)
         self.expire(effects, before, how, "on_lock_timer")
 
     @rule(member_index=st.integers(0, 2), how=settle_how)
     def release_member(self, member_index, how):
         member = self.members[member_index % len(self.members)]
         before = self.before()
-        effects = self.sp.release_member(member, delivery_limit=self.limit, now_ms=self.now)
+        effects = self.share_partition.release_member(member, delivery_limit=self.limit, now_ms=self.now)
         changed, snapshots = self.release_where(lambda rec: rec.member == member)
         write = self.the_write(effects)
         self.register(write, changed, snapshots)
@@ -736,7 +736,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             new_start = data.draw(st.integers(self.log_start + 1, self.log_end), label="log start")
         self.log_start = max(self.log_start, new_start)
         before = self.before()
-        effects = self.sp.move_start_offset(new_start)
+        effects = self.share_partition.move_start_offset(new_start)
         if new_start <= self.start:
             assert effects == [], f"a log start {new_start} at or below the start offset {self.start} changes nothing"
             return
@@ -784,7 +784,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             for o in range(first, b.last_offset + 1):
                 recs[o] = Rec(state, b.delivery_count, b.last_offset - first + 1, written=state)
             nxt = b.last_offset + 1
-        self.sp = restored
+        self.share_partition = restored
         self.recs, self.start, self.next = recs, start, nxt
         self.writes = {}
         self.sent_start = start
@@ -798,7 +798,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ invariants
     @invariant()
     def offsets_agree(self):
-        sp = self.sp
+        sp = self.share_partition
         assert (sp.start_offset, sp.end_offset) == (self.start, self.next - 1), (
             f"window [{sp.start_offset}, {sp.end_offset}] but model [{self.start}, {self.next - 1}]")
         assert sp.in_flight_count == self.next - self.start
@@ -812,11 +812,11 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def records_agree(self):
         """Every record, run by run: state, delivery count, holder, lock deadline, write in flight and
         batch span as the model has them (so every run is uniform), and the runs tile the window."""
-        sp = self.sp
+        sp = self.share_partition
         expect = self.start
         for run in sp.runs:
             assert run.first == expect and run.last >= run.first, f"run {run} after {expect - 1}"
-            key = (run.state, run.delivery_count, run.member_id, run.deadline_ms, run.pending, run.span)
+            key = (run.state, run.delivery_count, run.member_id, run.deadline_ms, run.pending, run.batch_records)
             for o in range(run.first, run.last + 1):
                 rec = self.recs[o]
                 if (rec.state, rec.count, rec.member, rec.deadline, rec.pending, rec.span) != key:
@@ -841,7 +841,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
     @invariant()
     def derived_values_agree(self):
-        sp = self.sp
+        sp = self.share_partition
         recs = [self.recs[o] for o in self.window()]
         terminal = sum(1 for r in recs if r.state.terminal)
         assert sp.delivery_complete_count() == terminal
@@ -915,5 +915,5 @@ def test_an_acquisition_past_two_holes_archives_both(monkeypatch):
         m.derived_values_agree()
         m.offsets_agree()
         m.records_agree()
-    assert [(run.first, run.last, run.state) for run in m.sp.runs] == [
+    assert [(run.first, run.last, run.state) for run in m.share_partition.runs] == [
         (0, 0, Q), (1, 1, Q), (2, 2, X), (3, 3, Q), (4, 4, X), (5, 5, Q)]

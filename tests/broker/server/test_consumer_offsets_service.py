@@ -45,11 +45,11 @@ def test_a_commit_that_cannot_be_stored_changes_nothing(make_broker):
     try:
         failed = _commit(broker.bootstrap_servers, "g", 9)
         assert "NOT_COORDINATOR" in str(failed), failed  # KAFKA_STORAGE_ERROR as Kafka's coordinators map it
-        assert broker.call(lambda: service.machine.committed("g")[("t", 0)].offset) == 5
+        assert broker.call(lambda: service.offsets.committed("g")[("t", 0)].offset) == 5
     finally:
         broker.call(remove)
     assert _commit(broker.bootstrap_servers, "g", 9)[0].error is None
-    assert broker.call(lambda: service.machine.committed("g")[("t", 0)].offset) == 9
+    assert broker.call(lambda: service.offsets.committed("g")[("t", 0)].offset) == 9
     assert broker.server.halted is False
 
 

@@ -5,7 +5,7 @@ The failure is injected into one internal partition's `append` (an instance attr
 guarded method, so the log directory stays online and the broker keeps serving): the point is
 what each coordinator keeps in memory, seen through its own read paths.
 
-- Share coordinator (`__share_group_state`, share_state.ShareStateService): a Write or Initialize
+- Share coordinator (`__share_group_state`, share_state.ShareCoordinatorService): a Write or Initialize
   whose append fails raises in its future, and the key's replayed state and its
   ReadShareGroupStateSummary answer are unchanged — on the synchronous round (flush off) and on
   the queued round (flush on).
@@ -79,7 +79,7 @@ def _await(broker, fut):
 @pytest.mark.parametrize("flush", [False, True], ids=["flush-off", "flush-on"])
 def test_share_coordinator_keeps_its_state_when_the_append_fails(make_broker, flush):
     broker = make_broker(config={"log.flush.interval.messages": 1} if flush else None)
-    service = broker.server.share_state
+    service = broker.server.share_coordinator
     key = ShareStateKey("records-first", uuid.uuid4(), 0)
 
     fut, _ = _run(broker, lambda: service.initialize(key, state_epoch=0, start_offset=5))
@@ -87,9 +87,9 @@ def test_share_coordinator_keeps_its_state_when_the_append_fails(make_broker, fl
     fut, _ = _run(broker, lambda: service.write(key, state_epoch=0, start_offset=7, delivery_complete_count=1,
                                                 state_batches=[StateBatch(8, 9, 2, 1)]))
     assert _await(broker, fut) == ErrorCode.none
-    before = broker.call(lambda: (service.machine.state(key), service.machine.read_summary(key, leader_epoch=0)))
+    before = broker.call(lambda: (service.coordinator.state(key), service.coordinator.read_summary(key, leader_epoch=0)))
     end_before = broker.call(lambda: broker.server.state.topics[SHARE_GROUP_STATE_TOPIC]
-                             .partitions[service.machine.partition_for(key)].log.log_end_offset)
+                             .partitions[service.coordinator.partition_for(key)].log.log_end_offset)
 
     with AppendFault(broker, SHARE_GROUP_STATE_TOPIC):
         fut, _ = _run(broker, lambda: service.write(key, state_epoch=0, start_offset=20, delivery_complete_count=0))
@@ -97,16 +97,16 @@ def test_share_coordinator_keeps_its_state_when_the_append_fails(make_broker, fl
         assert isinstance(outcome, OSError) and outcome.errno == errno.ENOSPC
         fut, _ = _run(broker, lambda: service.initialize(key, state_epoch=3, start_offset=100))
         assert isinstance(_await(broker, fut), OSError)
-        after = broker.call(lambda: (service.machine.state(key), service.machine.read_summary(key, leader_epoch=0)))
+        after = broker.call(lambda: (service.coordinator.state(key), service.coordinator.read_summary(key, leader_epoch=0)))
         assert after == before
-        assert broker.call(lambda: service.machine.state(key).start_offset) == 7
+        assert broker.call(lambda: service.coordinator.state(key).start_offset) == 7
 
     # the log is as it was, and the next write goes on from the stored state
     assert broker.call(lambda: broker.server.state.topics[SHARE_GROUP_STATE_TOPIC]
-                       .partitions[service.machine.partition_for(key)].log.log_end_offset) == end_before
+                       .partitions[service.coordinator.partition_for(key)].log.log_end_offset) == end_before
     fut, _ = _run(broker, lambda: service.write(key, state_epoch=0, start_offset=10, delivery_complete_count=0))
     assert _await(broker, fut) == ErrorCode.none
-    assert broker.call(lambda: service.machine.state(key).start_offset) == 10
+    assert broker.call(lambda: service.coordinator.state(key).start_offset) == 10
     assert broker.server.halted is False
 
 

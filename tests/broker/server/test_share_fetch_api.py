@@ -82,7 +82,7 @@ def share_state(broker, group: str, topic_id: uuid.UUID, partition: int = 0):
     """(SPSO, SPEO + 1, {offset: (state, delivery count, holder, lock deadline)}) of a share partition,
     read on the broker's loop thread."""
     def read():
-        sp = broker.server.share_partitions.contexts[(group, topic_id, partition)].sp
+        sp = broker.server.share_partitions.contexts[(group, topic_id, partition)].share_partition
         offsets = {}
         for run in sp.runs:
             for o in range(run.first, run.last + 1):
@@ -94,7 +94,7 @@ def share_state(broker, group: str, topic_id: uuid.UUID, partition: int = 0):
 
 def record_state(broker, group: str, topic_id: uuid.UUID, offset: int, partition: int = 0):
     """(state, delivery count, holder) of one offset, None outside the in-flight window."""
-    return broker.call(lambda: broker.server.share_partitions.contexts[(group, topic_id, partition)].sp.record(offset))
+    return broker.call(lambda: broker.server.share_partitions.contexts[(group, topic_id, partition)].share_partition.record(offset))
 
 
 def sessions(broker) -> dict[tuple[str, str], int]:
@@ -677,7 +677,7 @@ def completed(thread: threading.Thread, result: dict, what: str):
 def runs_of(broker, group: str, topic_id: uuid.UUID, partition: int = 0):
     """[(first, last, state, delivery count, holder, write pending)] of a share partition's runs."""
     def read():
-        sp = broker.server.share_partitions.contexts[(group, topic_id, partition)].sp
+        sp = broker.server.share_partitions.contexts[(group, topic_id, partition)].share_partition
         return [(r.first, r.last, r.state, r.delivery_count, r.member_id, bool(r.pending)) for r in sp.runs]
     return broker.call(read)
 
@@ -732,7 +732,7 @@ class PersistGate:
         self.broker = broker
 
         def install():
-            share_state = broker.server.share_state
+            share_state = broker.server.share_coordinator
             flusher = broker.server.flusher
             self.event = asyncio.Event()
             durable = flusher.flush

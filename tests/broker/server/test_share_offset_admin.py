@@ -431,7 +431,7 @@ def test_delete_groups_refuses_a_live_group_and_deletes_an_empty_one_for_good(tm
     assert GROUP not in listed_groups(bootstrap)
     with OffsetAdmin(bootstrap) as admin:
         assert admin.describe(GROUP).error_code == GROUP_ID_NOT_FOUND
-    assert broker.call(lambda: broker.server.share_state.machine.keys(GROUP)) == []
+    assert broker.call(lambda: broker.server.share_coordinator.coordinator.keys(GROUP)) == []
 
 
 def test_a_group_id_used_again_after_delete_groups_starts_fresh(broker):

@@ -184,7 +184,7 @@ def state_key(group: str, topic_id: uuid.UUID) -> ShareStateKey:
 
 def live_state(broker, key: ShareStateKey):
     """The broker's share coordinator state of `key` (a copy), read on the broker's loop."""
-    return broker.call(lambda: broker.server.share_state.machine.state(key))
+    return broker.call(lambda: broker.server.share_coordinator.coordinator.state(key))
 
 
 def state_log(broker, partition: int):
@@ -296,7 +296,7 @@ def test_kip_share_state_examples_replay_from_the_state_topic(make_broker):
         held[c1] = [(110, 110), (120, 120)]
 
         def share_partition():
-            return broker.server.share_partitions.contexts[(group, topic_id, 0)].sp
+            return broker.server.share_partitions.contexts[(group, topic_id, 0)].share_partition
 
         def expired():
             keep_locks()
@@ -493,7 +493,7 @@ def _state_writes_settled(broker, p: int) -> bool:
     """No write round queued or running on state partition `p`, and (with flush on) everything in
     its log fsynced: the white-box quiet point before counting."""
     def read():
-        service = broker.server.share_state
+        service = broker.server.share_coordinator
         plog = state_log(broker, p)
         flushed = not service.flush_enabled(plog) or plog.flushed_offset >= plog.log_end_offset
         return (not service._queues.get(p) and p not in service._draining
@@ -540,7 +540,7 @@ def assert_all_acknowledged(state, n: int) -> None:
 
 def _counters(broker, p: int) -> tuple[int, int]:
     """(fsyncs of state partition `p`'s log, write rounds of the share coordinator)."""
-    return broker.call(lambda: (state_log(broker, p).flush_count, broker.server.share_state.rounds))
+    return broker.call(lambda: (state_log(broker, p).flush_count, broker.server.share_coordinator.rounds))
 
 
 def test_flush_fsyncs_once_per_round_of_waiters(make_broker):
@@ -627,7 +627,7 @@ def test_delivery_complete_count_counts_acknowledgements_whose_writes_overlap(ma
         tasks = broker.call(start_both)
         wait_until(lambda: broker.call(lambda: all(t.done() for t in tasks)), 10, message="both acknowledgements")
         assert broker.call(lambda: [t.result() for t in tasks]) == [NONE, NONE]
-        assert broker.call(lambda: manager.contexts[(group, tp[0], 0)].sp.start_offset) == 2
+        assert broker.call(lambda: manager.contexts[(group, tp[0], 0)].share_partition.start_offset) == 2
 
         reader = StateTopicReader(bootstrap, share_state_partition(group, tp[0], 0, STATE_PARTITIONS))
         try:

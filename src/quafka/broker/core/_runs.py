@@ -44,7 +44,7 @@ class Run:
     member_id: str | None = None
     deadline_ms: int = 0  # acquisition lock deadline while ACQUIRED
     pending: int = 0  # id of the write in flight for this run, 0 when none
-    span: int = 0  # records in the batch this run was cut from (throttling halves it)
+    batch_records: int = 0  # records in the log batch this run was cut from (throttling halves it)
     batch: int = -1  # first offset of that batch (-1: the run's own first offset)
     token: int = 0  # heap entries carrying another token are stale
     alive: bool = True  # False once removed from the window (merged or passed by the start offset)
@@ -57,8 +57,8 @@ class Run:
         """Equal in everything but extent: neighbours like this may be one run."""
         return (self.state == other.state and self.delivery_count == other.delivery_count
                 and self.member_id == other.member_id and self.deadline_ms == other.deadline_ms
-                and self.batch == other.batch and self.span == other.span  # a restored run's batch may
-                and not self.pending and not other.pending)  # be a log batch's base, with another span
+                and self.batch == other.batch and self.batch_records == other.batch_records  # a restored run's batch may
+                and not self.pending and not other.pending)  # be a log batch's base, with another size
 
 
 class SortedRuns:
@@ -228,8 +228,8 @@ class RunIndex:
     # ------------------------------------------------------------------ changes
     def add(self, run: Run) -> Run:
         """Insert a new run (its extent must not overlap another's)."""
-        if not run.span:
-            run.span = run.size
+        if not run.batch_records:
+            run.batch_records = run.size
         if run.batch < 0:
             run.batch = run.first
         self._runs.add(run)
@@ -266,7 +266,7 @@ class RunIndex:
     def split(self, run: Run, at: int) -> Run:
         """Cut `run` before offset `at` (run.first < at <= run.last); returns the new right part."""
         right = Run(at, run.last, run.state, run.delivery_count, run.member_id, run.deadline_ms, run.pending,
-                    run.span, run.batch)
+                    run.batch_records, run.batch)
         run.last = at - 1
         self._runs.add(right)
         if right.state == ACQUIRED and right.member_id is not None:

@@ -52,28 +52,28 @@ class Event(enum.Enum):
     DEAD_LETTER_DONE = "dead letter written"
 
 
-A, Q, K, G, X = (RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED,
-                 RecordState.ARCHIVING, RecordState.ARCHIVED)
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = (
+    RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVING, RecordState.ARCHIVED)
 
 TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
-    (A, Event.ACQUIRE): Q,
-    (A, Event.START_OFFSET_MOVED): X,
-    (Q, Event.ACCEPT): K,
-    (Q, Event.RELEASE): A,
-    (Q, Event.RELEASE_AT_LIMIT): X,
-    (Q, Event.REJECT): X,
-    (Q, Event.REJECT_TO_DLQ): G,
-    (Q, Event.RELEASE_AT_LIMIT_TO_DLQ): G,
-    (Q, Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ): G,
-    (Q, Event.GAP): X,
-    (Q, Event.RENEW): Q,
-    (Q, Event.LOCK_EXPIRED): A,
-    (Q, Event.LOCK_EXPIRED_AT_LIMIT): X,
-    (Q, Event.START_OFFSET_MOVED): X,
-    (G, Event.DEAD_LETTER_DONE): X,
-    (G, Event.START_OFFSET_MOVED): X,
-    (K, Event.START_OFFSET_MOVED): K,
-    (X, Event.START_OFFSET_MOVED): X,
+    (AVAILABLE, Event.ACQUIRE): ACQUIRED,
+    (AVAILABLE, Event.START_OFFSET_MOVED): ARCHIVED,
+    (ACQUIRED, Event.ACCEPT): ACKNOWLEDGED,
+    (ACQUIRED, Event.RELEASE): AVAILABLE,
+    (ACQUIRED, Event.RELEASE_AT_LIMIT): ARCHIVED,
+    (ACQUIRED, Event.REJECT): ARCHIVED,
+    (ACQUIRED, Event.REJECT_TO_DLQ): ARCHIVING,
+    (ACQUIRED, Event.RELEASE_AT_LIMIT_TO_DLQ): ARCHIVING,
+    (ACQUIRED, Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ): ARCHIVING,
+    (ACQUIRED, Event.GAP): ARCHIVED,
+    (ACQUIRED, Event.RENEW): ACQUIRED,
+    (ACQUIRED, Event.LOCK_EXPIRED): AVAILABLE,
+    (ACQUIRED, Event.LOCK_EXPIRED_AT_LIMIT): ARCHIVED,
+    (ACQUIRED, Event.START_OFFSET_MOVED): ARCHIVED,
+    (ARCHIVING, Event.DEAD_LETTER_DONE): ARCHIVED,
+    (ARCHIVING, Event.START_OFFSET_MOVED): ARCHIVED,
+    (ACKNOWLEDGED, Event.START_OFFSET_MOVED): ACKNOWLEDGED,
+    (ARCHIVED, Event.START_OFFSET_MOVED): ARCHIVED,
 }
 
 # Acknowledge types on the wire (ShareFetch/ShareAcknowledge AcknowledgeTypes).

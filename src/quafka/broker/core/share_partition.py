@@ -265,7 +265,7 @@ class SharePartition:
             if last_attempt:
                 n = 1  # the last permitted attempt delivers a record alone
             elif throttled:
-                n = min(n, max(1, run.span >> (before - throttle_from + 1)))  # half the batch, a quarter, ...
+                n = min(n, max(1, run.batch_records >> (before - throttle_from + 1)))  # half the batch, a quarter, ...
             if record_limit:
                 n = min(n, limit - total)
             for part in self._isolate(lo, lo + n - 1):
@@ -287,7 +287,7 @@ class SharePartition:
                 elif lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
                     runs.add(Run(self.next_offset, lo - 1, ARCHIVED, 0))
                 hi = last if not record_limit else min(last, lo + (limit - total) - 1)
-                runs.add(Run(lo, hi, ACQUIRED, 1, member_id, deadline, span=last - base + 1, batch=base))
+                runs.add(Run(lo, hi, ACQUIRED, 1, member_id, deadline, batch_records=last - base + 1, batch=base))
                 acquired.append(AcquiredRange(lo, hi, 1))
                 self.next_offset = hi + 1
                 total += hi - lo + 1

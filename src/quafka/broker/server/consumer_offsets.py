@@ -63,7 +63,7 @@ class ConsumerOffsetsService(CoordinatorShell):
 
     def __init__(self, server: "BrokerServer") -> None:
         super().__init__(server)
-        self.machine = ConsumerOffsets(max_metadata_chars=int(server.state.config.get("offset.metadata.max.bytes")))
+        self.offsets = ConsumerOffsets(max_metadata_chars=int(server.state.config.get("offset.metadata.max.bytes")))
         self.loaded = False
         self._expiry_task: asyncio.Task | None = None
 
@@ -82,11 +82,11 @@ class ConsumerOffsetsService(CoordinatorShell):
 
     def simple_group_ids(self) -> list[str]:
         """Groups that exist only through their committed offsets (type classic, state Empty)."""
-        return [g for g in self.machine.group_ids() if self.view(g).kind is GroupKind.NONE]
+        return [g for g in self.offsets.group_ids() if self.view(g).kind is GroupKind.NONE]
 
     # ------------------------------------------------------------------ requests
     async def commit(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
-        plan = self.machine.prepare_commit(request, self.view(request.group_id), self._now_ms())
+        plan = self.offsets.prepare_commit(request, self.view(request.group_id), self._now_ms())
         if plan.records:
             try:
                 end = self._write(request.group_id, plan.records)
@@ -98,10 +98,10 @@ class ConsumerOffsetsService(CoordinatorShell):
         return plan.errors
 
     def fetch(self, group_id: str, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, FetchedOffset]:
-        return self.machine.fetch(group_id, self.view(group_id), partitions)
+        return self.offsets.fetch(group_id, self.view(group_id), partitions)
 
     async def delete(self, group_id: str, partitions: Iterable[TopicPartition]) -> DeletePlan:
-        plan = self.machine.prepare_delete(group_id, self.view(group_id), list(partitions))
+        plan = self.offsets.prepare_delete(group_id, self.view(group_id), list(partitions))
         if plan.records:
             try:
                 end = self._write(group_id, plan.records)
@@ -113,7 +113,7 @@ class ConsumerOffsetsService(CoordinatorShell):
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a simple group: tombstones for every offset it has."""
-        records = self.machine.prepare_delete_group(group_id)
+        records = self.offsets.prepare_delete_group(group_id)
         if not records:
             return ErrorCode.group_id_not_found
         try:
@@ -136,7 +136,7 @@ class ConsumerOffsetsService(CoordinatorShell):
             log.error("group %s: appending %d offset record(s) failed (%s)", group_id, len(records), exc)
             raise
         for key, value in records:
-            self.machine.replay(key, value)
+            self.offsets.replay(key, value)
         return end
 
     def load(self) -> None:
@@ -145,9 +145,9 @@ class ConsumerOffsetsService(CoordinatorShell):
         if topic is not None:
             for part in topic.partitions:
                 for _offset, (key, value) in verified_records(part.log, decode_offset_commit_record):
-                    self.machine.replay(key, value)
-            if self.machine.group_ids():
-                log.info("loaded the committed offsets of %d group(s) from %s", len(self.machine.group_ids()),
+                    self.offsets.replay(key, value)
+            if self.offsets.group_ids():
+                log.info("loaded the committed offsets of %d group(s) from %s", len(self.offsets.group_ids()),
                          CONSUMER_OFFSETS_TOPIC)
         self.loaded = True
         self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="offset expiry")
@@ -160,8 +160,8 @@ class ConsumerOffsetsService(CoordinatorShell):
         classic group left Empty with no offsets is then deleted (GroupMetadataManager.maybeDeleteGroup)."""
         config = self.server.state.config
         retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
-        views = {group_id: self.view(group_id) for group_id in self.machine.group_ids()}
-        records = self.machine.expired(self._now_ms(), retention_ms, views)
+        views = {group_id: self.view(group_id) for group_id in self.offsets.group_ids()}
+        records = self.offsets.expired(self._now_ms(), retention_ms, views)
         by_group: dict[str, list[OffsetRecord]] = {}
         for key, value in records:
             if views[key.group_id].kind is not GroupKind.SHARE:  # share groups have none here
@@ -175,7 +175,7 @@ class ConsumerOffsetsService(CoordinatorShell):
             removed += len(group_records)
             self.server.metrics.offset_expirations += len(group_records)
             log.info("group %s: %d committed offset(s) expired", group_id, len(group_records))
-            if self.machine.has_offsets(group_id):
+            if self.offsets.has_offsets(group_id):
                 continue
             kind = views[group_id].kind
             if kind is GroupKind.CLASSIC and self.server.classic_groups is not None:

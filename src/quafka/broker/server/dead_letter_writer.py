@@ -124,7 +124,7 @@ class DeadLetterWriter:
             log.exception("DLQ write for %s %s-%d failed, proceeding to ARCHIVED regardless",
                           ctx.group_id, ctx.topic.name, ctx.index)
         if self.manager.contexts.get(ctx.key) is ctx and not self._closed:
-            self.manager.execute(ctx, ctx.sp.on_dead_letters_done([(w.first_offset, w.last_offset) for w in writes]))
+            self.manager.execute(ctx, ctx.share_partition.on_dead_letters_done([(w.first_offset, w.last_offset) for w in writes]))
 
     async def write(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> int:
         """Write the dead letters of `writes`; the number of records appended (0 when the DLQ

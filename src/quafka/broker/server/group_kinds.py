@@ -29,6 +29,6 @@ def group_kind(server: "BrokerServer", group_id: str) -> GroupKindOf | None:
         return GroupKindOf.CLASSIC
     if server.consumer_groups is not None and server.consumer_groups.has_group(group_id):
         return GroupKindOf.CONSUMER
-    if server.consumer_offsets is not None and server.consumer_offsets.machine.has_offsets(group_id):
+    if server.consumer_offsets is not None and server.consumer_offsets.offsets.has_offsets(group_id):
         return GroupKindOf.SIMPLE
     return None

@@ -248,15 +248,15 @@ def render(server: "BrokerServer") -> str:
     out.family("kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", "counter",
                "Records whose acquisition lock timed out (kafka.server:type=SharePartitionMetrics,"
                "name=AcquisitionLockTimeoutPerSec,group=...,topic=...,partition=...).",
-               [(labels, c.sp.lock_timeout_count) for c, labels in per_partition])
+               [(labels, c.share_partition.lock_timeout_count) for c, labels in per_partition])
     out.family("kafka_server_sharepartitionmetrics_inflightmessagecount", "gauge",
                "Records in the in-flight window, SPSO to SPEO (kafka.server:type=SharePartitionMetrics,"
                "name=InFlightMessageCount,...).",
-               [(labels, c.sp.in_flight_count) for c, labels in per_partition])
+               [(labels, c.share_partition.in_flight_count) for c, labels in per_partition])
     out.family("kafka_server_sharepartitionmetrics_inflightbatchcount", "gauge",
                "State batches in the in-flight window (kafka.server:type=SharePartitionMetrics,"
                "name=InFlightBatchCount,...).",
-               [(labels, len(c.sp.runs)) for c, labels in per_partition])
+               [(labels, len(c.share_partition.runs)) for c, labels in per_partition])
 
     # ---- kafka.server:type=ShareSessionCache
     sessions = server.share_sessions
@@ -307,8 +307,8 @@ def render(server: "BrokerServer") -> str:
         out.family(f"kafka_coordinator_group_groupmetadatamanager_numgroups{state.lower()}", "gauge",
                    f"Classic groups in state {state} (kafka.coordinator.group:type=GroupMetadataManager,"
                    f"name=NumGroups{state}).", [((), n)])
-    num_offsets = sum(len(server.consumer_offsets.machine.committed(g))
-                      for g in server.consumer_offsets.machine.group_ids()) if server.consumer_offsets else 0
+    num_offsets = sum(len(server.consumer_offsets.offsets.committed(g))
+                      for g in server.consumer_offsets.offsets.group_ids()) if server.consumer_offsets else 0
     out.family("kafka_coordinator_group_groupmetadatamanager_numoffsets", "gauge",
                "Committed offsets held (kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets).",
                [((), num_offsets)])
@@ -329,7 +329,7 @@ def render(server: "BrokerServer") -> str:
                [((("state", s),), n) for s, n in by_state.items()])
 
     # ---- kafka.server:type=share-coordinator-metrics
-    share_state = server.share_state
+    share_coordinator = server.share_coordinator
     loads = m.share_state_partition_load_ms
     out.family("kafka_server_share_coordinator_metrics_partition_load_time_max", "gauge",
                "Longest replay of one __share_group_state partition at start-up, in ms "
@@ -349,8 +349,8 @@ def render(server: "BrokerServer") -> str:
     out.family("kafka_server_share_coordinator_metrics_write_latency_max", "gauge",
                "Longest share-state write round, in ms (share-coordinator-metrics, write-latency-max).",
                [((), hist.max)])
-    num = share_state.num_partitions if share_state is not None else 0
-    loaded = share_state is not None and share_state.loaded
+    num = share_coordinator.num_partitions if share_coordinator is not None else 0
+    loaded = share_coordinator is not None and share_coordinator.loaded
     out.family("kafka_server_share_coordinator_metrics_num_partitions", "gauge",
                "__share_group_state partitions by state (share-coordinator-metrics, num-partitions).",
                [((("state", "loading"),), 0 if loaded else num), ((("state", "active"),), num if loaded else 0),
@@ -382,7 +382,7 @@ def render(server: "BrokerServer") -> str:
                   "in ms.", [((), hist)])
     out.family("quafka_share_coordinator_load_time_ms", "gauge",
                "Time to replay __share_group_state at start-up, in ms.",
-               [((), share_state.load_time_ms if share_state is not None else 0.0)])
+               [((), share_coordinator.load_time_ms if share_coordinator is not None else 0.0)])
     return out.text()
 
 

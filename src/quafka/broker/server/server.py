@@ -25,7 +25,7 @@ from .consumer_groups import ConsumerGroupService
 from .consumer_offsets import ConsumerOffsetsService
 from .share_groups import ShareGroupService
 from .share_partitions import SharePartitionManager
-from .share_state import ShareStateService
+from .share_coordinator import ShareCoordinatorService
 from .state import BrokerState
 from .timers import TimerService
 
@@ -84,7 +84,7 @@ class BrokerServer:
         self.unserved_requests_logged: set[tuple] = set()  # (client id, software, API key) warned once
         self.share_sessions = ShareSessionCache(self._max_share_sessions())
         self.share_partitions = SharePartitionManager(self)
-        self.share_state: ShareStateService | None = None
+        self.share_coordinator: ShareCoordinatorService | None = None
         self.share_groups: ShareGroupService | None = None
         self.consumer_offsets: ConsumerOffsetsService | None = None
         self.classic_groups: ClassicGroupService | None = None
@@ -118,7 +118,7 @@ class BrokerServer:
             raise
 
     async def _start_after_load(self) -> None:
-        self.share_state = ShareStateService(self)
+        self.share_coordinator = ShareCoordinatorService(self)
         self.share_groups = ShareGroupService(self)
         self.consumer_offsets = ConsumerOffsetsService(self)
         self.classic_groups = ClassicGroupService(self)
@@ -134,7 +134,7 @@ class BrokerServer:
         self.state.advertised = self._advertised_endpoint()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
-        await self.share_state.load()
+        await self.share_coordinator.load()
         self.share_groups.load()
         self.classic_groups.load()
         self.consumer_groups.load()
@@ -274,8 +274,8 @@ class BrokerServer:
             self.classic_groups.close()
         if self.consumer_groups is not None:
             self.consumer_groups.close()
-        if self.share_state is not None:
-            await self.share_state.close()
+        if self.share_coordinator is not None:
+            await self.share_coordinator.close()
         for server in self._servers:
             server.close()
         if self.metrics_server is not None:

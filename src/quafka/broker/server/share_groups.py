@@ -137,9 +137,9 @@ class ShareGroupService(CoordinatorShell):
         meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
         try:
             await self._delete_state(group_id, list(meta.initialized) + list(meta.initializing))
-            share_state = self.server.share_state
-            for key in share_state.machine.keys(group_id):  # state made by fetches alone, too
-                await share_state.delete(key)
+            share_coordinator = self.server.share_coordinator
+            for key in share_coordinator.coordinator.keys(group_id):  # state made by fetches alone, too
+                await share_coordinator.delete(key)
         except OSError:
             return ErrorCode.not_coordinator, NOT_STORED
         if self.coordinator.group(group_id) is None:  # deleted meanwhile
@@ -183,11 +183,11 @@ class ShareGroupService(CoordinatorShell):
                 old = meta.initializing.get(topic_id, (name, frozenset()))[1]
                 meta.initializing[topic_id] = (name, old | frozenset(missing))
             await self._durable(group_id, self._append(group_id))
-            share_state = self.server.share_state
+            share_coordinator = self.server.share_coordinator
             for topic_id, (name, missing, known) in todo.items():
                 for p in missing:
                     key = ShareStateKey(group_id, topic_id, p)
-                    await share_state.initialize_if_absent(key, state_epoch=group.group_epoch,
+                    await share_coordinator.initialize_if_absent(key, state_epoch=group.group_epoch,
                                                            start_offset=0 if known else -1)
                 meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
                 meta.initializing.pop(topic_id, None)
@@ -207,10 +207,10 @@ class ShareGroupService(CoordinatorShell):
             meta.initialized.pop(topic_id, None)
             meta.initializing.pop(topic_id, None)
         await self._durable(group_id, self._append(group_id))
-        share_state = self.server.share_state
-        for key in share_state.machine.keys(group_id):
+        share_coordinator = self.server.share_coordinator
+        for key in share_coordinator.coordinator.keys(group_id):
             if key.topic_id in topic_ids:
-                await share_state.delete(key)
+                await share_coordinator.delete(key)
         self.server.share_partitions.drop_group(group_id, set(topic_ids))
         meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())
         for topic_id in topic_ids:
@@ -237,13 +237,13 @@ class ShareGroupService(CoordinatorShell):
             group = self.coordinator.group(group_id)
             if group is None:
                 return ErrorCode.group_id_not_found
-            share_state = self.server.share_state
+            share_coordinator = self.server.share_coordinator
             self.server.share_partitions.drop_partitions(group_id, topic_id, offsets)
             for p, start in offsets.items():
                 key = ShareStateKey(group_id, topic_id, p)
-                current = share_state.machine.state(key)
+                current = share_coordinator.coordinator.state(key)
                 state_epoch = max(group.group_epoch, (current.state_epoch + 1) if current is not None else 0)
-                await share_state.initialize(key, state_epoch=state_epoch, start_offset=start)
+                await share_coordinator.initialize(key, state_epoch=state_epoch, start_offset=start)
             # again: a ShareFetch may have loaded one while an fsync was awaited
             self.server.share_partitions.drop_partitions(group_id, topic_id, offsets)
             meta = self.state_metadata.setdefault(group_id, StatePartitionMetadata())

@@ -5,7 +5,7 @@ ShareFetch requests.
 Each share partition (group × topic partition) is a pure `SharePartition` machine; this module
 carries out the effects its calls return:
 
-- `PersistWrite` goes to the share coordinator (`server.share_state`, WriteShareGroupState on
+- `PersistWrite` goes to the share coordinator (`server.share_coordinator`, WriteShareGroupState on
   `__share_group_state`) and is committed or rolled back when the write is durable; a write fenced
   by a newer state epoch (the group's offsets were altered) drops the share partition, which is
   read again on next use;
@@ -78,7 +78,7 @@ class ShareContext:
     topic: "TopicState"
     index: int
     log: Log
-    sp: SharePartition
+    share_partition: SharePartition  # the pure machine (broker/core/share_partition.py)
     key: tuple = field(default=())
     state_epoch: int = 0
 
@@ -173,10 +173,10 @@ class SharePartitionManager:
 
     async def _create(self, group_id: str, topic: "TopicState", index: int) -> ShareContext | None:
         plog = topic.partitions[index].log
-        share_state = self.server.share_state
+        share_coordinator = self.server.share_coordinator
         key = records.ShareStateKey(group_id, topic.topic_id, index)
         try:
-            read = await share_state.read(key)
+            read = await share_coordinator.read(key)
         except OSError as exc:
             log.warning("share state of %s %s-%d unavailable: %s", group_id, topic.name, index, exc)
             return None
@@ -187,27 +187,27 @@ class SharePartitionManager:
         if read.error == ErrorCode.unknown_topic_or_partition:  # no state: initialise it here
             start = plog.log_start_offset if index >= known else self._initial_offset(plog, group_config)
             state_epoch = 0
-            initialized = await _stored(share_state.initialize_if_absent(key, state_epoch=0, start_offset=start), key)
+            initialized = await _stored(share_coordinator.initialize_if_absent(key, state_epoch=0, start_offset=start), key)
             if initialized is None:  # the group coordinator initialised it meanwhile: read it again
                 return await self._create(group_id, topic, index)
             if initialized != ErrorCode.none:
                 return None
-            sp = SharePartition(start)
+            share_partition = SharePartition(start)
         elif read.error != ErrorCode.none:
             log.warning("share state of %s %s-%d unavailable: %s", group_id, topic.name, index, read.error.name)
             return None
         elif read.start_offset < 0:  # initialised, start offset to be set by share.auto.offset.reset
             start = self._initial_offset(plog, group_config)
-            if await _stored(share_state.write(key, state_epoch=state_epoch, start_offset=start,
+            if await _stored(share_coordinator.write(key, state_epoch=state_epoch, start_offset=start,
                                                delivery_complete_count=0), key) != ErrorCode.none:
                 return None
-            sp = SharePartition(start)
+            share_partition = SharePartition(start)
         else:
-            sp = SharePartition(max(read.start_offset, plog.log_start_offset),
+            share_partition = SharePartition(max(read.start_offset, plog.log_start_offset),
                                 [StateBatch(*b) for b in read.state_batches])
         if self.server.state.topics_by_id.get(topic.topic_id) is not topic:
             return None  # deleted while its state was read
-        ctx = ShareContext(group_id, topic, index, plog, sp, (group_id, topic.topic_id, index), state_epoch)
+        ctx = ShareContext(group_id, topic, index, plog, share_partition, (group_id, topic.topic_id, index), state_epoch)
         self.contexts[ctx.key] = ctx
         self.by_group.setdefault(group_id, set()).add(ctx)
         log_key = (topic.topic_id, index)
@@ -215,9 +215,9 @@ class SharePartitionManager:
         if self._watched_logs.get(log_key) is not plog:
             plog.add_listener(lambda event, key=log_key: self._on_log_event(key, event))
             self._watched_logs[log_key] = plog
-        if sp.start_offset < plog.log_start_offset:
-            self.execute(ctx, sp.move_start_offset(plog.log_start_offset))
-        self.execute(ctx, sp.resume_dead_letters())  # ARCHIVING when the broker last stopped
+        if share_partition.start_offset < plog.log_start_offset:
+            self.execute(ctx, share_partition.move_start_offset(plog.log_start_offset))
+        self.execute(ctx, share_partition.resume_dead_letters())  # ARCHIVING when the broker last stopped
         return ctx
 
     def _initial_offset(self, plog: Log, group_config: "cfg.ShareGroupConfig") -> int:
@@ -241,10 +241,10 @@ class SharePartitionManager:
         """The topic was deleted: its share partitions go, and so does their durable state."""
         for ctx in [c for c in self.contexts.values() if c.topic_id == topic_id]:
             self._drop(ctx)
-        share_state = self.server.share_state
-        for key in share_state.machine.keys():
+        share_coordinator = self.server.share_coordinator
+        for key in share_coordinator.coordinator.keys():
             if key.topic_id == topic_id:  # tombstones; a failure is logged (the round logged why)
-                share_state.delete(key).add_done_callback(_log_failed_delete)
+                share_coordinator.delete(key).add_done_callback(_log_failed_delete)
 
     def drop_partitions(self, group_id: str, topic_id: uuid.UUID, partitions) -> None:
         """Forget these share partitions of the group (AlterShareGroupOffsets re-initialised
@@ -296,7 +296,7 @@ class SharePartitionManager:
     def fetch(self, ctx: ShareContext, member_id: str, *, max_records: int, record_limit: bool,
               max_bytes: int, group_config: "cfg.ShareGroupConfig", now_ms: int) -> FetchedPartition | None:
         """Acquire records of one share partition and read the batches that hold them."""
-        sp = ctx.sp
+        share_partition = ctx.share_partition
         plog = ctx.log
         self.maybe_expire(ctx, group_config, now_ms)
         max_locks = group_config.partition_max_record_locks
@@ -305,17 +305,17 @@ class SharePartitionManager:
         total = 0
         sent_upto = -1  # the offset after the last batch put in `parts`
         for _ in range(MAX_READS_PER_FETCH):
-            offset = sp.fetch_offset(max_locks)
+            offset = share_partition.fetch_offset(max_locks)
             if offset is None or offset >= plog.log_end_offset or total >= max_records:
                 break
             if offset < plog.log_start_offset:
-                self.execute(ctx, sp.move_start_offset(plog.log_start_offset))
+                self.execute(ctx, share_partition.move_start_offset(plog.log_start_offset))
                 continue
-            read = plog.read_batches(offset, max(max_bytes, 1), sp.read_stop_offset(offset, max_records - total))
+            read = plog.read_batches(offset, max(max_bytes, 1), share_partition.read_stop_offset(offset, max_records - total))
             extents = read.extents
             if not extents:
                 break
-            got = sp.acquire(
+            got = share_partition.acquire(
                 member_id, [(e.base_offset, e.last_offset) for e in extents],
                 max_records=max_records - total, record_limit=record_limit,
                 lock_duration_ms=group_config.record_lock_duration_ms,
@@ -347,7 +347,7 @@ class SharePartitionManager:
 
     def acquirable(self, ctx: ShareContext) -> bool:
         """Something in this share partition can be acquired now (O(log n))."""
-        offset = ctx.sp.fetch_offset(self.server.state.group_config(ctx.group_id).partition_max_record_locks)
+        offset = ctx.share_partition.fetch_offset(self.server.state.group_config(ctx.group_id).partition_max_record_locks)
         return offset is not None and offset < ctx.log.log_end_offset
 
     async def wait(self, session: "ShareSession", member_id: str, params: FetchParams,
@@ -390,7 +390,7 @@ class SharePartitionManager:
         served with whatever the acknowledgement freed."""
         now_ms = monotonic_ms()
         self.maybe_expire(ctx, group_config, now_ms)
-        result = ctx.sp.acknowledge(
+        result = ctx.share_partition.acknowledge(
             member_id, batches, delivery_limit=group_config.delivery_count_limit,
             lock_duration_ms=group_config.record_lock_duration_ms,
             renew_enabled=group_config.renew_acknowledge_enable, now_ms=now_ms,
@@ -413,13 +413,13 @@ class SharePartitionManager:
         dlq_enabled = self.dead_letters.enabled(group_id)
         for ctx in list(self.by_group.get(group_id, ())):
             limit = self.server.state.group_config(group_id).delivery_count_limit
-            self.execute(ctx, ctx.sp.release_member(member_id, delivery_limit=limit, now_ms=now_ms,
+            self.execute(ctx, ctx.share_partition.release_member(member_id, delivery_limit=limit, now_ms=now_ms,
                                                     dlq_enabled=dlq_enabled))
 
     def maybe_expire(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig", now_ms: int) -> None:
-        deadline = ctx.sp.next_deadline_ms()
+        deadline = ctx.share_partition.next_deadline_ms()
         if deadline is not None and deadline <= now_ms:
-            self.execute(ctx, ctx.sp.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
+            self.execute(ctx, ctx.share_partition.expire_locks(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
                                                   dlq_enabled=self.dead_letters.enabled(ctx.group_id, group_config)))
 
     # ------------------------------------------------------------------ effects
@@ -447,7 +447,7 @@ class SharePartitionManager:
     def _submit_write(self, ctx: ShareContext, write: PersistWrite) -> asyncio.Future:
         """Queue the write at once, so writes reach the share coordinator in the order the share
         partition started them (each carries the delivery-complete count as of its start)."""
-        return self.server.share_state.write(
+        return self.server.share_coordinator.write(
             ctx.state_key, state_epoch=ctx.state_epoch, start_offset=write.start_offset,
             delivery_complete_count=write.delivery_complete_count, state_batches=write.state_batches)
 
@@ -466,7 +466,7 @@ class SharePartitionManager:
             log.warning("share state write for %s %s-%d refused: %s", ctx.group_id, ctx.topic.name, ctx.index,
                         getattr(error, "name", error))
         group_config = self.server.state.group_config(ctx.group_id)
-        effects = ctx.sp.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
+        effects = ctx.share_partition.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
                                            now_ms=monotonic_ms())
         if error == ErrorCode.fenced_state_epoch and self.contexts.get(ctx.key) is ctx:
             self._drop(ctx)  # re-initialised meanwhile (AlterShareGroupOffsets): read it again
@@ -484,7 +484,7 @@ class SharePartitionManager:
         if self.contexts.get(ctx.key) is not ctx:
             return
         group_config = self.server.state.group_config(ctx.group_id)
-        self.execute(ctx, ctx.sp.on_lock_timer(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
+        self.execute(ctx, ctx.share_partition.on_lock_timer(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
                                                dlq_enabled=self.dead_letters.enabled(ctx.group_id, group_config)))
 
     def _on_log_event(self, key: tuple[uuid.UUID, int], event: LogEvent) -> None:
@@ -492,7 +492,7 @@ class SharePartitionManager:
             if ctx.log is not event.log:
                 continue
             if event.kind == "log_start_offset":
-                self.execute(ctx, ctx.sp.move_start_offset(event.log.log_start_offset))
+                self.execute(ctx, ctx.share_partition.move_start_offset(event.log.log_start_offset))
             else:
                 self.complete_parked(ctx)
 

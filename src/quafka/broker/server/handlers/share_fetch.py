@@ -79,13 +79,13 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
             continue
         error = validate_ack_batches(batches, version, is_renew)
         if error == ErrorCode.none:
-            ctx = manager.loaded(group_id, key[0], key[1]) or await manager.get(group_id, key[0], key[1])
-            if ctx is None:
+            share_context = manager.loaded(group_id, key[0], key[1]) or await manager.get(group_id, key[0], key[1])
+            if share_context is None:
                 error = ErrorCode.unknown_topic_id if server.state.topics_by_id.get(key[0]) is None \
                     else ErrorCode.unknown_topic_or_partition
             else:
                 error = await manager.acknowledge(
-                    ctx, member_id, [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches],
+                    share_context, member_id, [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches],
                     group_config)
         results[key] = error
     return results

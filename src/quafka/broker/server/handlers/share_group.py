@@ -148,7 +148,7 @@ async def handle_delete_groups(ctx, req):
             if kind in (GroupKindOf.CLASSIC, GroupKindOf.CONSUMER):  # only an empty one; its offsets go too
                 coordinator = ctx.server.classic_groups if kind is GroupKindOf.CLASSIC else ctx.server.consumer_groups
                 error = coordinator.delete_group(group_id)
-                if error is ErrorCode.none and ctx.server.consumer_offsets.machine.has_offsets(group_id):
+                if error is ErrorCode.none and ctx.server.consumer_offsets.offsets.has_offsets(group_id):
                     error = await ctx.server.consumer_offsets.delete_group(group_id)
             elif kind is GroupKindOf.SIMPLE:
                 error = await ctx.server.consumer_offsets.delete_group(group_id)

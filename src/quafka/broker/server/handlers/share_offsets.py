@@ -68,7 +68,7 @@ async def handle_describe_share_group_offsets(ctx, req):
                                       error_message="This server does not host this topic-partition."))
                     continue
                 try:
-                    summary = await server.share_state.read_summary(ShareStateKey(g.group_id, topic.topic_id, p))
+                    summary = await server.share_coordinator.read_summary(ShareStateKey(g.group_id, topic.topic_id, p))
                 except OSError:  # its fsync failed: the log directory is offline
                     parts.append(make(part_cls, partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
                                       error_code=ErrorCode.kafka_storage_error,

@@ -2,11 +2,11 @@
 
 The pure `ShareCoordinator` (broker/core/share_coordinator.py) answers the persister's operations
 — Initialize, Read, Write, Delete, ReadSummary — with the ShareSnapshot/ShareUpdate records to
-append; this module appends them and replays them into the machine ("records are the truth").
+append; this module appends them and replays them into the coordinator ("records are the truth").
 
-Records first: an operation's records are computed from the machine without changing it, appended,
+Records first: an operation's records are computed from the coordinator without changing it, appended,
 and only then replayed into it — DescribeShareGroupOffsets and ReadShareGroupStateSummary never see
-state that is not stored, and a failed append leaves the machine as it was. Every operation, the
+state that is not stored, and a failed append leaves the coordinator as it was. Every operation, the
 share-partition leader's first read included, goes through the same queue (there is no "answer now,
 write later" path).
 
@@ -30,7 +30,7 @@ On start-up every state partition is replayed from its log start offset: each ba
 checked and a batch that fails it (or does not decode) is dropped and logged, never applied. A torn
 tail — the realistic case, a write cut short by a crash — has already been cut by the file log's
 recovery, so the state is the last state whose records were written whole. Until a partition is
-replayed, the machine answers COORDINATOR_LOAD_IN_PROGRESS.
+replayed, the coordinator answers COORDINATOR_LOAD_IN_PROGRESS.
 
 Upkeep timers: every `share.coordinator.state.topic.prune.interval.ms` the log start offset of each
 state partition moves up to the first record still needed (the latest snapshots); every
@@ -62,21 +62,21 @@ from .internal_log import append_records, verified_records
 if TYPE_CHECKING:
     from .server import BrokerServer
 
-log = logging.getLogger("quafka.share_state")
+log = logging.getLogger("quafka.share_coordinator")
 
 LEADER_EPOCH = 0  # one node: every partition keeps leader epoch 0
 
 Op = Callable[[], tuple[object, list[ShareStateRecord]]]
 
-__all__ = ["LEADER_EPOCH", "ShareStateService"]
+__all__ = ["LEADER_EPOCH", "ShareCoordinatorService"]
 
 
-class ShareStateService:
+class ShareCoordinatorService:
     def __init__(self, server: "BrokerServer") -> None:
         self.server = server
         config = server.state.config
         self.num_partitions = int(config.get("share.coordinator.state.topic.num.partitions"))
-        self.machine = ShareCoordinator(
+        self.coordinator = ShareCoordinator(
             self.num_partitions, int(config.get("share.coordinator.snapshot.update.records.per.snapshot")))
         self.loaded = False
         self._topic = None  # __share_group_state's TopicState, once created or found
@@ -102,7 +102,7 @@ class ShareStateService:
                 "retention.ms": "-1",
             })
             if len(topic.partitions) != self.num_partitions:  # the topic predates a changed setting: keep it
-                self.num_partitions = self.machine.num_partitions = len(topic.partitions)
+                self.num_partitions = self.coordinator.num_partitions = len(topic.partitions)
         return topic.partitions[partition].log
 
     # ------------------------------------------------------------------ start-up
@@ -114,15 +114,15 @@ class ShareStateService:
         if logs is not None and len(logs) != self.num_partitions:
             log.warning("%s has %d partitions (share.coordinator.state.topic.num.partitions is %d): using %d",
                         SHARE_GROUP_STATE_TOPIC, len(logs), self.num_partitions, len(logs))
-            self.num_partitions = self.machine.num_partitions = len(logs)
+            self.num_partitions = self.coordinator.num_partitions = len(logs)
         load_times_ms = self.server.metrics.share_state_partition_load_ms
         load_times_ms.clear()
         for p in range(self.num_partitions):
             partition_started = asyncio.get_running_loop().time()
-            self.machine.begin_loading(p)
+            self.coordinator.begin_loading(p)
             if logs is not None:
                 self._replay_partition(p, logs[p])
-            self.machine.finish_loading(p)
+            self.coordinator.finish_loading(p)
             load_times_ms.append((asyncio.get_running_loop().time() - partition_started) * 1000.0)
             if p % 8 == 7:
                 await asyncio.sleep(0)
@@ -130,39 +130,39 @@ class ShareStateService:
         self.load_time_ms = (asyncio.get_running_loop().time() - started) * 1000.0
         if logs is not None:
             log.info("replayed %s in %.0f ms: %d share partition(s)", SHARE_GROUP_STATE_TOPIC, self.load_time_ms,
-                     len(self.machine.keys()))
+                     len(self.coordinator.keys()))
         self._tasks.append(asyncio.create_task(self._prune_loop(), name="share-state-prune"))
         self._tasks.append(asyncio.create_task(self._cold_snapshot_loop(), name="share-state-snapshots"))
 
     def _replay_partition(self, partition: int, plog: Log) -> None:
         """Replay one state partition (batches that fail their CRC or do not decode are dropped)."""
         for offset, record in verified_records(plog, decode_share_state_record, chunk_bytes=self.load_buffer_bytes):
-            self.machine.replay(partition, offset, record)
+            self.coordinator.replay(partition, offset, record)
 
     # ------------------------------------------------------------------ the persister's operations
     # Each returns a future that resolves with the operation's result once its records are
-    # appended (and fsynced when flush is on); nothing is visible in the machine before that.
+    # appended (and fsynced when flush is on); nothing is visible in the coordinator before that.
 
     def read(self, key: ShareStateKey) -> asyncio.Future:
         """ReadShareGroupState (the share-partition leader's first use of a share partition): a
         newer leader epoch is recorded first, so the answer is only given once it is stored."""
-        return self._submit(self.machine.partition_for(key), lambda: self.machine.read(
+        return self._submit(self.coordinator.partition_for(key), lambda: self.coordinator.read(
             key, leader_epoch=LEADER_EPOCH, now_ms=wall_clock_ms()))
 
     async def read_summary(self, key: ShareStateKey) -> ReadSummaryResult:
-        """ReadShareGroupStateSummary: what is stored — the machine holds only appended records,
+        """ReadShareGroupStateSummary: what is stored — the coordinator holds only appended records,
         and with flush on this waits until they are fsynced too (a start offset whose fsync then
         failed must not be shown). Raises the OSError of a failed fsync."""
         topic = self.server.state.topics.get(SHARE_GROUP_STATE_TOPIC)
         if topic is not None:
-            plog = topic.partitions[self.machine.partition_for(key) % len(topic.partitions)].log
+            plog = topic.partitions[self.coordinator.partition_for(key) % len(topic.partitions)].log
             if self.flush_enabled(plog) and plog.flushed_offset < plog.log_end_offset:
                 await self.server.flusher.flush(plog, plog.log_end_offset)
-        return self.machine.read_summary(key, leader_epoch=LEADER_EPOCH)
+        return self.coordinator.read_summary(key, leader_epoch=LEADER_EPOCH)
 
     def initialize(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> asyncio.Future:
         """InitializeShareGroupState."""
-        return self._submit(self.machine.partition_for(key), lambda: self.machine.initialize(
+        return self._submit(self.coordinator.partition_for(key), lambda: self.coordinator.initialize(
             key, state_epoch=state_epoch, start_offset=start_offset, now_ms=wall_clock_ms()))
 
     def initialize_if_absent(self, key: ShareStateKey, *, state_epoch: int, start_offset: int) -> asyncio.Future:
@@ -171,23 +171,23 @@ class ShareStateService:
         group coordinator's initialisation of newly assigned partitions may race (with flush on,
         both can be queued before either is stored): the second must not re-initialise."""
         def op() -> tuple[object, list[ShareStateRecord]]:
-            if self.machine.state(key) is not None:
+            if self.coordinator.state(key) is not None:
                 return None, []
-            return self.machine.initialize(key, state_epoch=state_epoch, start_offset=start_offset,
+            return self.coordinator.initialize(key, state_epoch=state_epoch, start_offset=start_offset,
                                            now_ms=wall_clock_ms())
-        return self._submit(self.machine.partition_for(key), op)
+        return self._submit(self.coordinator.partition_for(key), op)
 
     def write(self, key: ShareStateKey, *, state_epoch: int, start_offset: int, delivery_complete_count: int,
               state_batches: Sequence[StateBatch] = ()) -> asyncio.Future:
         """WriteShareGroupState: queued now (writes of one state partition are applied in the
         order they are submitted); the future resolves with the error code once durable."""
-        return self._submit(self.machine.partition_for(key), lambda: self.machine.write(
+        return self._submit(self.coordinator.partition_for(key), lambda: self.coordinator.write(
             key, state_epoch=state_epoch, leader_epoch=LEADER_EPOCH, start_offset=start_offset,
             delivery_complete_count=delivery_complete_count, state_batches=state_batches, now_ms=wall_clock_ms()))
 
     def delete(self, key: ShareStateKey) -> asyncio.Future:
         """DeleteShareGroupState: a tombstone for the share partition."""
-        return self._submit(self.machine.partition_for(key), lambda: self.machine.delete(key, now_ms=wall_clock_ms()))
+        return self._submit(self.coordinator.partition_for(key), lambda: self.coordinator.delete(key, now_ms=wall_clock_ms()))
 
     # ------------------------------------------------------------------ write rounds
     def _submit(self, partition: int, op: Op) -> asyncio.Future:
@@ -251,10 +251,10 @@ class ShareStateService:
                 fut.set_result(result)
 
     def _apply(self, partition: int, ops: list[Op]) -> list[object]:
-        """Records first: each operation's records are computed from the machine (which they do
-        not change), appended as one batch, and only then replayed into the machine at the
+        """Records first: each operation's records are computed from the coordinator (which they do
+        not change), appended as one batch, and only then replayed into the coordinator at the
         offsets they got — so the next operation sees them, and a failed append leaves the
-        machine as it was (the operations before it are stored and replayed; the round fails as
+        coordinator as it was (the operations before it are stored and replayed; the round fails as
         a whole, since their fsync will not come). The order is Kafka's CoordinatorRuntime
         less its snapshot-and-revert: nothing is applied that was not written."""
         plog = self._log(partition)
@@ -265,7 +265,7 @@ class ShareStateService:
                 first_offset = plog.log_end_offset
                 append_records(plog, [encode_share_state_record(r) for r in records], wall_clock_ms())
                 for i, record in enumerate(records):
-                    self.machine.replay(partition, first_offset + i, record)
+                    self.coordinator.replay(partition, first_offset + i, record)
             results.append(result)
         return results
 
@@ -280,7 +280,7 @@ class ShareStateService:
         if logs is None:
             return moved
         for p, plog in enumerate(logs):
-            offset = self.machine.prune_offset(p)
+            offset = self.coordinator.prune_offset(p)
             if offset is not None and offset > plog.log_start_offset:
                 moved[p] = plog.delete_records_before(offset)
         if moved:
@@ -293,7 +293,7 @@ class ShareStateService:
         now_ms = wall_clock_ms()
         waits = []
         for p in range(self.num_partitions):
-            if self.machine.cold_snapshots(p, now_ms=now_ms, interval_ms=interval_ms):
+            if self.coordinator.cold_snapshots(p, now_ms=now_ms, interval_ms=interval_ms):
                 waits.append(self._submit(p, lambda p=p: self._cold_snapshots(p, interval_ms)))
         count = 0
         for fut in waits:
@@ -303,7 +303,7 @@ class ShareStateService:
     def _cold_snapshots(self, partition: int, interval_ms: int) -> tuple[int, list[ShareStateRecord]]:
         """Computed when the round runs, from the state as it is then: a write queued before
         must not be folded over by a snapshot taken earlier."""
-        records = self.machine.cold_snapshots(partition, now_ms=wall_clock_ms(), interval_ms=interval_ms)
+        records = self.coordinator.cold_snapshots(partition, now_ms=wall_clock_ms(), interval_ms=interval_ms)
         return len(records), records
 
     async def _prune_loop(self) -> None:

@@ -37,7 +37,6 @@ import pstats
 import queue as _queue
 import re
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -47,17 +46,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_fetch import _cpu_self, _label, admin_client, machine_info  # noqa: E402
-from share import (  # noqa: E402
+from _bench import (  # noqa: E402
+    _cpu_self,
+    admin_client,
+    interrupt_on_sigterm,
+    machine_info,
+    machine_times,
     replace_marked_section,
+    stop_procs,
+)
+
+from produce_fetch import _label  # noqa: E402
+from share import (  # noqa: E402
     RECORD_SIZE,
     GroupDescriber,
     ShareBroker,
     _quiet_logger,
-    machine_times,
     produce_topic,
     set_group_configs,
-    stop_procs,
     wait_idle,
     wait_quiet,
 )
@@ -599,9 +605,6 @@ def write_section(text: str, path: Path) -> None:
 
 # ----------------------------------------------------------------------------- main
 
-def _raise_interrupt(signum, _frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -642,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = ShareBroker(work_dir)
     admin = None
     profile = None
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     produce_args = argparse.Namespace(producer_batch=None, deadline=args.deadline)
     try:
         broker.start()

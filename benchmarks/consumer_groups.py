@@ -41,8 +41,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_fetch import admin_client, create_topic  # noqa: E402
-from share import ShareBroker, _quiet_logger, replace_marked_section, stop_procs  # noqa: E402
+from _bench import admin_client, create_topic, machine_info, replace_marked_section, stop_procs  # noqa: E402
+
+from share import ShareBroker, _quiet_logger  # noqa: E402
 
 BEGIN_MARK, END_MARK = "<!-- consumer-groups:begin -->", "<!-- consumer-groups:end -->"
 MEMBERS = 10
@@ -434,7 +435,6 @@ def tables(report: Report) -> str:
 
 
 def section(report: Report, args, elapsed_s: float) -> str:
-    from produce_fetch import machine_info
 
     info = machine_info()
     machine = "\n".join(["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info.items()])

@@ -27,14 +27,11 @@ import datetime as _dt
 import io
 import multiprocessing as mp
 import os
-import platform
 import pstats
 import queue as _queue
 import re
-import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +39,20 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from _bench import (
+    CpuPerRecord,
+    _cpu_self,
+    admin_client,
+    create_topic,
+    delete_topic,
+    finish,
+    free_port,
+    interrupt_on_sigterm,
+    machine_busy_seconds,
+    machine_info,
+    port_open,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DOC_PATH = REPO / "docs" / "benchmarks.md"
@@ -76,27 +87,6 @@ CONSUME_BATCH = 10_000
 
 
 # ----------------------------------------------------------------------------- broker process
-
-def machine_busy_seconds() -> float:
-    """CPU time all processes on the machine spent busy (all cores), from /proc/stat."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
-    return (user + nice + system + irq + softirq + steal) / CLK_TCK
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 class Broker:
@@ -176,31 +166,8 @@ class Broker:
         return self.proc.returncode
 
 
-def admin_client(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def create_topic(admin, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import NewTopic
-
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-
-
-def delete_topic(admin, name: str) -> None:
-    try:
-        admin.delete_topics([name])[name].result(30)
-    except Exception as exc:  # disk space only; a failure does not invalidate the numbers
-        print(f"  (could not delete topic {name}: {exc})", file=sys.stderr)
-
-
 # ----------------------------------------------------------------------------- client workers
 # Top-level functions: they run in spawned processes.
-
-def _cpu_self() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 def produce_worker(bootstrap: str, topic: str, records: int, size: int, acks: str, idempotent: bool,
@@ -301,7 +268,7 @@ def consume_worker(bootstrap: str, topic: str, partitions: int, expected: int, s
 # ----------------------------------------------------------------------------- phases
 
 @dataclass
-class Result:
+class Result(CpuPerRecord):
     name: str
     records: int
     size: int
@@ -321,22 +288,6 @@ class Result:
     @property
     def mb_per_s(self) -> float:
         return self.rate * self.size / 1e6
-
-    @property
-    def broker_us_per_record(self) -> float:
-        return self.broker_cpu_s / self.records * 1e6 if self.records else float("nan")
-
-    @property
-    def broker_cpu_pct(self) -> float:
-        return self.broker_cpu_s / self.window_s * 100 if self.window_s > 0 else float("nan")
-
-    @property
-    def other_cpu_pct(self) -> float:
-        return self.other_cpu_s / self.window_s * 100 if self.window_s > 0 else float("nan")
-
-    @property
-    def client_us_per_record(self) -> float:
-        return self.client_cpu_s / self.records * 1e6 if self.records else float("nan")
 
     @property
     def client_cpu_pct(self) -> float:
@@ -618,33 +569,6 @@ def run_profile(work_dir: str, records: int, partitions: int, deadline_s: float,
 
 # ----------------------------------------------------------------------------- report
 
-def machine_info() -> dict[str, str]:
-    import confluent_kafka
-
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
-                                text=True, timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
-    return {
-        "CPUs (nproc)": str(len(os.sched_getaffinity(0))),
-        "CPU model": model,
-        "Kernel": f"{platform.system()} {platform.release()}",
-        "Python": f"{platform.python_implementation()} {platform.python_version()}",
-        "confluent-kafka / librdkafka": f"{getattr(confluent_kafka, '__version__', None) or confluent_kafka.version()}"
-                                        f" / {confluent_kafka.libversion()[0]}",
-        "quafka commit": commit,
-    }
-
 
 COLUMNS = ["measurement", "records", "records/s", "MB/s", "broker CPU µs/record", "broker CPU %",
            "client CPU µs/record", "client CPU %", "other processes CPU %"]
@@ -884,9 +808,6 @@ Reproduce from the repository root with:
 
 # ----------------------------------------------------------------------------- main
 
-def _raise_interrupt(signum, _frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -936,7 +857,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = None
     admin = None
     # SIGTERM (e.g. from a CI timeout) unwinds like Ctrl-C so the broker and the temp dir go away.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     try:
         broker.start()
         print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
@@ -973,11 +894,7 @@ def main(argv: list[str] | None = None) -> int:
     if doc_path is not None:
         write_doc(rows, machine_info(), args, elapsed, profile, doc_path)
         print(f"\nwrote {doc_path}")
-    print(f"total time {elapsed:.0f} s")
-    if problems:
-        print("\nPROBLEMS:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    return 0
+    return finish(problems, elapsed)
 
 
 if __name__ == "__main__":

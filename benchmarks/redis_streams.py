@@ -28,7 +28,6 @@ import multiprocessing as mp
 import os
 import queue as _queue
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,9 +38,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_fetch import _cpu_self, free_port, machine_info  # noqa: E402
-from share import (machine_times, process_cpu_seconds, replace_marked_section, stop_procs,  # noqa: E402
-                   wait_idle, wait_quiet)
+from _bench import (  # noqa: E402
+    _cpu_self,
+    free_port,
+    interrupt_on_sigterm,
+    machine_info,
+    machine_times,
+    process_cpu_seconds,
+    replace_marked_section,
+    stop_procs,
+)
+
+from share import wait_idle, wait_quiet  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DOC_PATH = REPO / "docs" / "benchmarks.md"
@@ -457,10 +465,6 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _raise_interrupt(signum, _frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -506,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     work_dir = tempfile.mkdtemp(prefix="quafka-bench-redis-")
     server = RedisServer(work_dir)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     try:
         server.start()
         r = redis.Redis(host="127.0.0.1", port=server.port, decode_responses=False)

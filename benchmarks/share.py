@@ -45,18 +45,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_fetch import (  # noqa: E402  (the shared broker/profile helpers)
+from _bench import (  # noqa: E402
+    CpuPerRecord,
+    _cpu_self,
+    admin_client,
     CLK_TCK,
+    create_topic,
+    delete_topic,
+    finish,
+    interrupt_on_sigterm,
+    machine_busy_seconds,
+    machine_info,
+    machine_times,
+    port_open,
+    process_cpu_seconds,
+    replace_marked_section,
+    stop_procs,
+)
+
+from produce_fetch import (  # noqa: E402
     PRODUCER_TUNING,
     Broker,
     ProfileSummary,
-    _cpu_self,
-    admin_client,
-    create_topic,
-    delete_topic,
-    machine_busy_seconds,
-    machine_info,
-    port_open,
     produce_worker,
     run_clients,
     summarise_profile,
@@ -306,26 +316,6 @@ class GroupDescriber:
             time.sleep(0.05)
 
 
-def machine_times() -> tuple[float, float]:
-    """Machine-wide seconds from /proc/stat: (busy, steal). busy is user+nice+system+irq+softirq
-    (a softirq tick is also charged to the task it interrupted, so process times include the
-    loopback TCP work done in their context); steal is time the hypervisor gave to other guests,
-    charged to no task."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
-    return (user + nice + system + irq + softirq) / CLK_TCK, steal / CLK_TCK
-
-
-def process_cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def wait_idle(pids: list[int], max_s: float = 5.0, interval_s: float = 0.3) -> None:
     """Until the processes together use under 5% of a core over `interval_s` (the consumers'
     start-up work — connections, metadata, the first heartbeats — must not fall into the
@@ -359,7 +349,7 @@ def wait_quiet(limit_s: float, max_other_pct: float = 25.0) -> float:
 # ----------------------------------------------------------------------------- measurement
 
 @dataclass
-class Result:
+class Result(CpuPerRecord):
     name: str
     mode: str
     consumers: int
@@ -389,24 +379,8 @@ class Result:
         return self.rate * RECORD_SIZE / 1e6
 
     @property
-    def broker_us_per_record(self) -> float:
-        return self.broker_cpu_s / self.records * 1e6 if self.records else float("nan")
-
-    @property
-    def broker_cpu_pct(self) -> float:
-        return self.broker_cpu_s / self.window_s * 100 if self.window_s > 0 else float("nan")
-
-    @property
-    def client_us_per_record(self) -> float:
-        return self.client_cpu_s / self.records * 1e6 if self.records else float("nan")
-
-    @property
     def client_cpu_pct(self) -> float:
         return self.client_cpu_s / self.window_s * 100 if self.window_s > 0 else float("nan")
-
-    @property
-    def other_cpu_pct(self) -> float:
-        return self.other_cpu_s / self.window_s * 100 if self.window_s > 0 else float("nan")
 
     @property
     def steal_pct(self) -> float:
@@ -474,14 +448,6 @@ def start_group(broker: Broker, group: str, consumers: int, target, args_for) ->
     except BaseException:
         stop_procs(procs)
         raise
-
-
-def stop_procs(procs) -> None:
-    for p in procs:
-        p.join(0 if not p.is_alive() else 5)
-        if p.is_alive():
-            p.terminate()
-            p.join(5)
 
 
 def measure_share(broker: Broker, admin, topic: str, records: int, name: str, mode: str, consumers: int,
@@ -1055,28 +1021,12 @@ This section is rewritten by `benchmarks/share.py`; the rest of the file by
 """
 
 
-def replace_marked_section(text: str, path: Path, begin_mark: str, end_mark: str) -> None:
-    """Replace the text between `begin_mark` and `end_mark` in `path` (append it when they are
-    absent); the benchmark scripts' --update-docs."""
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(begin_mark) + r".*?" + re.escape(end_mark) + r"\n?", re.S)
-    if pattern.search(old):
-        new = pattern.sub(lambda _m: text, old, count=1)
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old.strip() else "") + text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new)
-
-
 def write_section(text: str, path: Path) -> None:
     """Replace the text between the share markers in `path` (append it when they are absent)."""
     replace_marked_section(text, path, BEGIN_MARK, END_MARK)
 
 
 # ----------------------------------------------------------------------------- main
-
-def _raise_interrupt(signum, _frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1177,7 +1127,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = None
     admin = None
     rows: list[Row] = []
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     try:
         broker.start()
         print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
@@ -1219,11 +1169,7 @@ def main(argv: list[str] | None = None) -> int:
     if doc_path is not None:
         write_section(section(rows, machine_info(), args, elapsed, profile), doc_path)
         print(f"\nwrote the share section of {doc_path}")
-    print(f"total time {elapsed:.0f} s")
-    if problems:
-        print("\nPROBLEMS:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    return 0
+    return finish(problems, elapsed)
 
 
 if __name__ == "__main__":

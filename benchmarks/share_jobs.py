@@ -41,8 +41,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_fetch import _cpu_self, admin_client, create_topic, free_port  # noqa: E402
-from share import ShareBroker, _quiet_logger, set_group_configs, start_group, stop_procs  # noqa: E402
+from _bench import (  # noqa: E402
+    _cpu_self,
+    admin_client,
+    create_topic,
+    free_port,
+    machine_info,
+    replace_marked_section,
+    stop_procs,
+)
+
+from share import ShareBroker, _quiet_logger, set_group_configs, start_group  # noqa: E402
 
 VALUE_SIZE = 100
 POLL_TIMEOUT_S = 0.1
@@ -541,7 +550,6 @@ class Report:
 
 
 def section(report: Report, args, elapsed_s: float) -> str:
-    from produce_fetch import machine_info
 
     info = machine_info()
     machine = "\n".join(["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in info.items()])
@@ -691,8 +699,6 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)
     elapsed = time.monotonic() - started
     if args.update_docs:
-        from share import replace_marked_section
-
         replace_marked_section(section(report, args, elapsed), Path(args.doc), "<!-- share-jobs:begin -->",
                                "<!-- share-jobs:end -->")
         print(f"wrote the job-queue section of {args.doc}")

@@ -61,9 +61,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from produce_fetch import _label, admin_client, create_topic, delete_topic, machine_info, run_clients  # noqa: E402
-from share import (  # noqa: E402
+from _bench import (  # noqa: E402
+    admin_client,
+    create_topic,
+    delete_topic,
+    finish,
+    interrupt_on_sigterm,
+    machine_info,
     replace_marked_section,
+)
+
+from produce_fetch import _label, run_clients  # noqa: E402
+from share import (  # noqa: E402
     RECORD_SIZE,
     ShareBroker,
     produce_topic,
@@ -711,9 +720,6 @@ def write_section(text_: str, path: Path) -> None:
 
 # ----------------------------------------------------------------------------- main
 
-def _raise_interrupt(signum, _frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -753,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
     streams: list[StreamResult] = []
     batches: list[BatchResult] = []
     prof: RunnerProfile | None = None
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     try:
         broker.start()
         print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
@@ -829,11 +835,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_docs:
         write_section(section(streams, batches, prof, machine_info(), args, elapsed), Path(args.doc))
         print(f"\nwrote the spark section of {args.doc}")
-    print(f"total time {elapsed:.0f} s")
-    if problems:
-        print("\nPROBLEMS:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    return 0
+    return finish(problems, elapsed)
 
 
 if __name__ == "__main__":

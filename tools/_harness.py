@@ -9,26 +9,16 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
+from _bench import free_port, port_open  # noqa: E402  (one implementation for tools/ and benchmarks/)
 
 
 class BrokerChild:

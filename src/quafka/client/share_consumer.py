@@ -39,7 +39,7 @@ from quafka.protocol.errors import ErrorCode
 
 from ._base import AsyncClient, SyncClient
 from ._cluster import BrokerInfo
-from ._config import Key
+from ._share_consumer_config import _CONSTRUCTOR_ONLY, ACQUIRE_MODES, REJECTED_CONFIGS, SHARE_CONSUMER_CONFIG
 from ._metrics import Sensor
 from ._share_acks import AckRange, AcknowledgeType, Acknowledgements, ack_batches, count_offsets
 from ._share_fetch import AcquiredBatches, DecodedPartition, ShareFetchBuffer, decode_acquired, raw_acquired
@@ -63,60 +63,9 @@ SHARE_GROUP_HEARTBEAT_KEY = 76
 SHARE_FETCH_KEY = 78
 SHARE_ACKNOWLEDGE_KEY = 79
 _ACK_TYPES = frozenset(AcknowledgeType)
-ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 METADATA_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
                              ErrorCode.leader_not_available})
-
-SHARE_CONSUMER_CONFIG: dict[str, Key] = {
-    "bootstrap.servers": Key.required(str),
-    "group.id": Key.required(str),
-    "client.id": Key(str, "quafka-share-consumer"),
-    "client.rack": Key(str, ""),
-    "share.acknowledgement.mode": Key(str, "implicit"),
-    "share.acquire.mode": Key(str, "batch_optimized"),
-    "max.poll.records": Key(int, 500, 1),
-    "fetch.min.bytes": Key(int, 1, 0),
-    "fetch.max.wait.ms": Key(int, 500, 0),
-    "fetch.max.bytes": Key(int, 52428800, 0),
-    "max.partition.fetch.bytes": Key(int, 1048576, 1),
-    "request.timeout.ms": Key(int, 30000, 1),
-    "default.api.timeout.ms": Key(int, 60000, 1),
-    "retry.backoff.ms": Key(int, 100, 0),
-    "retry.backoff.max.ms": Key(int, 1000, 0),
-    "metadata.max.age.ms": Key(int, 300000, 0),
-    "check.crcs": Key(bool, True),
-    # Kafka consumer keys accepted so that a Kafka properties file works unchanged; they tune
-    # socket and metric details of the Java client and have no effect here (docs/client.md).
-    "security.protocol": Key(str, "PLAINTEXT"),
-    "receive.buffer.bytes": Key(int, 65536, -1),
-    "send.buffer.bytes": Key(int, 131072, -1),
-    "reconnect.backoff.ms": Key(int, 50, 0),
-    "reconnect.backoff.max.ms": Key(int, 1000, 0),
-    "connections.max.idle.ms": Key(int, 540000, -1),
-    "socket.connection.setup.timeout.ms": Key(int, 10000, 0),
-    "socket.connection.setup.timeout.max.ms": Key(int, 30000, 0),
-    "client.dns.lookup": Key(str, "use_all_dns_ips"),
-    "metrics.num.samples": Key(int, 2, 1),
-    "metrics.sample.window.ms": Key(int, 30000, 0),
-    "metrics.recording.level": Key(str, "INFO"),
-    "enable.metrics.push": Key(bool, True),
-}
-
-#: Consumer configs that Kafka refuses for a share consumer, and why.
-REJECTED_CONFIGS = {
-    "auto.offset.reset": "set the group config share.auto.offset.reset instead",
-    "enable.auto.commit": "acknowledgements replace offset commits",
-    "group.instance.id": "share groups have no static membership",
-    "isolation.level": "set the group config share.isolation.level instead",
-    "partition.assignment.strategy": "the share group's coordinator assigns partitions",
-    "interceptor.classes": "share consumers take no interceptors",
-    "session.timeout.ms": "set the group config share.session.timeout.ms instead",
-    "heartbeat.interval.ms": "set the group config share.heartbeat.interval.ms instead",
-    "group.protocol": "a share consumer always uses the share group protocol",
-    "group.remote.assignor": "the share group's coordinator assigns partitions",
-}
-_CONSTRUCTOR_ONLY = {"key.deserializer": "key_deserializer", "value.deserializer": "value_deserializer"}
 
 Deserializer = Callable[[bytes | None], Any]
 CommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaException | None], None]

@@ -19,7 +19,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "src" / "quafka"
 PURE_PACKAGES = [ROOT / "protocol", ROOT / "broker" / "core"]
-CLIENT_PURE_MODULES = ["_ranges.py", "_share_acks.py", "_share_fetch.py", "_share_membership.py", "_share_session.py",
+CLIENT_PURE_MODULES = ["_ranges.py", "_share_requests.py", "_share_acks.py", "_share_fetch.py", "_share_membership.py", "_share_session.py",
                        "records.py", "coordinator_records.py", "_share_consumer_config.py"]
 FORBIDDEN_MODULES = {"asyncio", "time", "random", "uuid", "threading", "os", "datetime", "secrets", "socket",
                      "subprocess"}

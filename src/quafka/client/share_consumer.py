@@ -44,6 +44,17 @@ from ._metrics import Sensor
 from ._share_acks import AckRange, AcknowledgeType, Acknowledgements, ack_batches, count_offsets
 from ._share_fetch import AcquiredBatches, DecodedPartition, ShareFetchBuffer, decode_acquired, raw_acquired
 from ._share_membership import COORDINATOR_ERRORS, MemberState, ShareMembership
+from ._share_requests import (
+    LEADER_ERRORS,
+    PartitionErrorAction,
+    acks_to_send_now,
+    commit_retries,
+    fetch_error_is_fatal,
+    fetch_targets,
+    leader_of,
+    partition_error_action,
+    retry_backoff_ms,
+)
 from ._share_session import ShareSession
 from .errors import (
     ConfigException,
@@ -63,9 +74,6 @@ SHARE_GROUP_HEARTBEAT_KEY = 76
 SHARE_FETCH_KEY = 78
 SHARE_ACKNOWLEDGE_KEY = 79
 _ACK_TYPES = frozenset(AcknowledgeType)
-LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
-METADATA_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
-                             ErrorCode.leader_not_available})
 
 Deserializer = Callable[[bytes | None], Any]
 CommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaException | None], None]
@@ -532,13 +540,11 @@ class AsyncShareConsumer(AsyncClient):
     def _leader_of(self, tp: TopicPartition) -> int | None:
         info = self._cluster.topics.get(tp.topic) if self._cluster is not None else None
         part = info.partitions.get(tp.partition) if info is not None else None
-        hint = self._leader_hints.get(tp)
-        if hint is not None and (part is None or hint[1] > part.leader_epoch):
-            return hint[0]
-        if part is None or part.leader_id < 0:
+        leader = leader_of(part.leader_id if part is not None else None,
+                           part.leader_epoch if part is not None else -1, self._leader_hints.get(tp))
+        if leader is None:
             self._metadata_stale = True
-            return None
-        return part.leader_id
+        return leader
 
     def _node(self, node_id: int) -> _Node:
         node = self._nodes.get(node_id)
@@ -558,18 +564,13 @@ class AsyncShareConsumer(AsyncClient):
         by_leader = self._partitions_by_leader(self._assigned)
         if self._metadata_stale:
             self._spawn(self._refresh_metadata())
-        if self.record_limit:  # one broker at a time, rotating (KAFKA-19767)
-            if any(n.fetching for n in self._nodes.values()) or not by_leader:
-                return
-            order = sorted(by_leader)
-            node_id = order[self._rotation % len(order)]
-            self._rotation += 1
-            by_leader = {node_id: by_leader[node_id]}
-        for node_id, tps in by_leader.items():
+        fetching = {node_id for node_id, n in self._nodes.items() if n.fetching}
+        targets, self._rotation = fetch_targets(by_leader, fetching=fetching, record_limit=self.record_limit,
+                                                rotation=self._rotation)
+        for node_id in targets:
             node = self._node(node_id)
-            if not node.fetching:
-                node.fetching = True
-                node.fetch_task = self._spawn(self._fetch(node))
+            node.fetching = True
+            node.fetch_task = self._spawn(self._fetch(node))
 
     def _flush_acks(self) -> None:
         """poll(): pending acknowledgements are sent now, except those that the ShareFetch about
@@ -578,13 +579,11 @@ class AsyncShareConsumer(AsyncClient):
             if not self._acks.has_pending():
                 return
             tps = self._acks.pending_partitions()
-        if not self._buffer and not self.record_limit:
-            carried = set()
-            for tp in tps:
-                leader = self._leader_of(tp) if tp in self._assigned else None
-                if leader is not None and self._node(leader).session.is_open and not self._node(leader).fetching:
-                    carried.add(tp)
-            tps -= carried
+        tps = acks_to_send_now(
+            tps, leader=lambda tp: self._leader_of(tp) if tp in self._assigned else None,
+            session_open=lambda node_id: self._node(node_id).session.is_open,
+            fetching={node_id for node_id, n in self._nodes.items() if n.fetching},
+            buffered=bool(self._buffer), record_limit=self.record_limit)
         if tps:
             with self._ack_lock:
                 acks = self._acks.take_pending(tps)
@@ -630,9 +629,7 @@ class AsyncShareConsumer(AsyncClient):
                     exc = error_for_code(error, f"ShareFetch to node {node_id}"
                                                 + (f" ({response.error_message})" if response.error_message else ""))
                     self._ack_outcomes(acks, {tp: exc for tp in acks})
-                    if not error.retriable and error not in (ErrorCode.share_session_not_found,
-                                                             ErrorCode.invalid_share_session_epoch,
-                                                             ErrorCode.share_session_limit_reached):
+                    if fetch_error_is_fatal(error):
                         self._fatal = exc
                     await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
                     return
@@ -698,12 +695,10 @@ class AsyncShareConsumer(AsyncClient):
             self._cluster.brokers[ep.node_id] = BrokerInfo(ep.node_id, ep.host, ep.port, ep.rack)
 
     def _on_partition_error(self, tp: TopicPartition, error: ErrorCode, current_leader) -> None:
-        if error in LEADER_ERRORS:
-            if current_leader is not None and current_leader.leader_id >= 0:
-                self._leader_hints[tp] = (current_leader.leader_id, current_leader.leader_epoch)
-            else:
-                self._metadata_stale = True
-        elif error in METADATA_ERRORS or error.retriable:
+        action = partition_error_action(error, current_leader.leader_id if current_leader is not None else None)
+        if action is PartitionErrorAction.USE_LEADER_HINT:
+            self._leader_hints[tp] = (current_leader.leader_id, current_leader.leader_epoch)
+        elif action is PartitionErrorAction.REFRESH_METADATA:
             self._metadata_stale = True
         else:
             self._completions.append(({tp: []}, error_for_code(error, f"ShareFetch of {tp.topic}-{tp.partition}")))
@@ -836,16 +831,13 @@ class AsyncShareConsumer(AsyncClient):
                         f"acknowledgement commit callback gets their outcome")
                 task.add_done_callback(lambda t, part=part: self._ack_outcomes(part, self._send_result(t, part)))
             attempt += 1
-            backoff = min(self.config["retry.backoff.ms"] * 2 ** (attempt - 1), self.config["retry.backoff.max.ms"]) / 1000
-            retry = {}
-            for tp, exc in outcomes.items():
-                if exc is not None and exc.retriable and time.monotonic() + backoff < deadline and not self._closed_hard:
-                    retry[tp] = remaining[tp]
-                else:
-                    results[tp] = exc
+            backoff = retry_backoff_ms(attempt, self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]) / 1000
+            retry, final = commit_retries(outcomes, now_ms=time.monotonic() * 1000, backoff_ms=backoff * 1000,
+                                          deadline_ms=deadline * 1000, closing=self._closed_hard)
+            results.update(final)
             finished = {tp: remaining[tp] for tp in outcomes if tp not in retry}
             self._ack_outcomes(finished, results)
-            remaining = retry
+            remaining = {tp: remaining[tp] for tp in retry}
             if remaining:
                 await asyncio.sleep(backoff)
                 await self._refresh_metadata()

@@ -348,18 +348,18 @@ class QuafkaBatchReader(DataSourceReader):
 
     @staticmethod
     def _share_state_rows(records: Iterator[Any], names: dict[str, str]) -> Iterator[tuple]:
-        from quafka.client import share_state
+        from quafka.client import coordinator_records
 
         for r in records:
             if r.key is None:
                 continue
             try:
-                decoded = share_state.decode_share_state_record(r.key, r.value)
-            except share_state.UnknownRecordType:
+                decoded = coordinator_records.decode_share_state_record(r.key, r.value)
+            except coordinator_records.UnknownRecordType:
                 continue  # a record type newer than this reader: skip it
             key, value = decoded.key, decoded.value
             topic_id = kafka_uuid_str(key.topic_id)
-            kind = "ShareSnapshot" if decoded.record_type == share_state.SHARE_SNAPSHOT else "ShareUpdate"
+            kind = "ShareSnapshot" if decoded.record_type == coordinator_records.SHARE_SNAPSHOT else "ShareUpdate"
             ts = utc_datetime(r.timestamp)
             if value is None:
                 yield (key.group_id, names.get(topic_id, topic_id), topic_id, key.partition, kind, True,

@@ -148,14 +148,19 @@ def test_a_failed_archived_write_keeps_the_archive_in_memory():
     assert sp.start_offset == 2
 
 
-def test_a_lock_expired_at_the_limit_whose_write_failed_goes_to_archiving_again():
+def test_a_lock_expired_at_the_limit_whose_write_failed_is_still_dead_lettered():
+    """Kafka's timeout path (SharePartition.releaseAcquisitionLockOnTimeout) writes the DLQ whether
+    or not the ARCHIVING persist succeeded; the archive that follows is persisted once."""
     sp = SharePartition(0)
     acquire(sp, "m", [(0, 0)], limit=1)
     write = the_write(sp.expire_locks(delivery_limit=1, now_ms=LOCK_MS, dlq_enabled=True))
     effects = complete(sp, write, ok=False, now=LOCK_MS, limit=1)
-    retry = the_write(effects)
-    assert retry.state_batches == (StateBatch(0, 0, int(ARCHIVING), 1),)
-    assert dead_letters(complete(sp, retry, limit=1)) == [DeadLetterWrite(0, 0, 1, REASON_LOCK_EXPIRED_AT_LIMIT)]
+    assert dead_letters(effects) == [DeadLetterWrite(0, 0, 1, REASON_LOCK_EXPIRED_AT_LIMIT)]
+    assert the_write(effects) is None  # no second ARCHIVING write: nothing can loop
+    assert state_of(sp, 0) == (ARCHIVING, 1)
+    archived = the_write(sp.on_dead_letter_done(0, 0))
+    complete(sp, archived, ok=False, limit=1)  # even if this write fails too, the archive stays
+    assert state_of(sp, 0) == (ARCHIVED, 1)
 
 
 def test_many_dead_letter_writes_end_in_one_archived_write():

@@ -543,7 +543,6 @@ class SharePartition:
         runs = self.runs
         wake = False
         reasons = self._dlq_reasons
-        retry: dict[Run, Snapshot] = {}  # rolled back into ARCHIVING: written again
         for run, (state, count, member_id, deadline_ms) in changes.items():
             reason = reasons.pop(run, None) if reasons else None
             if run.pending != write_id or not run.alive:
@@ -555,15 +554,15 @@ class SharePartition:
                 if state == ACQUIRED and deadline_ms <= now_ms:  # the lock ran out while writing
                     event = Event.LOCK_EXPIRED_AT_LIMIT if count >= delivery_limit else Event.LOCK_EXPIRED
                     if reason is not None and event == Event.LOCK_EXPIRED_AT_LIMIT:
-                        # the group has a DLQ: to ARCHIVING again, as the lock timer would have
-                        # taken it (Kafka's timeout path writes the DLQ whatever the persist did)
-                        event = self._to_dlq(run, event)
-                        retry[run] = (state, count, member_id, deadline_ms)
+                        # the group has a DLQ: ARCHIVING, and its DLQ write goes ahead although
+                        # ARCHIVING is not stored (Kafka's timeout path writes the DLQ whatever the
+                        # persist did); on_dead_letters_done then archives and persists it
+                        event = Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ
+                        effects.append(DeadLetterWrite(run.first, run.last, count, reason))
                     runs.set_state(run, next_state(state, event), delivery_count=count)
                 else:
                     runs.set_state(run, state, member_id, deadline_ms, delivery_count=count)
             wake = wake or run.state == AVAILABLE
-        self._start_write(retry, effects)
         if ok:
             for run in changes:
                 if run.alive and not run.pending:

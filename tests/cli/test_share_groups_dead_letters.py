@@ -7,42 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka import Producer
 
 from cli.helpers import cli
+from support.dlq import DIED_AT, DLQ, letter, produce_messages, read_topic
 
-from quafka.client import Admin, PartitionReader
+from quafka.client import Admin
 from quafka.protocol import dead_letter_headers as h
-
-DLQ = "dlq.g"
-DIED_AT = 1_700_000_000_123  # 2023-11-14T22:13:20.123Z
-
-
-def produce(bootstrap: str, messages: list[tuple]) -> None:
-    """Produce (topic, partition, key, value, headers[, timestamp]) in order, idempotently."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
-    for topic, partition, key, value, headers, *ts in messages:
-        producer.produce(topic, value=value, key=key, partition=partition, headers=headers,
-                         timestamp=ts[0] if ts else 0)
-    assert producer.flush(10) == 0
-
-
-def letter(partition, source, group="g", count=5, message=h.MESSAGE_DELIVERY_COUNT_EXCEEDED, reason=None,
-           key=None, value=None):
-    topic, src_partition, offset = source
-    headers = [(h.HEADER_TOPIC, topic.encode()), (h.HEADER_PARTITION, str(src_partition).encode()),
-               (h.HEADER_OFFSET, str(offset).encode()), (h.HEADER_GROUP, group.encode()),
-               (h.HEADER_DELIVERY_COUNT, str(count).encode()), (h.HEADER_MESSAGE, message.encode())]
-    if reason is not None:
-        headers.append((h.HEADER_REASON, reason.encode()))
-    return (DLQ, partition, key, value, headers, DIED_AT)
-
-
-def read_topic(bootstrap: str, topic: str) -> list:
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        partitions = sorted(admin.describe_topics([topic])[topic].partitions)
-    with PartitionReader({"bootstrap.servers": bootstrap}) as reader:
-        return [r for p in partitions for r in reader.read(topic, p, 0)]
 
 
 def redriven(records) -> list[tuple]:
@@ -75,11 +45,11 @@ def dlq(broker):
     bs = broker.bootstrap_servers
     with Admin({"bootstrap.servers": bs}) as admin:
         admin.create_topics({"orders": (2, 1), "old": (1, 1), DLQ: (2, 1), "retry": (1, 1)})
-        produce(bs, [("orders", p, f"k{p}{i}".encode(), f"o{p}{i}".encode(), [("trace", f"t{p}{i}".encode())])
+        produce_messages(bs, [("orders", p, f"k{p}{i}".encode(), f"o{p}{i}".encode(), [("trace", f"t{p}{i}".encode())])
                      for p in (0, 1) for i in range(3)])
-        produce(bs, [("old", 0, None, b"gone", [])] * 2)
+        produce_messages(bs, [("old", 0, None, b"gone", [])] * 2)
         admin.delete_records({("old", 0): 2})
-    produce(bs, [
+    produce_messages(bs, [
         letter(0, ("orders", 0, 0), count=1, message=h.MESSAGE_CLIENT_REJECT, reason=h.REASON_REJECTED),  # p0@0
         letter(0, ("orders", 0, 1), reason=h.REASON_RELEASED_AT_LIMIT, key=b"ck", value=b"copy"),  # p0@1
         letter(0, ("orders", 0, 2), group="other"),                                                 # p0@2

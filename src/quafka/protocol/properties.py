@@ -8,8 +8,9 @@ broker's `server.properties`, the tools' `--command-config` files and the Spark 
   gives it the empty value;
 - a line ending in an odd number of backslashes continues on the next line (its leading
   whitespace dropped); a comment line never continues;
-- escapes `\\t \\n \\r \\f \\uXXXX`, and `\\` before any other character is that character
-  (so `\\=`, `\\:`, `\\ ` and `\\\\` put those in a key or value);
+- the escapes backslash-t, -n, -r, -f and backslash-u followed by four hex digits (a code unit);
+  a backslash before any other character is that character (so backslash before `=`, `:`, a
+  space or another backslash puts that character in a key or value);
 - keys and values are trimmed at the end (Kafka trims config values); the last of repeated keys wins.
 """
 

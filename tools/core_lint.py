@@ -5,7 +5,8 @@ share-consumer decisions, acknowledgement ranges, records, share-state decoding)
 asyncio, time, random, uuid, threading, os, datetime, secrets, socket or subprocess (time comes in
 as now_ms, ids from an injected id source, durations as integers of ms), never use the built-in
 hash() (salted per process for str and bytes) or open() in any form: called, passed as a value,
-through `builtins` or `io`, or as an explicit `__hash__` call.
+through `builtins` or `io`, or as an explicit `__hash__` call. A client sans-I/O module imports
+other client modules only if they are sans-I/O too (so no I/O comes in through them).
 The one exception is `from uuid import UUID`: the value type of topic ids, which decoders build
 from bytes; the generators (uuid1, uuid4, ...) stay out.
 Exit status 1 with one line per violation.
@@ -19,8 +20,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "src" / "quafka"
 PURE_PACKAGES = [ROOT / "protocol", ROOT / "broker" / "core"]
-CLIENT_PURE_MODULES = ["_ranges.py", "_share_requests.py", "_share_acks.py", "_share_fetch.py", "_share_membership.py", "_share_session.py",
-                       "records.py", "coordinator_records.py", "_share_consumer_config.py"]
+CLIENT_PURE_MODULES = ["_ranges.py", "_share_requests.py", "_share_request_manager.py", "_share_acks.py",
+                       "_share_fetch.py", "_share_membership.py", "_share_session.py", "records.py",
+                       "coordinator_records.py", "_share_consumer_config.py", "_config.py", "_metadata.py",
+                       "errors.py"]
 FORBIDDEN_MODULES = {"asyncio", "time", "random", "uuid", "threading", "os", "datetime", "secrets", "socket",
                      "subprocess"}
 ALLOWED_NAMES = {"uuid": {"UUID"}}  # value types only
@@ -41,6 +44,10 @@ def violations(path: pathlib.Path) -> list[str]:
             for alias in node.names:
                 if alias.name.split(".")[0] in FORBIDDEN_MODULES:
                     found.append(f"{path}:{node.lineno}: imports {alias.name}")
+        elif (isinstance(node, ast.ImportFrom) and node.level == 1 and path.parent == ROOT / "client"
+              and path.name in CLIENT_PURE_MODULES and f"{node.module}.py" not in CLIENT_PURE_MODULES):
+            found.append(f"{path}:{node.lineno}: imports .{node.module}, which is not one of the client's "
+                         "sans-I/O modules")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             allowed = ALLOWED_NAMES.get(node.module, set())
             if node.module.split(".")[0] in FORBIDDEN_MODULES and not {a.name for a in node.names} <= allowed:

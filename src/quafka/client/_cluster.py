@@ -10,11 +10,10 @@ opened on first use and reopened after it drops. Leaders are looked up per (topi
 from __future__ import annotations
 
 import asyncio
-from typing import NamedTuple
-from uuid import UUID
 
 from quafka.protocol.errors import ErrorCode
 
+from ._metadata import BrokerInfo, PartitionInfo, TopicInfo
 from ._transport import BrokerConnection
 from .errors import KafkaConnectionError, KafkaException, error_for_code
 
@@ -24,27 +23,6 @@ METADATA_KEY = 3
 FIND_COORDINATOR_KEY = 10
 METADATA_MIN_VERSION = 12  # topic ids in requests and responses
 COORDINATOR_GROUP = 0
-
-
-class BrokerInfo(NamedTuple):
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
-
-
-class PartitionInfo(NamedTuple):
-    partition: int
-    leader_id: int
-    leader_epoch: int
-    error_code: ErrorCode
-
-
-class TopicInfo(NamedTuple):
-    name: str
-    topic_id: UUID | None
-    partitions: dict[int, PartitionInfo]
-    is_internal: bool
 
 
 def parse_bootstrap_servers(bootstrap_servers: str | list[str]) -> list[tuple[str, int]]:

@@ -76,7 +76,8 @@ from ._ranges import RangeMap
 from .errors import IllegalStateException
 from .records import Record, TopicPartition
 
-__all__ = ["GAP", "AckRange", "AcknowledgeType", "Acknowledgements", "ack_batches", "ack_ranges", "count_offsets"]
+__all__ = ["GAP", "AckRange", "AcknowledgeType", "Acknowledgements", "ack_batches", "ack_ranges", "count_offsets",
+           "offset_runs"]
 
 #: Acknowledge type 0 on the wire: no record at this offset (a control record or a compacted gap).
 GAP = 0
@@ -116,7 +117,7 @@ def ack_ranges(acks: Mapping[int, int]) -> list[AckRange]:
     return out
 
 
-def _offset_runs(offsets: Iterable[int]) -> list[tuple[int, int]]:
+def offset_runs(offsets: Iterable[int]) -> list[tuple[int, int]]:
     """Offsets as sorted (first, last) runs of consecutive offsets."""
     out: list[tuple[int, int]] = []
     for offset in sorted(offsets):
@@ -354,7 +355,7 @@ class Acknowledgements:
 
     def add_pending_offsets(self, tp: TopicPartition, offsets: Iterable[int], ack_type: int) -> None:
         """The consumer's own acknowledgements: ``ack_type`` for each of ``offsets``."""
-        self.add_pending_ranges(tp, ((first, last, ack_type) for first, last in _offset_runs(offsets)))
+        self.add_pending_ranges(tp, ((first, last, ack_type) for first, last in offset_runs(offsets)))
 
     def _move_acked(self) -> None:
         """The application's acknowledgements become pending; what they acknowledged other than

@@ -1,8 +1,8 @@
 """The share consumer's request decisions, pure: which leaders a poll fetches from, which pending
 acknowledgements go out now and which ride on the next ShareFetch, what a partition's or a
-request's error means, and when a failed acknowledgement is retried. The asyncio driver
-(`share_consumer.AsyncShareConsumer`) asks these and carries out the answer; tests check each
-(state, input) pair (tests/client/test_share_requests.py).
+request's error means, and when a failed acknowledgement is retried. The request manager
+(`_share_request_manager`) and the asyncio driver (`share_consumer.AsyncShareConsumer`) ask these;
+tests check each (state, input) pair (tests/client/test_share_requests.py).
 
 Kafka's Java client makes the same decisions in `ShareConsumeRequestManager` (fetch and
 acknowledgement requests per node, the piggy-backing of acknowledgements on ShareFetch, retries of

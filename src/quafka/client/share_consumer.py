@@ -1,10 +1,14 @@
 """ShareConsumer / AsyncShareConsumer: consume a share group as Kafka 4.2+'s KafkaShareConsumer does.
 
 ``AsyncShareConsumer`` is the asyncio consumer; ``ShareConsumer`` drives the same object from a
-private event loop thread. The protocol decisions live in sans-I/O modules: membership and
-heartbeats (``_share_membership``), share sessions per leader (``_share_session``), the
-acknowledgement book (``_share_acks``), decoding of acquired records (``_share_fetch``); this module
-sends what they ask for and feeds back the answers.
+private event loop thread. The protocol decisions live in sans-I/O modules, as in Kafka's Java
+client: the request manager (``_share_request_manager``, after ``ShareConsumeRequestManager``:
+leaders, share sessions per leader (``_share_session``), which ShareFetch and ShareAcknowledge to
+send and what their answers mean, with its single decisions in ``_share_requests``), membership
+and heartbeats (``_share_membership``, after ``ShareMembershipManager``), the acknowledgement book
+(``_share_acks``), decoding of acquired records (``_share_fetch``) and the config table
+(``_share_consumer_config``). This module is the I/O driver: it owns the connections, tasks, locks
+and clock, sends what they ask for and feeds back the answers.
 
 Background work on the event loop: a heartbeat task (joins, keeps the membership, rejoins after
 fencing, finds the coordinator again after NOT_COORDINATOR) and one ShareFetch at a time per leader
@@ -41,21 +45,11 @@ from ._base import AsyncClient, SyncClient
 from ._cluster import BrokerInfo
 from ._share_consumer_config import _CONSTRUCTOR_ONLY, ACQUIRE_MODES, REJECTED_CONFIGS, SHARE_CONSUMER_CONFIG
 from ._metrics import Sensor
-from ._share_acks import AckRange, AcknowledgeType, Acknowledgements, ack_batches, count_offsets
-from ._share_fetch import AcquiredBatches, DecodedPartition, ShareFetchBuffer, decode_acquired, raw_acquired
+from ._share_acks import AckRange, AcknowledgeType, Acknowledgements, count_offsets
+from ._share_fetch import AcquiredBatches, ShareFetchBuffer
 from ._share_membership import COORDINATOR_ERRORS, MemberState, ShareMembership
-from ._share_requests import (
-    LEADER_ERRORS,
-    PartitionErrorAction,
-    acks_to_send_now,
-    commit_retries,
-    fetch_error_is_fatal,
-    fetch_targets,
-    leader_of,
-    partition_error_action,
-    retry_backoff_ms,
-)
-from ._share_session import ShareSession
+from ._share_request_manager import ShareConsumeRequestManager, ShareFetchResult, duration_ms
+from ._share_requests import commit_retries, retry_backoff_ms
 from .errors import (
     ConfigException,
     IllegalStateException,
@@ -79,21 +73,17 @@ Deserializer = Callable[[bytes | None], Any]
 CommitCallback = Callable[[dict[TopicPartition, set[int]], KafkaException | None], None]
 
 
-def _ms(value: Any) -> int:
-    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
-
-
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
 class _Node:
-    """One leader node: its share session, and the lock that keeps one request in flight."""
+    """One leader node's I/O: the lock that keeps one request of its share session in flight, and
+    the ShareFetch task out to it (the session itself is the request manager's)."""
 
     def __init__(self, node_id: int) -> None:
-        self.session = ShareSession(node_id)
+        self.node_id = node_id
         self.lock = asyncio.Lock()
-        self.fetching = False
         self.fetch_task: asyncio.Task | None = None
 
 
@@ -135,15 +125,18 @@ class AsyncShareConsumer(AsyncClient):
         self._ack_lock = threading.Lock()
         self._buffer = ShareFetchBuffer()
         self._raw: bool | None = None  # poll_batches() (True) or poll() (False), fixed by the first call
+        cfg = self.config
+        self._requests = ShareConsumeRequestManager(
+            group_id=cfg["group.id"], member_id=self.member_id, topics={}, record_limit=self.record_limit,
+            check_crcs=cfg["check.crcs"], max_wait_ms=cfg["fetch.max.wait.ms"], min_bytes=cfg["fetch.min.bytes"],
+            max_bytes=cfg["fetch.max.bytes"], max_records=cfg["max.poll.records"],
+            acquire_mode=ACQUIRE_MODES[acquire])
         self._nodes: dict[int, _Node] = {}
-        self._assigned: dict[TopicPartition, tuple[uuid.UUID, int]] = {}
-        self._leader_hints: dict[TopicPartition, tuple[int, int]] = {}  # tp → (leader id, leader epoch)
         self._coordinator_id: int | None = None
         self._fatal: KafkaException | None = None
         # acknowledgement results as ranges; the callback's offset sets are made only if there is one
         self._completions: deque[tuple[dict[TopicPartition, list[AckRange]], KafkaException | None]] = deque()
         self._callback: CommitCallback | None = None
-        self._lock_timeout_ms: int | None = None
         self._call_lock: asyncio.Lock | None = None
         self._start_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -153,9 +146,7 @@ class AsyncShareConsumer(AsyncClient):
         self._start_task: asyncio.Future | None = None
         self._tasks: set[asyncio.Task] = set()
         self._wakeup = False
-        self._rotation = 0
         self._metadata_ms = 0
-        self._metadata_stale = False
         self._sensors = {name: Sensor() for name in (
             "poll-interval", "poll-idle", "heartbeat", "fetch-size", "fetch-records", "fetch-latency",
             "ack-send", "ack-error", "rebalance")}
@@ -239,7 +230,7 @@ class AsyncShareConsumer(AsyncClient):
 
     def acquisition_lock_timeout_ms(self) -> int | None:
         """The record lock duration the broker last reported (None before the first fetch)."""
-        return self._lock_timeout_ms
+        return self._requests.lock_timeout_ms
 
     def wakeup(self) -> None:
         """Make a blocking ``poll`` (or the next one) raise WakeupException. Any thread."""
@@ -348,7 +339,7 @@ class AsyncShareConsumer(AsyncClient):
             raise WakeupException("wakeup() was called")
         if self._heartbeat_task is None:
             async with self._start_lock:  # subscribe()'s start and a poll() may race
-                await self._get_cluster()
+                self._requests.topics = (await self._get_cluster()).topics
                 if self._heartbeat_task is None:
                     self._heartbeat_task = self._loop.create_task(self._heartbeat_loop(), name="quafka-share-heartbeat")
 
@@ -378,7 +369,7 @@ class AsyncShareConsumer(AsyncClient):
         if self._raw is None:
             if raw and not self.explicit:
                 raise IllegalStateException("poll_batches() needs share.acknowledgement.mode=explicit")
-            self._raw = raw
+            self._raw = self._requests.raw = raw
         elif self._raw != raw:
             used, called = ("poll_batches()", "poll()") if self._raw else ("poll()", "poll_batches()")
             raise IllegalStateException(f"this ShareConsumer uses {used}; {called} cannot be mixed with it")
@@ -535,16 +526,7 @@ class AsyncShareConsumer(AsyncClient):
         self._records_consumed += len(records)
         return records
 
-    # ------------------------------------------------------------------ internals: leaders and fetches
-
-    def _leader_of(self, tp: TopicPartition) -> int | None:
-        info = self._cluster.topics.get(tp.topic) if self._cluster is not None else None
-        part = info.partitions.get(tp.partition) if info is not None else None
-        leader = leader_of(part.leader_id if part is not None else None,
-                           part.leader_epoch if part is not None else -1, self._leader_hints.get(tp))
-        if leader is None:
-            self._metadata_stale = True
-        return leader
+    # ------------------------------------------------------------------ internals: fetches
 
     def _node(self, node_id: int) -> _Node:
         node = self._nodes.get(node_id)
@@ -552,24 +534,12 @@ class AsyncShareConsumer(AsyncClient):
             node = self._nodes[node_id] = _Node(node_id)
         return node
 
-    def _partitions_by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, set[TopicPartition]]:
-        out: dict[int, set[TopicPartition]] = {}
-        for tp in tps:
-            leader = self._leader_of(tp)
-            if leader is not None:
-                out.setdefault(leader, set()).add(tp)
-        return out
-
     def _start_fetches(self) -> None:
-        by_leader = self._partitions_by_leader(self._assigned)
-        if self._metadata_stale:
+        targets = self._requests.fetches_to_start()
+        if self._requests.metadata_stale:
             self._spawn(self._refresh_metadata())
-        fetching = {node_id for node_id, n in self._nodes.items() if n.fetching}
-        targets, self._rotation = fetch_targets(by_leader, fetching=fetching, record_limit=self.record_limit,
-                                                rotation=self._rotation)
         for node_id in targets:
             node = self._node(node_id)
-            node.fetching = True
             node.fetch_task = self._spawn(self._fetch(node))
 
     def _flush_acks(self) -> None:
@@ -579,164 +549,83 @@ class AsyncShareConsumer(AsyncClient):
             if not self._acks.has_pending():
                 return
             tps = self._acks.pending_partitions()
-        tps = acks_to_send_now(
-            tps, leader=lambda tp: self._leader_of(tp) if tp in self._assigned else None,
-            session_open=lambda node_id: self._node(node_id).session.is_open,
-            fetching={node_id for node_id, n in self._nodes.items() if n.fetching},
-            buffered=bool(self._buffer), record_limit=self.record_limit)
+        tps = self._requests.acks_to_send_now(tps, buffered=bool(self._buffer))
         if tps:
             with self._ack_lock:
                 acks = self._acks.take_pending(tps)
             if acks:
                 self._spawn(self._commit(acks, time.monotonic() + self.config["default.api.timeout.ms"] / 1000))
 
+    def _take_acks(self, rides) -> dict[TopicPartition, list[AckRange]]:
+        with self._ack_lock:
+            return self._acks.take_pending({tp for tp in self._acks.pending_partitions() if rides(tp)})
+
     async def _fetch(self, node: _Node) -> None:
-        node_id = node.session.node_id
-        acks: dict[TopicPartition, list[AckRange]] = {}
+        requests = self._requests
         try:
             async with node.lock:
-                wanted_tps = {tp for tp in self._assigned if self._leader_of(tp) == node_id}
-                if not wanted_tps:
+                request = requests.fetch_request(node.node_id, self._take_acks)
+                if request is None:
                     return
-                wanted = {self._assigned[tp] for tp in wanted_tps}
-                if node.session.is_open:
-                    with self._ack_lock:
-                        acks = self._acks.take_pending({tp for tp in self._acks.pending_partitions()
-                                                        if self._leader_of(tp) == node_id and tp in self._assigned})
-                wire_acks = self._wire_acks(acks)
-                cfg = self.config
-                values = node.session.fetch_values(
-                    cfg["group.id"], self.member_id, wanted, wire_acks, max_wait_ms=cfg["fetch.max.wait.ms"],
-                    min_bytes=cfg["fetch.min.bytes"], max_bytes=cfg["fetch.max.bytes"],
-                    max_records=cfg["max.poll.records"], batch_size=cfg["max.poll.records"],
-                    acquire_mode=ACQUIRE_MODES[cfg["share.acquire.mode"]])
                 started = time.monotonic()
                 try:
-                    conn = await self._cluster.connection(node_id)
-                    response = await conn.call(SHARE_FETCH_KEY, values, min_version=1, max_version=2)
+                    conn = await self._cluster.connection(node.node_id)
+                    response = await conn.call(SHARE_FETCH_KEY, request.values, min_version=1, max_version=2)
                 except KafkaException as exc:
-                    node.session.reset()
-                    self._ack_outcomes(acks, {tp: exc for tp in acks})
-                    self._metadata_stale = True
-                    await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
-                    return
-                now = _now_ms()
-                # fractional milliseconds, as Kafka's fetch-latency (a fetch often takes less than 1 ms)
-                self._sensors["fetch-latency"].record((time.monotonic() - started) * 1000.0, now)
-                error = ErrorCode(response.error_code)
-                node.session.on_response(error)
-                if error != ErrorCode.none:
-                    exc = error_for_code(error, f"ShareFetch to node {node_id}"
-                                                + (f" ({response.error_message})" if response.error_message else ""))
-                    self._ack_outcomes(acks, {tp: exc for tp in acks})
-                    if fetch_error_is_fatal(error):
-                        self._fatal = exc
-                    await asyncio.sleep(cfg["retry.backoff.ms"] / 1000)
-                    return
-                self._lock_timeout_ms = _ms(response.acquisition_lock_timeout)
-                self._on_fetch_response(node_id, response, acks, now)
+                    result = requests.on_fetch_failed(request, exc)
+                else:
+                    # fractional milliseconds, as Kafka's fetch-latency (a fetch often takes less than 1 ms)
+                    self._sensors["fetch-latency"].record((time.monotonic() - started) * 1000.0, _now_ms())
+                    result = requests.on_fetch_response(request, response)
+                self._apply_fetch_result(request.acks, result)
+                if result.back_off:
+                    await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
         finally:
-            node.fetching = False
+            requests.on_fetch_done(node.node_id)
             self._signal()
 
-    def _on_fetch_response(self, node_id: int, response, acks, now: int) -> None:
-        self._learn_endpoints(response)
-        names = self._topic_names()
-        outcomes: dict[TopicPartition, KafkaException | None] = {}
-        total_bytes = total_records = 0
-        for topic in response.responses:
-            name = names.get(topic.topic_id)
-            if name is None:
-                self._metadata_stale = True
-                continue
-            for p in topic.partitions:
-                tp = TopicPartition(name, p.partition_index)
-                if tp in acks:
-                    code = ErrorCode(p.acknowledge_error_code)
-                    outcomes[tp] = None if code == ErrorCode.none else error_for_code(
-                        code, f"acknowledging {name}-{p.partition_index}"
-                              + (f" ({p.acknowledge_error_message})" if p.acknowledge_error_message else ""))
-                error = ErrorCode(p.error_code)
-                if error != ErrorCode.none:
-                    self._on_partition_error(tp, error, p.current_leader)
-                    continue
-                if self._raw:
-                    item, releases = raw_acquired(tp, p.records, p.acquired_records)
-                    decoded = DecodedPartition(tp, [item] if item is not None else [], releases,
-                                               len(p.records or b""))
-                    records_count = item.count if item is not None else 0
-                else:
-                    decoded = decode_acquired(tp, p.records, p.acquired_records, check_crcs=self.config["check.crcs"])
-                    records_count = decoded.records_count
-                with self._ack_lock:
-                    self._acks.add_pending(tp, decoded.acks)
-                    if tp not in self._assigned:  # revoked while the fetch was out: give the records back
-                        if self._raw:
-                            self._acks.add_pending_ranges(tp, [(first, last, AcknowledgeType.RELEASE)
-                                                               for i in decoded.items for first, last, _ in i.acquired])
-                        else:
-                            offsets = [r.offset for r in decoded.items if isinstance(r, Record)]
-                            self._acks.add_pending_offsets(tp, offsets, AcknowledgeType.RELEASE)
-                        continue
-                self._buffer.add(decoded)
-                total_bytes += decoded.bytes_count
-                total_records += records_count
-        for tp in acks:
-            outcomes.setdefault(tp, None)
-        self._ack_outcomes(acks, outcomes)
-        self._bytes_consumed += total_bytes
-        self._sensors["fetch-size"].record(total_bytes, now)
-        self._sensors["fetch-records"].record(total_records, now)
+    def _apply_fetch_result(self, acks: dict[TopicPartition, list[AckRange]], result: ShareFetchResult) -> None:
+        """Carry out what a ShareFetch's answer means: learned brokers, the consumer's own
+        acknowledgements, records for the buffer, failures for the next poll, the outcome of the
+        acknowledgements that rode on it, metrics."""
+        now = _now_ms()
+        self._learn_brokers(result.brokers)
+        if result.own_acks or result.released:
+            with self._ack_lock:
+                for tp, own in result.own_acks:
+                    self._acks.add_pending(tp, own)
+                for tp, ranges in result.released.items():
+                    self._acks.add_pending_ranges(tp, ranges)
+        for decoded in result.partitions:
+            self._buffer.add(decoded)
+        for tp, exc in result.failures:
+            self._completions.append(({tp: []}, exc))
+        if result.fatal is not None:
+            self._fatal = result.fatal
+        self._ack_outcomes(acks, result.ack_outcomes)
+        if not result.back_off:
+            self._bytes_consumed += result.bytes_count
+            self._sensors["fetch-size"].record(result.bytes_count, now)
+            self._sensors["fetch-records"].record(result.records_count, now)
 
-    def _learn_endpoints(self, response) -> None:
-        if self._cluster is None:
-            return
-        for ep in getattr(response, "node_endpoints", ()) or ():
-            self._cluster.brokers[ep.node_id] = BrokerInfo(ep.node_id, ep.host, ep.port, ep.rack)
-
-    def _on_partition_error(self, tp: TopicPartition, error: ErrorCode, current_leader) -> None:
-        action = partition_error_action(error, current_leader.leader_id if current_leader is not None else None)
-        if action is PartitionErrorAction.USE_LEADER_HINT:
-            self._leader_hints[tp] = (current_leader.leader_id, current_leader.leader_epoch)
-        elif action is PartitionErrorAction.REFRESH_METADATA:
-            self._metadata_stale = True
-        else:
-            self._completions.append(({tp: []}, error_for_code(error, f"ShareFetch of {tp.topic}-{tp.partition}")))
-
-    def _topic_names(self) -> dict[uuid.UUID, str]:
-        if self._cluster is None:
-            return {}
-        return {info.topic_id: name for name, info in self._cluster.topics.items() if info.topic_id is not None}
+    def _learn_brokers(self, brokers: Iterable[BrokerInfo]) -> None:
+        if self._cluster is not None:
+            for broker in brokers:
+                self._cluster.brokers[broker.node_id] = broker
 
     async def _refresh_metadata(self) -> None:
         if self._cluster is None or self._closed:
             return
-        self._metadata_stale = False
+        self._requests.metadata_stale = False
         try:
-            topics = sorted(self._membership.subscription | {tp.topic for tp in self._assigned})
+            topics = sorted(self._membership.subscription | {tp.topic for tp in self._requests.assigned})
             await self._cluster.refresh_metadata(topics or None)
             self._metadata_ms = _now_ms()
-            for tp, (leader, epoch) in list(self._leader_hints.items()):
-                part = self._cluster.topics.get(tp.topic)
-                info = part.partitions.get(tp.partition) if part is not None else None
-                if info is not None and info.leader_epoch >= epoch:
-                    del self._leader_hints[tp]
+            self._requests.on_metadata()
         except KafkaException:
-            self._metadata_stale = True
+            self._requests.metadata_stale = True
 
     # ------------------------------------------------------------------ internals: acknowledgements
-
-    def _wire_acks(self, acks: Mapping[TopicPartition, list[AckRange]]) -> dict[tuple[uuid.UUID, int], list]:
-        out = {}
-        for tp, ranges in acks.items():
-            key = self._assigned.get(tp)
-            if key is None:
-                info = self._cluster.topics.get(tp.topic) if self._cluster is not None else None
-                if info is None or info.topic_id is None:
-                    continue
-                key = (info.topic_id, tp.partition)
-            out[key] = ack_batches(ranges)
-        return out
 
     def _ack_outcomes(self, acks: Mapping[TopicPartition, list[AckRange]],
                       outcomes: Mapping[TopicPartition, KafkaException | None]) -> None:
@@ -808,11 +697,7 @@ class AsyncShareConsumer(AsyncClient):
         remaining = dict(acks)
         attempt = 0
         while remaining:
-            by_leader = self._partitions_by_leader(remaining)
-            unknown = set(remaining) - {tp for tps in by_leader.values() for tp in tps}
-            outcomes: dict[TopicPartition, KafkaException | None] = {
-                tp: KafkaException(f"{tp.topic}-{tp.partition} has no known leader", ErrorCode.leader_not_available)
-                for tp in unknown}
+            by_leader, outcomes = self._requests.commit_targets(remaining)
             sends: dict[asyncio.Task, dict[TopicPartition, list[AckRange]]] = {}
             for node_id, tps in by_leader.items():
                 part = {tp: remaining[tp] for tp in tps}
@@ -858,50 +743,24 @@ class AsyncShareConsumer(AsyncClient):
 
     async def _acknowledge_on(self, node: _Node, acks: dict[TopicPartition, list[AckRange]], is_renew: bool,
                               closing: bool = False) -> dict[TopicPartition, KafkaException | None]:
-        node_id = node.session.node_id
+        node_id, requests = node.node_id, self._requests
         async with node.lock:
             try:
                 conn = await self._cluster.connection(node_id)
-                if not node.session.is_open:  # open an empty session to carry the acknowledgements
-                    values = node.session.fetch_values(self.config["group.id"], self.member_id, set(), {},
-                                                       max_wait_ms=0, min_bytes=0, max_bytes=0, max_records=0,
-                                                       batch_size=0, acquire_mode=0)
-                    response = await conn.call(SHARE_FETCH_KEY, values, min_version=1, max_version=2)
-                    node.session.on_response(ErrorCode(response.error_code))
-                    if response.error_code != ErrorCode.none:
-                        exc = error_for_code(response.error_code, f"opening a share session with node {node_id}")
+                opening = requests.open_session_request(node_id)
+                if opening is not None:  # open an empty session to carry the acknowledgements
+                    response = await conn.call(SHARE_FETCH_KEY, opening, min_version=1, max_version=2)
+                    exc = requests.on_open_session_response(node_id, response)
+                    if exc is not None:
                         return {tp: exc for tp in acks}
-                values = node.session.acknowledge_values(self.config["group.id"], self.member_id,
-                                                         self._wire_acks(acks), is_renew=is_renew, closing=closing)
+                values = requests.acknowledge_request(node_id, acks, is_renew=is_renew, closing=closing)
                 response = await conn.call(SHARE_ACKNOWLEDGE_KEY, values, min_version=1, max_version=2)
             except KafkaException as exc:
-                node.session.reset()
+                requests.on_request_failed(node_id)
                 return {tp: exc for tp in acks}
-            error = ErrorCode(response.error_code)
-            node.session.on_response(error)
-            if error != ErrorCode.none:
-                exc = error_for_code(error, f"ShareAcknowledge to node {node_id}"
-                                            + (f" ({response.error_message})" if response.error_message else ""))
-                return {tp: exc for tp in acks}
-            timeout = getattr(response, "acquisition_lock_timeout", None)
-            if timeout is not None and _ms(timeout) > 0:
-                self._lock_timeout_ms = _ms(timeout)
-            self._learn_endpoints(response)
-            names = self._topic_names()
-            out: dict[TopicPartition, KafkaException | None] = {tp: None for tp in acks}
-            for topic in response.responses:
-                name = names.get(topic.topic_id)
-                for p in topic.partitions:
-                    tp = TopicPartition(name, p.partition_index)
-                    if tp not in out:
-                        continue
-                    code = ErrorCode(p.error_code)
-                    if code != ErrorCode.none:
-                        if code in LEADER_ERRORS:
-                            self._on_partition_error(tp, code, p.current_leader)
-                        out[tp] = error_for_code(code, f"acknowledging {tp.topic}-{tp.partition}"
-                                                 + (f" ({p.error_message})" if p.error_message else ""))
-            return out
+            result = requests.on_acknowledge_response(node_id, acks, response)
+            self._learn_brokers(result.brokers)
+            return result.outcomes
 
     # ------------------------------------------------------------------ internals: membership
 
@@ -912,7 +771,7 @@ class AsyncShareConsumer(AsyncClient):
             if self._membership.heartbeat_due(now):
                 await self._heartbeat()
                 continue
-            if self._metadata_stale or now - self._metadata_ms > self.config["metadata.max.age.ms"]:
+            if self._requests.metadata_stale or now - self._metadata_ms > self.config["metadata.max.age.ms"]:
                 await self._refresh_metadata()
             due = self._membership.next_due_ms()
             self._heartbeat_wake.clear()
@@ -950,7 +809,7 @@ class AsyncShareConsumer(AsyncClient):
         if response.assignment is not None:
             assignment = {tp.topic_id: frozenset(tp.partitions) for tp in response.assignment.topic_partitions}
         changed = m.on_response(error, response.error_message, response.member_epoch,
-                                _ms(response.heartbeat_interval), assignment, now)
+                                duration_ms(response.heartbeat_interval), assignment, now)
         if m.state is MemberState.FATAL and m.fatal_error is not None and self._fatal is None:
             code, message = m.fatal_error
             self._fatal = error_for_code(code, f"ShareGroupHeartbeat for group {self.config['group.id']!r}"
@@ -961,26 +820,21 @@ class AsyncShareConsumer(AsyncClient):
             await self._apply_assignment(m.assignment)
 
     async def _apply_assignment(self, assignment: dict) -> None:
-        names = self._topic_names()
-        if any(topic_id not in names for topic_id in assignment):
+        resolved, complete = self._requests.resolve_assignment(assignment)
+        if not complete:
             await self._refresh_metadata()
-            names = self._topic_names()
-        if any(topic_id not in names for topic_id in assignment) and self._cluster is not None:
+            resolved, complete = self._requests.resolve_assignment(assignment)
+        if not complete and self._cluster is not None:  # a topic created since: look at every topic
             try:
                 await self._cluster.refresh_metadata(None)
             except KafkaException:
                 pass
-            names = self._topic_names()
-        resolved = {TopicPartition(names[topic_id], p): (topic_id, p)
-                    for topic_id, partitions in assignment.items() if topic_id in names for p in partitions}
-        if len(resolved) < sum(len(p) for p in assignment.values()):
-            self._metadata_stale = True
+            resolved, complete = self._requests.resolve_assignment(assignment)
         self._set_assignment(resolved)
         self._signal()
 
     def _set_assignment(self, resolved: dict[TopicPartition, tuple[uuid.UUID, int]]) -> None:
-        revoked = set(self._assigned) - set(resolved)
-        self._assigned = resolved
+        revoked = self._requests.set_assignment(resolved)
         if revoked:
             dropped = self._buffer.drop(revoked)
             with self._ack_lock:
@@ -1029,13 +883,8 @@ class AsyncShareConsumer(AsyncClient):
                 acks = {tp: kept for tp, ranges in self._acks.take_pending().items()
                         if (kept := [r for r in ranges if r[2] != AcknowledgeType.RENEW])}
             self._buffer.drop(self._buffer.partitions())  # released with the session
-            by_leader = self._partitions_by_leader(acks)
-            outcomes: dict[TopicPartition, KafkaException | None] = {}
-            for tp in set(acks) - {tp for tps in by_leader.values() for tp in tps}:
-                outcomes[tp] = KafkaException(f"{tp.topic}-{tp.partition} has no known leader",
-                                              ErrorCode.leader_not_available)
-            closing = [node for node in self._nodes.values() if node.session.is_open]
-            node_ids = set(by_leader) | {n.session.node_id for n in closing}
+            by_leader, outcomes = self._requests.commit_targets(acks)
+            node_ids = set(by_leader) | set(self._requests.open_sessions())
             results = await asyncio.gather(*(
                 self._acknowledge_on(self._node(node_id), {tp: acks[tp] for tp in by_leader.get(node_id, ())},
                                      False, closing=True) for node_id in node_ids), return_exceptions=True)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib
 import io
 import multiprocessing as mp
 import os
@@ -39,7 +40,6 @@ import re
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +47,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (  # noqa: E402
+    DOC_PATH,
+    BrokerRun,
+    CpuPerRecord,
     _cpu_self,
-    admin_client,
-    interrupt_on_sigterm,
+    arg_parser,
+    finish,
+    interrupted,
     machine_info,
     machine_times,
+    markdown_grid,
+    print_blocks,
     replace_marked_section,
     stop_procs,
+    text_grid,
 )
 
 from produce_fetch import _label  # noqa: E402
@@ -68,8 +75,6 @@ from share import (  # noqa: E402
     wait_quiet,
 )
 
-REPO = Path(__file__).resolve().parent.parent
-DOC_PATH = REPO / "docs" / "benchmarks.md"
 BEGIN_MARK = "<!-- client:begin -->"
 END_MARK = "<!-- client:end -->"
 POLL_TIMEOUT_S = 0.5
@@ -214,7 +219,7 @@ def consume_worker(kind: str, bootstrap: str, topic: str, group: str, expected: 
 # ----------------------------------------------------------------------------- measurement
 
 @dataclass
-class Result:
+class Result(CpuPerRecord):
     kind: str
     records: int
     seconds: float
@@ -228,18 +233,6 @@ class Result:
     @property
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def client_us(self) -> float:
-        return self.client_cpu_s / self.records * 1e6 if self.records else float("nan")
-
-    @property
-    def broker_us(self) -> float:
-        return self.broker_cpu_s / self.records * 1e6 if self.records else float("nan")
-
-    @property
-    def other_pct(self) -> float:
-        return self.other_cpu_s / self.window_s * 100 if self.window_s > 0 else float("nan")
 
 
 _group_seq = [0]
@@ -316,8 +309,9 @@ def run_all(broker, admin, topic: str, records: int, kinds: list[str], repeat: i
             res = measure(broker, admin, kind, topic, records, args)
             runs[kind].append(res)
             print(f"  [{rep + 1}/{repeat}] {CLIENTS[kind]}: {res.rate:,.0f} records/s, {res.records / res.polls:,.0f} "
-                  f"records/poll, consumer {res.client_us:.2f} us/record, broker {res.broker_us:.2f} us/record, "
-                  f"other {res.other_pct:.0f}% of a core" + (f"  PROBLEMS: {res.problems}" if res.problems else ""),
+                  f"records/poll, consumer {res.client_us_per_record:.2f} us/record, broker "
+                  f"{res.broker_us_per_record:.2f} us/record, other {res.other_cpu_pct:.0f}% of a core"
+                  + (f"  PROBLEMS: {res.problems}" if res.problems else ""),
                   flush=True)
     return [Row(k, max(runs[k], key=lambda r: r.rate), runs[k]) for k in kinds]
 
@@ -439,21 +433,16 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
         b = row.best
         out.append([CLIENTS[row.kind], f"{b.records:,}", f"{b.rate:,.0f}", f"{row.median:,.0f}",
                     ", ".join(f"{r.rate:,.0f}" for r in row.runs), f"{b.records / b.polls:,.0f}",
-                    f"{b.client_us:.2f}", f"{b.broker_us:.2f}", f"{b.other_pct:.0f}"])
+                    f"{b.client_us_per_record:.2f}", f"{b.broker_us_per_record:.2f}", f"{b.other_cpu_pct:.0f}"])
     return out
 
 
 def markdown_table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
-    lines += ["| " + " | ".join(r) + " |" for r in table_rows(rows)]
-    return "\n".join(lines)
+    return markdown_grid(COLUMNS, table_rows(rows))
 
 
 def text_table(rows: list[Row]) -> str:
-    data = [COLUMNS] + table_rows(rows)
-    widths = [max(len(r[i]) for r in data) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     for r in data)
+    return text_grid(COLUMNS, table_rows(rows), rule=False)
 
 
 def ratios(rows: list[Row]) -> list[tuple[str, float, float]]:
@@ -465,8 +454,10 @@ def ratios(rows: list[Row]) -> list[tuple[str, float, float]]:
             for k in ("quafka-sync", "quafka-async") if k in by]
 
 
-def ratio_text(rows: list[Row]) -> str:
-    return "\n".join(f"- {name} / confluent: **{best:.2f}** (best runs), {median:.2f} (medians)"
+def ratio_text(rows: list[Row], md: bool = True) -> str:
+    """quafka / confluent records/s, one line a quafka row: a markdown list, or plain lines."""
+    bullet, bold = ("- ", "**") if md else ("", "")
+    return "\n".join(f"{bullet}{name} / confluent: {bold}{best:.2f}{bold} (best runs), {median:.2f} (medians)"
                      for name, best, median in ratios(rows))
 
 
@@ -556,13 +547,14 @@ def analysis_text(rows: list[Row], profile: Profile | None) -> str:
     parts = []
     if "confluent" in by and "quafka-sync" in by:
         c, q = by["confluent"].best, by["quafka-sync"].best
+        q_us, c_us = q.client_us_per_record, c.client_us_per_record
         parts.append(
-            f"quafka's consumer spent {q.client_us:.2f} µs of CPU per record against confluent's {c.client_us:.2f} µs "
-            f"({q.client_us / c.client_us:.1f}×); the broker spent {q.broker_us:.2f} µs per record serving quafka "
-            f"and {c.broker_us:.2f} µs serving confluent. Records per poll (= per commit): quafka "
+            f"quafka's consumer spent {q_us:.2f} µs of CPU per record against confluent's {c_us:.2f} µs "
+            f"({q_us / c_us:.1f}×); the broker spent {q.broker_us_per_record:.2f} µs per record serving quafka "
+            f"and {c.broker_us_per_record:.2f} µs serving confluent. Records per poll (= per commit): quafka "
             f"{q.records / q.polls:,.0f}, confluent {c.records / c.polls:,.0f}. quafka's consumer process was busy "
             f"{q.client_cpu_s / q.seconds * 100:.0f}% of one core during its best run, i.e. it is CPU-bound: "
-            f"1 / {q.client_us:.2f} µs = {1e6 / q.client_us:,.0f} records/s, close to the {q.rate:,.0f} measured. "
+            f"1 / {q_us:.2f} µs = {1e6 / q_us:,.0f} records/s, close to the {q.rate:,.0f} measured. "
             "Both of its threads (the application's and the event loop's) share one GIL, so their work adds up.")
         parts.append(
             "Why: confluent-kafka decodes record batches in C (librdkafka) and its `acknowledge()` is one C call. "
@@ -582,10 +574,10 @@ def analysis_text(rows: list[Row], profile: Profile | None) -> str:
             "consumer keeps one request in flight per leader, so the next poll's ShareFetch waits for the "
             "ShareAcknowledge that commit_async started, and the round trip stays serial; the callback "
             "bookkeeping adds a little CPU.")
-    worst = max((r for row in rows for r in row.runs), key=lambda r: r.other_pct, default=None)
-    if worst is not None and worst.other_pct > 25:
-        parts.append(f"The machine was not idle: in some runs other processes used up to {worst.other_pct:.0f}% of a "
-                     "core (see the other CPU column and the spread of the runs), so the best of the runs is the "
+    worst = max((r for row in rows for r in row.runs), key=lambda r: r.other_cpu_pct, default=None)
+    if worst is not None and worst.other_cpu_pct > 25:
+        parts.append(f"The machine was not idle: in some runs other processes used up to {worst.other_cpu_pct:.0f}% "
+                     "of a core (see the other CPU column and the spread of the runs), so the best of the runs is the "
                      "better estimate, and the ratio is indicative to about ±20%.")
     if profile is not None:
         parts.append("In the profiled quafka run the consumer's two threads were busy "
@@ -598,18 +590,12 @@ def analysis_text(rows: list[Row], profile: Profile | None) -> str:
     return "\n\n".join(parts)
 
 
-def write_section(text: str, path: Path) -> None:
-    """Replace the text between the client markers in `path` (append it when they are absent)."""
-    replace_marked_section(text, path, BEGIN_MARK, END_MARK)
-
-
 # ----------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arg_parser(__doc__)
     ap.add_argument("--records", type=int, default=200_000, help="records per measurement (default 200,000)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per client; best and median reported (default 3)")
     ap.add_argument("--clients", default=",".join(CLIENTS), help=f"which rows (default {','.join(CLIENTS)})")
@@ -634,62 +620,44 @@ def main(argv: list[str] | None = None) -> int:
         import confluent_kafka
 
         confluent_kafka.ShareConsumer  # noqa: B018
-        from quafka.client import ShareConsumer  # noqa: F401
+        importlib.import_module("quafka.client").ShareConsumer  # noqa: B018
     except (ImportError, AttributeError) as exc:
         print(f"needs confluent-kafka with ShareConsumer and quafka.client (run with .venv/bin/python): {exc}",
               file=sys.stderr)
         return 2
 
     t_start = time.monotonic()
-    work_dir = tempfile.mkdtemp(prefix="quafka-bench-client-")
-    broker = ShareBroker(work_dir)
-    admin = None
+    run = BrokerRun(ShareBroker, "quafka-bench-client-")
+    broker = run.broker
     profile = None
-    interrupt_on_sigterm()
     produce_args = argparse.Namespace(producer_batch=None, deadline=args.deadline)
     try:
-        broker.start()
-        print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
-        admin = admin_client(broker.bootstrap)
-        produce_topic(broker, admin, "bench-client-warmup", 20_000, produce_args)
+        run.start()
+        produce_topic(broker, run.admin, "bench-client-warmup", 20_000, produce_args)
         topic = "bench-client"
-        produce_topic(broker, admin, topic, args.records, produce_args)
+        produce_topic(broker, run.admin, topic, args.records, produce_args)
         print("warm-up (not reported) ...", flush=True)
         for kind in kinds:
-            measure(broker, admin, kind, "bench-client-warmup", 20_000, args)
-        rows = run_all(broker, admin, topic, args.records, kinds, args.repeat, args)
+            measure(broker, run.admin, kind, "bench-client-warmup", 20_000, args)
+        rows = run_all(broker, run.admin, topic, args.records, kinds, args.repeat, args)
         if args.profile:
             print("profiling quafka's consumer (cProfile) ...", flush=True)
-            profile = run_profile(broker, admin, topic, args.records, work_dir, args)
+            profile = run_profile(broker, run.admin, topic, args.records, run.work_dir, args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
     finally:
-        admin = None
-        broker.stop()
-        shutil.rmtree(work_dir, ignore_errors=True)
+        run.close()
     elapsed = time.monotonic() - t_start
 
-    print()
-    print(text_table(rows))
-    print()
-    print("\n".join(f"{name} / confluent: {best:.2f} (best runs), {median:.2f} (medians)"
-                    for name, best, median in ratios(rows)))
-    if profile is not None:
-        print()
-        print(profile.markdown())
     analysis = analysis_text(rows, profile)
-    print()
-    print(analysis)
+    print_blocks(text_table(rows), ratio_text(rows, md=False), None if profile is None else profile.markdown(),
+                 analysis)
     if args.update_docs:
-        write_section(section(rows, profile, machine_info(), args, elapsed, analysis), Path(args.doc))
+        replace_marked_section(section(rows, profile, machine_info(), args, elapsed, analysis), Path(args.doc),
+                               BEGIN_MARK, END_MARK)
         print(f"\nwrote the client section of {args.doc}")
-    print(f"total time {elapsed:.0f} s")
     problems = [f"{CLIENTS[row.kind]}: {p}" for row in rows for r in row.runs for p in r.problems]
-    if problems:
-        print("\nPROBLEMS:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    return 0
+    return finish(problems, elapsed)
 
 
 if __name__ == "__main__":

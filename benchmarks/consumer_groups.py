@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import admin_client, create_topic, machine_info, replace_marked_section, stop_procs  # noqa: E402
+from _bench import DOC_PATH, admin_client, create_topic, machine_info, replace_marked_section, stop_procs  # noqa: E402
 
 from share import ShareBroker, _quiet_logger  # noqa: E402
 
@@ -609,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeats", default="3000,500", help="heartbeat.interval.ms values of the join rows")
     parser.add_argument("--deadline", type=float, default=60.0, help="seconds one measurement may take")
     parser.add_argument("--update-docs", action="store_true", help="rewrite this section of docs/benchmarks.md")
-    parser.add_argument("--doc", default=str(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"),
+    parser.add_argument("--doc", default=str(DOC_PATH),
                         help="the file --update-docs rewrites")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))

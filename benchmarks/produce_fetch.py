@@ -22,8 +22,8 @@ See benchmarks/README.md for the options.
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
+import importlib
 import io
 import multiprocessing as mp
 import os
@@ -35,29 +35,35 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from _bench import (
+    CLK_TCK,
+    REPO,
+    BrokerRun,
     CpuPerRecord,
     _cpu_self,
+    add_quick_profile_args,
     admin_client,
+    arg_parser,
     create_topic,
     delete_topic,
     finish,
     free_port,
-    interrupt_on_sigterm,
+    interrupted,
     machine_busy_seconds,
     machine_info,
+    markdown_grid,
     port_open,
+    print_blocks,
+    resolve_quick_profile_args,
+    text_grid,
+    worker_reports,
 )
 
-REPO = Path(__file__).resolve().parent.parent
-DOC_PATH = REPO / "docs" / "benchmarks.md"
 GOAL_RECORDS_PER_S = 250_000
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 KIB = 1024
 MIB = 1024 * 1024
 
@@ -90,17 +96,22 @@ CONSUME_BATCH = 10_000
 
 
 class Broker:
-    """`python -m quafka broker` in a child process, optionally with cProfile ready to switch on.
+    """`python -m quafka broker` in a child process (with `overrides`, KEY=VALUE broker settings),
+    optionally with cProfile ready to switch on.
 
-    A profiled broker runs this script's `--profiled-broker` mode: the broker in-process with a
-    cProfile profiler that SIGUSR1 enables and SIGUSR2 disables, written out when the broker exits
-    (after SIGTERM). That keeps start-up (imports, first requests) out of the profile.
+    A profiled broker runs the `--profiled-broker` mode of `SCRIPT` (this script; a subclass names
+    its own): the broker in-process with a cProfile profiler that SIGUSR1 enables and SIGUSR2
+    disables, written out when the broker exits (after SIGTERM). That keeps start-up (imports,
+    first requests) out of the profile.
     """
 
-    def __init__(self, work_dir: str, profile_path: str | None = None) -> None:
+    SCRIPT = Path(__file__).resolve()
+
+    def __init__(self, work_dir: str, profile_path: str | None = None, overrides: list[str] = ()) -> None:
         self.data_dir = os.path.join(work_dir, "data" if profile_path is None else "data-profiled")
         self.log_path = self.data_dir + ".log"
         self.profile_path = profile_path
+        self.overrides = list(overrides)
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self._log = None
@@ -111,11 +122,13 @@ class Broker:
 
     def start(self, timeout_s: float = 30.0) -> "Broker":
         if self.profile_path:
-            args = [sys.executable, str(Path(__file__).resolve()), "--profiled-broker", self.profile_path]
+            args = [sys.executable, str(self.SCRIPT), "--profiled-broker", self.profile_path]
         else:
             args = [sys.executable, "-m", "quafka", "broker"]
         args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                  "--override", f"log.dirs={self.data_dir}"]
+        for item in self.overrides:
+            args += ["--override", item]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
         deadline = time.monotonic() + timeout_s
@@ -303,24 +316,12 @@ def run_clients(broker: Broker, name: str, size: int, targets: list[tuple], dead
     try:
         for p in procs:
             p.start()
-        ready = 0
-        start_by = time.monotonic() + 60
-        while ready < len(procs):
-            kind, payload = out.get(timeout=max(0.1, start_by - time.monotonic()))
-            if kind == "error":
-                raise RuntimeError(f"{name}: client failed while starting: {payload}")
-            ready += 1
+        worker_reports(out, len(procs), time.monotonic() + 60, f"{name}: client failed while starting")
         cpu0 = broker.cpu_seconds()
         m0 = machine_busy_seconds()
         w0 = time.monotonic()
         go.set()
-        results = []
-        finish_by = time.monotonic() + deadline_s + 30
-        while len(results) < len(procs):
-            kind, payload = out.get(timeout=max(0.1, finish_by - time.monotonic()))
-            if kind == "error":
-                raise RuntimeError(f"{name}: client failed: {payload}")
-            results.append(payload)
+        results = worker_reports(out, len(procs), time.monotonic() + deadline_s + 30, f"{name}: client failed")
         w1 = time.monotonic()
         cpu1 = broker.cpu_seconds()
         m1 = machine_busy_seconds()
@@ -488,6 +489,15 @@ class ProfileSummary:
     def pct(self, seconds: float) -> float:
         return seconds / self.busy_s * 100 if self.busy_s > 0 else float("nan")
 
+    def area_seconds(self) -> tuple[float, float, float, float]:
+        """Own seconds in quafka's Python code, system calls, asyncio and C built-ins (the areas an
+        analysis names first)."""
+        areas = dict(self.by_area)
+        return (sum(t for a, t in self.by_area if a.startswith("quafka.")),
+                areas.get("system calls: socket send/recv, file write/pread", 0.0),
+                areas.get("asyncio (event loop, streams, transports)", 0.0),
+                areas.get("C built-ins: bytes/bytearray/struct/crc32c/…", 0.0))
+
     def markdown(self, top: int = 15) -> str:
         lines = [f"Profiled {self.total_s:.2f} s, of which {self.idle_s:.2f} s idle in `epoll.poll`; the "
                  f"percentages below are of the {self.busy_s:.2f} s the broker was busy.", "",
@@ -524,13 +534,14 @@ def summarise_profile(path: str) -> ProfileSummary:
     return ProfileSummary(total, idle, busy, own, cum, sorted(areas.items(), key=lambda x: x[1], reverse=True))
 
 
-def profiled_broker(out_path: str, broker_args: list[str]) -> int:
-    """`--profiled-broker OUT ARGS...`: run `quafka broker ARGS...`; SIGUSR1/SIGUSR2 switch cProfile."""
+def profiled_broker(out_path: str, broker_args: list[str], clock=None) -> int:
+    """`--profiled-broker OUT ARGS...`: run `quafka broker ARGS...`; SIGUSR1/SIGUSR2 switch cProfile
+    (with `clock` as its timer when given; cProfile's default is wall time)."""
     import cProfile
 
     from quafka.cli.main import main as quafka_main
 
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(clock) if clock else cProfile.Profile()
     signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
     signal.signal(signal.SIGUSR2, lambda *_: prof.disable())
     try:
@@ -558,13 +569,31 @@ def run_profile(work_dir: str, records: int, partitions: int, deadline_s: float,
     finally:
         admin = None
         code = broker.stop(120)
+    summary = read_profile(prof_path, code, keep)
+    return None if summary is None else (summary, rows)
+
+
+def profile_or_none(run_profile, *args):
+    """`run_profile(*args)` after saying so; None when it fails (said on stderr): the measurements
+    stand without the profile."""
+    print("profiling the broker (cProfile) ...", flush=True)
+    try:
+        return run_profile(*args)
+    except (RuntimeError, OSError) as exc:
+        print(f"  profiling failed, the report goes without it: {exc}", file=sys.stderr)
+        return None
+
+
+def read_profile(prof_path: str, exit_code: int | None, keep: str | None) -> ProfileSummary | None:
+    """The summary of the profile a profiled broker wrote on its way out (None, said on stderr,
+    when it wrote none), copied to `keep` when given."""
     if not os.path.exists(prof_path):
-        print(f"  profile not written (broker exit code {code})", file=sys.stderr)
+        print(f"  profile not written (broker exit code {exit_code})", file=sys.stderr)
         return None
     if keep:
         shutil.copyfile(prof_path, keep)
         print(f"  profile saved to {keep} (python -m pstats {keep})")
-    return summarise_profile(prof_path), rows
+    return summarise_profile(prof_path)
 
 
 # ----------------------------------------------------------------------------- report
@@ -587,17 +616,11 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
 
 
 def markdown_table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
-    for cells in table_rows(rows):
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown_grid(COLUMNS, table_rows(rows))
 
 
 def text_table(rows: list[Row]) -> str:
-    body = table_rows(rows)
-    widths = [max(len(COLUMNS[i]), *(len(c[i]) for c in body)) for i in range(len(COLUMNS))]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([fmt(COLUMNS), fmt(["-" * w for w in widths])] + [fmt(c) for c in body])
+    return text_grid(COLUMNS, table_rows(rows))
 
 
 def analysis(rows: list[Row], profile: tuple[ProfileSummary, list[Row]] | None = None) -> str:
@@ -680,19 +703,15 @@ def analysis(rows: list[Row], profile: tuple[ProfileSummary, list[Row]] | None =
     noisy = [r for r in by.values() if r.other_cpu_pct > 20]
     if noisy:
         out.append(
-            f"**Other load.** The machine was shared with other work during the run: other processes used more "
-            f"than 20% of a core during " + ", ".join(f"*{r.name}* ({r.other_cpu_pct:.0f}%)" for r in noisy)
+            "**Other load.** The machine was shared with other work during the run: other processes used more "
+            "than 20% of a core during " + ", ".join(f"*{r.name}* ({r.other_cpu_pct:.0f}%)" for r in noisy)
             + ". Those rows had less CPU for the clients and read low; broker CPU per record is the steadier "
             "number."
         )
 
     if profile is not None:
         prof, prow = profile
-        areas = dict(prof.by_area)
-        quafka_s = sum(t for a, t in prof.by_area if a.startswith("quafka."))
-        sys_s = areas.get("system calls: socket send/recv, file write/pread", 0.0)
-        asyncio_s = areas.get("asyncio (event loop, streams, transports)", 0.0)
-        builtin_s = areas.get("C built-ins: bytes/bytearray/struct/crc32c/…", 0.0)
+        quafka_s, sys_s, asyncio_s, builtin_s = prof.area_seconds()
         cum = {label.rsplit("(", 1)[-1].rstrip(")"): (n, t) for label, n, t in reversed(prof.by_cum)}
         produce_calls = cum.get("handle_produce", (0, 0.0))[0]
         produced = sum(r.result.records for r in prow if r.result.name.startswith("produce"))
@@ -813,8 +832,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--profiled-broker"]:  # internal: the child process of a profiled run
         return profiled_broker(argv[1], argv[2:])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arg_parser(__doc__)
     ap.add_argument("--records", type=int, default=None,
                     help="records per 100 B measurement (default 1,000,000; --quick: 100,000)")
     ap.add_argument("--records-1k", type=int, default=None,
@@ -822,75 +840,44 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each measurement N times, report the fastest run (and the median)")
     ap.add_argument("--partitions", type=int, default=1, help="partitions per topic (default 1)")
-    ap.add_argument("--quick", action="store_true", help="small counts, no profile, do not write the doc")
-    ap.add_argument("--profile", dest="profile", action="store_true", default=None,
-                    help="also run a broker under cProfile and add its top functions to the doc "
-                         "(default: on for a full run, off with --quick)")
-    ap.add_argument("--no-profile", dest="profile", action="store_false")
-    ap.add_argument("--profile-records", type=int, default=None,
-                    help="records per profiled phase (default: the same as --records)")
-    ap.add_argument("--profile-out", metavar="FILE", default=None, help="keep the broker's cProfile stats here")
-    ap.add_argument("--doc", default=None,
-                    help=f"where to write the markdown report (default {DOC_PATH.relative_to(REPO)}; "
-                         "--quick writes nothing unless --doc is given)")
+    add_quick_profile_args(ap, "run a broker under cProfile and add its top functions to the doc", "phase",
+                           "where to write the markdown report")
     ap.add_argument("--deadline", type=float, default=90.0, help="seconds one phase may take before it fails")
     args = ap.parse_args(argv)
     n_small = args.records or (100_000 if args.quick else 1_000_000)
     n_large = args.records_1k or (30_000 if args.quick else 300_000)
-    if args.profile is None:
-        args.profile = not args.quick
-    args.profile_records = args.profile_records or n_small
-    doc_path = Path(args.doc) if args.doc else (None if args.quick else DOC_PATH)
+    doc_path = resolve_quick_profile_args(args, n_small)
     if args.repeat < 1 or n_small < 1 or n_large < 1 or args.partitions < 1:
         ap.error("--repeat, --records, --records-1k and --partitions must be at least 1")
 
     try:
-        import confluent_kafka  # noqa: F401
-        import quafka  # noqa: F401
+        for module in ("confluent_kafka", "quafka"):
+            importlib.import_module(module)
     except ImportError as exc:
         print(f"needs confluent-kafka and quafka installed (run with .venv/bin/python): {exc}", file=sys.stderr)
         return 2
 
     t_start = time.monotonic()
-    work_dir = tempfile.mkdtemp(prefix="quafka-bench-")
-    broker = Broker(work_dir)
+    run = BrokerRun(Broker, "quafka-bench-")
+    broker = run.broker
     profile = None
-    admin = None
-    # SIGTERM (e.g. from a CI timeout) unwinds like Ctrl-C so the broker and the temp dir go away.
-    interrupt_on_sigterm()
     try:
-        broker.start()
-        print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
-        admin = admin_client(broker.bootstrap)
-        create_topic(admin, "bench-warmup", 1)
+        run.start()  # from here on SIGTERM (e.g. from a CI timeout) unwinds like Ctrl-C, so the broker goes away
+        create_topic(run.admin, "bench-warmup", 1)
         warm_up(broker, args.deadline)
-        rows = run_suite(broker, admin, make_plan(n_small, n_large), args.repeat, args.partitions, args.deadline)
-        admin = None  # drop its connection before the broker goes away (no "connection refused" noise)
-        broker.stop()
+        rows = run_suite(broker, run.admin, make_plan(n_small, n_large), args.repeat, args.partitions, args.deadline)
+        run.stop()  # the admin client first: no "connection refused" noise
         if args.profile:
-            print("profiling the broker (cProfile) ...", flush=True)
-            try:
-                profile = run_profile(work_dir, args.profile_records, args.partitions, args.deadline,
-                                      args.profile_out)
-            except (RuntimeError, OSError) as exc:  # the measurements stand without the profile
-                print(f"  profiling failed, the report goes without it: {exc}", file=sys.stderr)
+            profile = profile_or_none(run_profile, run.work_dir, args.profile_records, args.partitions,
+                                      args.deadline, args.profile_out)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
     finally:
-        admin = None
-        broker.stop()
-        shutil.rmtree(work_dir, ignore_errors=True)
+        run.close()
 
     elapsed = time.monotonic() - t_start
-    print()
-    print(text_table(rows))
     problems = [f"{row.result.name}: {p}" for row in rows for p in row.result.problems]
-    if profile is not None:
-        print()
-        print(profile[0].markdown())
-    print()
-    print(analysis(rows, profile))
+    print_blocks(text_table(rows), None if profile is None else profile[0].markdown(), analysis(rows, profile))
     if doc_path is not None:
         write_doc(rows, machine_info(), args, elapsed, profile, doc_path)
         print(f"\nwrote {doc_path}")

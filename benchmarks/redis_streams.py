@@ -39,20 +39,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (  # noqa: E402
+    DOC_PATH,
+    REPO,
     _cpu_self,
+    arg_parser,
+    finish,
     free_port,
     interrupt_on_sigterm,
+    interrupted,
     machine_info,
     machine_times,
+    markdown_grid,
+    print_blocks,
     process_cpu_seconds,
     replace_marked_section,
     stop_procs,
+    text_grid,
 )
 
 from share import wait_idle, wait_quiet  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-DOC_PATH = REPO / "docs" / "benchmarks.md"
 BEGIN_MARK = "<!-- redis:begin -->"
 END_MARK = "<!-- redis:end -->"
 STREAM = b"bench-stream"
@@ -334,15 +340,11 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
 
 
 def markdown_table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---:|" * len(COLUMNS)]
-    return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in table_rows(rows)])
+    return markdown_grid(COLUMNS, table_rows(rows), first_left=False)
 
 
 def text_table(rows: list[Row]) -> str:
-    body = table_rows(rows)
-    widths = [max(len(COLUMNS[i]), *(len(c[i]) for c in body)) for i in range(len(COLUMNS))]
-    fmt = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([fmt(COLUMNS), fmt(["-" * w for w in widths])] + [fmt(c) for c in body])
+    return text_grid(COLUMNS, table_rows(rows), first_left=False)
 
 
 def analysis(rows: list[Row], args) -> str:
@@ -466,8 +468,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arg_parser(__doc__, epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--records", type=int, default=None,
                     help="entries in the stream, consumed by every measurement (default 1,000,000; --quick: 100,000)")
     ap.add_argument("--consumers", type=_int_list, default=[GOAL_CONSUMERS],
@@ -525,17 +526,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = run_suite(server, r, records, args.consumers, args.batch, args)
         r.close()
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
     finally:
         server.stop()
         shutil.rmtree(work_dir, ignore_errors=True)
 
     elapsed = time.monotonic() - t_start
-    print()
-    print(text_table(rows))
-    print()
-    print(analysis(rows, args))
+    print_blocks(text_table(rows), analysis(rows, args))
     if args.update_docs:
         info = machine_info()
         info["redis-server"] = server.version
@@ -543,12 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         info["redis-py parser"] = args.parser + ("" if HIREDIS_AVAILABLE else " (hiredis not installed)")
         replace_marked_section(section(rows, info, args, records, elapsed), Path(args.doc), BEGIN_MARK, END_MARK)
         print(f"\nwrote the Redis Streams section of {args.doc}")
-    print(f"total time {elapsed:.0f} s")
     problems = [f"{row.result.name}: {p}" for row in rows for p in row.result.problems]
-    if problems:
-        print("\nPROBLEMS:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    return 0
+    return finish(problems, elapsed)
 
 
 if __name__ == "__main__":

@@ -29,16 +29,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib
 import multiprocessing as mp
 import os
 import queue as _queue
 import re
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,21 +43,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (  # noqa: E402
+    DOC_PATH,
+    BrokerRun,
     CpuPerRecord,
     _cpu_self,
-    admin_client,
     CLK_TCK,
+    add_quick_profile_args,
+    admin_client,
+    arg_parser,
     create_topic,
     delete_topic,
     finish,
-    interrupt_on_sigterm,
+    interrupted,
     machine_busy_seconds,
     machine_info,
     machine_times,
-    port_open,
+    markdown_grid,
+    print_blocks,
     process_cpu_seconds,
     replace_marked_section,
+    resolve_quick_profile_args,
     stop_procs,
+    text_grid,
+    worker_reports,
 )
 
 from produce_fetch import (  # noqa: E402
@@ -68,12 +73,12 @@ from produce_fetch import (  # noqa: E402
     Broker,
     ProfileSummary,
     produce_worker,
+    profile_or_none,
+    read_profile,
     run_clients,
-    summarise_profile,
 )
+from produce_fetch import profiled_broker as _profiled_broker  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-DOC_PATH = REPO / "docs" / "benchmarks.md"
 BEGIN_MARK = "<!-- share:begin -->"
 END_MARK = "<!-- share:end -->"
 GOAL_RECORDS_PER_S = 500_000
@@ -98,46 +103,13 @@ class ShareBroker(Broker):
     with the consumers a `send()` to loopback often wakes the receiver and loses the core to it:
     wall time would charge that wait to the broker's send."""
 
-    def __init__(self, work_dir: str, profile_path: str | None = None, overrides: list[str] = ()) -> None:
-        super().__init__(work_dir, profile_path)
-        self.overrides = list(overrides)
-
-    def start(self, timeout_s: float = 30.0) -> "ShareBroker":
-        if self.profile_path:
-            args = [sys.executable, str(Path(__file__).resolve()), "--profiled-broker", self.profile_path]
-        else:
-            args = [sys.executable, "-m", "quafka", "broker"]
-        args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                 "--override", f"log.dirs={self.data_dir}"]
-        for item in self.overrides:
-            args += ["--override", item]
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
-        deadline = time.monotonic() + timeout_s
-        while not port_open(self.port):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not listen on {self.port} within {timeout_s}s:\n{self.log_tail()}")
-            time.sleep(0.05)
-        return self
+    SCRIPT = Path(__file__).resolve()
 
 
 def profiled_broker(out_path: str, broker_args: list[str]) -> int:
     """`--profiled-broker OUT ARGS...`: `quafka broker ARGS...` under cProfile (CPU-time clock),
     switched on by SIGUSR1 and off by SIGUSR2, written out when the broker exits."""
-    import cProfile
-
-    from quafka.cli.main import main as quafka_main
-
-    prof = cProfile.Profile(time.process_time)
-    signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
-    signal.signal(signal.SIGUSR2, lambda *_: prof.disable())
-    try:
-        return quafka_main(["broker", *broker_args])
-    finally:
-        prof.disable()
-        prof.dump_stats(out_path)
+    return _profiled_broker(out_path, broker_args, time.process_time)
 
 
 # ----------------------------------------------------------------------------- client worker
@@ -430,13 +402,8 @@ def start_group(broker: Broker, group: str, consumers: int, target, args_for) ->
     try:
         for p in procs:
             p.start()
-        subscribed = []
-        start_by = time.monotonic() + 60 + 2 * consumers
-        while len(subscribed) < consumers:
-            kind, payload = out.get(timeout=max(0.1, start_by - time.monotonic()))
-            if kind == "error":
-                raise RuntimeError(f"consumer failed while starting: {payload}")
-            subscribed.append(payload)
+        subscribed = worker_reports(out, consumers, time.monotonic() + 60 + 2 * consumers,
+                                    "consumer failed while starting")
         describer = GroupDescriber(broker.bootstrap)
         try:
             describer.wait_assigned(group, consumers, timeout_s=60)
@@ -466,7 +433,7 @@ def measure_share(broker: Broker, admin, topic: str, records: int, name: str, mo
     if args.quiet_wait > 0:
         wait_quiet(args.quiet_wait)
     procs, go, out, join_s = start_group(broker, group, consumers, share_worker, args_for)
-    results = []
+    results: list[dict] = []
     profiling = False
     try:
         if profile:
@@ -476,12 +443,7 @@ def measure_share(broker: Broker, admin, topic: str, records: int, name: str, mo
         m0 = machine_times()
         w0 = time.monotonic()
         go.set()
-        finish_by = time.monotonic() + args.deadline + 60
-        while len(results) < consumers:
-            kind, payload = out.get(timeout=max(0.1, finish_by - time.monotonic()))
-            if kind == "error":
-                raise RuntimeError(f"{name}: consumer failed: {payload}")
-            results.append(payload)
+        results = worker_reports(out, consumers, time.monotonic() + args.deadline + 60, f"{name}: consumer failed")
         w1 = time.monotonic()
         cpu1 = broker.cpu_seconds()
         m1 = machine_times()
@@ -639,13 +601,8 @@ def run_profile(work_dir: str, topic_records: int, args) -> tuple[ProfileSummary
     finally:
         admin = None
         code = broker.stop(120)
-    if not os.path.exists(prof_path):
-        print(f"  profile not written (broker exit code {code})", file=sys.stderr)
-        return None
-    if args.profile_out:
-        shutil.copyfile(prof_path, args.profile_out)
-        print(f"  profile saved to {args.profile_out} (python -m pstats {args.profile_out})")
-    return summarise_profile(prof_path), rows
+    summary = read_profile(prof_path, code, args.profile_out)
+    return None if summary is None else (summary, rows)
 
 
 def warm_up(broker: Broker, admin, args) -> None:
@@ -683,16 +640,11 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
 
 
 def markdown_table(rows: list[Row]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
-    return "\n".join(lines)
+    return markdown_grid(COLUMNS, table_rows(rows))
 
 
 def text_table(rows: list[Row]) -> str:
-    body = table_rows(rows)
-    widths = [max(len(COLUMNS[i]), *(len(c[i]) for c in body)) for i in range(len(COLUMNS))]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([fmt(COLUMNS), fmt(["-" * w for w in widths])] + [fmt(c) for c in body])
+    return text_grid(COLUMNS, table_rows(rows))
 
 
 def redis_baseline(doc: Path) -> float | None:
@@ -870,12 +822,8 @@ def analysis(rows: list[Row], profile: tuple[ProfileSummary, list[Row]] | None, 
 
     if profile is not None:
         prof, prow = profile
-        areas = dict(prof.by_area)
-        quafka_s = sum(t for a, t in prof.by_area if a.startswith("quafka."))
-        sys_s = areas.get("system calls: socket send/recv, file write/pread", 0.0)
-        asyncio_s = areas.get("asyncio (event loop, streams, transports)", 0.0)
-        builtin_s = areas.get("C built-ins: bytes/bytearray/struct/crc32c/…", 0.0)
-        kio_s = areas.get("kio (request decoding)", 0.0)
+        quafka_s, sys_s, asyncio_s, builtin_s = prof.area_seconds()
+        kio_s = dict(prof.by_area).get("kio (request decoding)", 0.0)
         picks = ("share_fetch.py", "framing.py", "share_partitions.py", "file_log.py:", "state.py:",
                  "share_partition.py")
         tops = ", ".join(f"`{l}` {prof.pct(t):.0f}%" for l, _n, t in prof.by_cum[2:]
@@ -1021,11 +969,6 @@ This section is rewritten by `benchmarks/share.py`; the rest of the file by
 """
 
 
-def write_section(text: str, path: Path) -> None:
-    """Replace the text between the share markers in `path` (append it when they are absent)."""
-    replace_marked_section(text, path, BEGIN_MARK, END_MARK)
-
-
 # ----------------------------------------------------------------------------- main
 
 
@@ -1040,8 +983,7 @@ def main(argv: list[str] | None = None) -> int:
         if "--print-only" in rest:
             return share_jobs.main([a for a in rest if a != "--print-only"])
         return share_jobs.main(["--update-docs", *rest])
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arg_parser(__doc__)
     ap.add_argument("--records", type=int, default=None,
                     help="records per measurement with 1 and 4 consumers (default 1,000,000; --quick: 100,000)")
     ap.add_argument("--records-16", type=int, default=None,
@@ -1073,17 +1015,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet-wait", type=float, default=None,
                     help="before each measurement wait up to this many seconds for other load on the machine "
                          "to drop below 25%% of a core (default 60; --quick: 0, do not wait)")
-    ap.add_argument("--quick", action="store_true", help="small counts, no profile, do not write the doc")
-    ap.add_argument("--profile", dest="profile", action="store_true", default=None,
-                    help="also run the 4-consumer rows against a broker under cProfile (default: on for a "
-                         "full run, off with --quick)")
-    ap.add_argument("--no-profile", dest="profile", action="store_false")
-    ap.add_argument("--profile-records", type=int, default=None,
-                    help="records per profiled measurement (default: the same as --records)")
-    ap.add_argument("--profile-out", metavar="FILE", default=None, help="keep the broker's cProfile stats here")
-    ap.add_argument("--doc", default=None,
-                    help=f"the markdown file whose share section to rewrite (default {DOC_PATH.relative_to(REPO)}; "
-                         "--quick writes nothing unless --doc is given)")
+    add_quick_profile_args(ap, "run the 4-consumer rows against a broker under cProfile", "measurement",
+                           "the markdown file whose share section to rewrite")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds one measurement may take before it fails")
     ap.add_argument("--job-queue", action="store_true",
                     help="run the job-queue measurements instead (benchmarks/share_jobs.py: many consumers, small "
@@ -1101,10 +1034,7 @@ def main(argv: list[str] | None = None) -> int:
         args.quiet_wait = 0.0 if args.quick else 60.0
     if args.verify is None:
         args.verify = not args.quick
-    if args.profile is None:
-        args.profile = not args.quick
-    args.profile_records = args.profile_records or n
-    doc_path = Path(args.doc) if args.doc else (None if args.quick else DOC_PATH)
+    doc_path = resolve_quick_profile_args(args, n)
     if args.repeat < 1 or n < 1 or n16 < 1 or not counts or min(counts) < 1:
         ap.error("--repeat, --records, --records-16 and --consumers must be at least 1")
     if not set(modes) <= {"implicit", "explicit"} or not modes:
@@ -1112,7 +1042,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         import confluent_kafka
-        import quafka  # noqa: F401
+
+        importlib.import_module("quafka")
         confluent_kafka.ShareConsumer  # noqa: B018
     except (ImportError, AttributeError) as exc:
         print(f"needs confluent-kafka with ShareConsumer and quafka installed (run with .venv/bin/python): {exc}",
@@ -1122,52 +1053,34 @@ def main(argv: list[str] | None = None) -> int:
     records = {c: (n16 if c >= 16 else n) for c in set(counts) | (set(wide_counts) if args.wide_locks else set())}
     plan = make_plan(counts, records, modes, args.max_record_locks, args.wide_locks, wide_counts)
     t_start = time.monotonic()
-    work_dir = tempfile.mkdtemp(prefix="quafka-bench-share-")
-    broker = ShareBroker(work_dir, overrides=broker_overrides(args))
+    run = BrokerRun(lambda work_dir: ShareBroker(work_dir, overrides=broker_overrides(args)), "quafka-bench-share-")
+    broker = run.broker
     profile = None
-    admin = None
     rows: list[Row] = []
-    interrupt_on_sigterm()
     try:
-        broker.start()
-        print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
-        admin = admin_client(broker.bootstrap)
-        produce_topic(broker, admin, "bench-share-warmup", 20_000, args)
+        run.start()
+        produce_topic(broker, run.admin, "bench-share-warmup", 20_000, args)
         topics = {}
         for count in sorted(set(records.values())):
             topics[count] = f"bench-share-{count}"
-            produce_topic(broker, admin, topics[count], count, args)
-        warm_up(broker, admin, args)
-        rows = run_suite(broker, admin, plan, topics, args.repeat, args)
+            produce_topic(broker, run.admin, topics[count], count, args)
+        warm_up(broker, run.admin, args)
+        rows = run_suite(broker, run.admin, plan, topics, args.repeat, args)
         for topic in topics.values():
-            delete_topic(admin, topic)
-        admin = None
-        broker.stop()
+            delete_topic(run.admin, topic)
+        run.stop()
         if args.profile:
-            print("profiling the broker (cProfile) ...", flush=True)
-            try:
-                profile = run_profile(work_dir, args.profile_records, args)
-            except (RuntimeError, OSError) as exc:
-                print(f"  profiling failed, the report goes without it: {exc}", file=sys.stderr)
+            profile = profile_or_none(run_profile, run.work_dir, args.profile_records, args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
     finally:
-        admin = None
-        broker.stop()
-        shutil.rmtree(work_dir, ignore_errors=True)
+        run.close()
 
     elapsed = time.monotonic() - t_start
-    print()
-    print(text_table(rows))
-    if profile is not None:
-        print()
-        print(profile[0].markdown())
-    print()
-    print(analysis(rows, profile, args))
+    print_blocks(text_table(rows), None if profile is None else profile[0].markdown(), analysis(rows, profile, args))
     problems = [f"{row.result.name}: {p}" for row in rows for p in row.result.problems]
     if doc_path is not None:
-        write_section(section(rows, machine_info(), args, elapsed, profile), doc_path)
+        replace_marked_section(section(rows, machine_info(), args, elapsed, profile), doc_path, BEGIN_MARK, END_MARK)
         print(f"\nwrote the share section of {doc_path}")
     return finish(problems, elapsed)
 

@@ -29,7 +29,6 @@ and `<!-- share-jobs:end -->`):
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import random
@@ -42,8 +41,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (  # noqa: E402
+    DOC_PATH,
     _cpu_self,
     admin_client,
+    arg_parser,
     create_topic,
     free_port,
     machine_info,
@@ -621,8 +622,7 @@ The machine has 2 cores, shared by the broker, the producer and every consumer p
 # ----------------------------------------------------------------------------- driver
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = arg_parser(__doc__, epilog=__doc__)
     parser.add_argument("--only", default="throughput,slow,paced,ack",
                         help="comma-separated measurements: throughput, slow, paced, ack (default: all four)")
     parser.add_argument("--scale", type=float, default=1.0,
@@ -636,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs of each throughput and paced row; the report keeps the best (the fastest, the "
                              "lowest p99): other load on the machine only ever makes a run worse")
     parser.add_argument("--update-docs", action="store_true", help="rewrite this section of docs/benchmarks.md")
-    parser.add_argument("--doc", default=str(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"),
+    parser.add_argument("--doc", default=str(DOC_PATH),
                         help="the file --update-docs rewrites")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))

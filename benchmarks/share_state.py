@@ -26,15 +26,16 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import platform
-import re
 import shutil
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import DOC_PATH, REPO, replace_marked_section  # noqa: E402
+
 sys.path.insert(0, str(REPO / "src"))
 
 from confluent_kafka import Producer, ShareConsumer  # noqa: E402
@@ -43,7 +44,6 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from quafka import EmbeddedBroker  # noqa: E402
 from quafka.protocol.coordinator_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, StateBatch  # noqa: E402
 
-DOC_PATH = REPO / "docs" / "benchmarks.md"
 BEGIN_MARK = "<!-- share-state:begin -->"
 END_MARK = "<!-- share-state:end -->"
 TOPIC = "jobs"
@@ -140,14 +140,6 @@ def populate(broker: EmbeddedBroker, groups: int, partitions: int) -> int:
     return broker.call(write_all)
 
 
-def write_section(text: str, path: Path) -> None:
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN_MARK) + r".*?" + re.escape(END_MARK) + r"\n?", re.S)
-    new = pattern.sub(lambda _m: text, old, count=1) if pattern.search(old) else \
-        old.rstrip("\n") + ("\n\n" if old.strip() else "") + text
-    path.write_text(new)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=None, help="records per consume run (default 1,000,000)")
@@ -214,7 +206,7 @@ workload.
 """
     print(text)
     if not args.quick:
-        write_section(text, args.doc)
+        replace_marked_section(text, args.doc, BEGIN_MARK, END_MARK)
         print(f"wrote {args.doc}")
     return 0
 

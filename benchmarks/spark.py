@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import datetime as _dt
-import io
 import json
 import os
 import pickle
@@ -62,13 +61,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import (  # noqa: E402
-    admin_client,
+    DOC_PATH,
+    REPO,
+    BrokerRun,
+    arg_parser,
     create_topic,
     delete_topic,
     finish,
-    interrupt_on_sigterm,
+    interrupted,
     machine_info,
+    markdown_grid,
+    print_blocks,
     replace_marked_section,
+    text_grid,
 )
 
 from produce_fetch import _label, run_clients  # noqa: E402
@@ -81,8 +86,6 @@ from share import (  # noqa: E402
     set_group_configs,
 )
 
-REPO = Path(__file__).resolve().parent.parent
-DOC_PATH = REPO / "docs" / "benchmarks.md"
 BEGIN_MARK = "<!-- spark:begin -->"
 END_MARK = "<!-- spark:end -->"
 GOAL_ROWS_PER_S = 200_000
@@ -508,15 +511,11 @@ def batch_table(rows: list[BatchResult]) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown(head: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    return markdown_grid(head, rows)
 
 
 def text(head: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
-    return "\n".join([fmt.format(*head)] + [fmt.format(*r) for r in rows])
+    return text_grid(head, rows, rule=False)
 
 
 def runner_text(p: RunnerProfile, top: int = 25, md: bool = False) -> str:
@@ -713,18 +712,12 @@ Batch reader into the noop sink:
 """
 
 
-def write_section(text_: str, path: Path) -> None:
-    """Replace the text between the spark markers in `path` (append it when they are absent)."""
-    replace_marked_section(text_, path, BEGIN_MARK, END_MARK)
-
-
 # ----------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arg_parser(__doc__)
     ap.add_argument("--records", type=int, default=None, help="records per measurement (default 200,000; --quick 20,000)")
     ap.add_argument("--repeat", type=int, default=None, help="batch-reader runs per topic (default 3; --quick 1)")
     ap.add_argument("--wide-locks", type=int, default=None,
@@ -751,44 +744,40 @@ def main(argv: list[str] | None = None) -> int:
     n = args.records
 
     t_start = time.monotonic()
-    work_dir = tempfile.mkdtemp(prefix="quafka-bench-spark-")
     overrides = [f"group.share.max.partition.max.record.locks={args.wide_locks}"] if args.wide_locks else []
-    broker = ShareBroker(work_dir, overrides=overrides)
-    admin = None
+    run = BrokerRun(lambda work_dir: ShareBroker(work_dir, overrides=overrides), "quafka-bench-spark-")
+    broker, work_dir = run.broker, run.work_dir
     spark = None
     streams: list[StreamResult] = []
     batches: list[BatchResult] = []
     prof: RunnerProfile | None = None
-    interrupt_on_sigterm()
     try:
-        broker.start()
-        print(f"broker pid {broker.proc.pid} on {broker.bootstrap}, data in {broker.data_dir}", flush=True)
-        admin = admin_client(broker.bootstrap)
+        run.start()
         warm, topic, topic4 = "bench-spark-warmup", "bench-spark-1p", "bench-spark-4p"
         wide_topic = f"bench-spark-{WIDE_PARTITIONS}p"
-        produce_partitioned(broker, admin, warm, WARMUP_RECORDS, 1, args)
-        produce_partitioned(broker, admin, topic, n, 1, args)
-        produce_partitioned(broker, admin, topic4, n, 4, args)
+        produce_partitioned(broker, run.admin, warm, WARMUP_RECORDS, 1, args)
+        produce_partitioned(broker, run.admin, topic, n, 1, args)
+        produce_partitioned(broker, run.admin, topic4, n, 4, args)
         if args.wide_locks:
-            produce_partitioned(broker, admin, wide_topic, args.wide_records, WIDE_PARTITIONS, args)
+            produce_partitioned(broker, run.admin, wide_topic, args.wide_records, WIDE_PARTITIONS, args)
 
         print("starting Spark ...", flush=True)
         spark = spark_session()
         collector = ProgressCollector()
         spark.streams.addListener(collector.listener)
         print("warm-up ...", flush=True)
-        run_stream(spark, collector, broker, admin, warm, WARMUP_RECORDS, 1000, None, work_dir, args.deadline,
+        run_stream(spark, collector, broker, run.admin, warm, WARMUP_RECORDS, 1000, None, work_dir, args.deadline,
                    "warm-up stream")
         run_batch(spark, broker, warm, WARMUP_RECORDS, 1, 1, "warm-up batch")
 
         print("streaming source -> noop sink ...", flush=True)
         for trigger in TRIGGER_SIZES:
-            streams.append(run_stream(spark, collector, broker, admin, topic, n, trigger, None, work_dir,
+            streams.append(run_stream(spark, collector, broker, run.admin, topic, n, trigger, None, work_dir,
                                       args.deadline, f"stream {trigger // 1000}k/trigger"))
         if args.wide_locks:
-            streams.append(run_stream(spark, collector, broker, admin, topic, n, 10_000, args.wide_locks,
+            streams.append(run_stream(spark, collector, broker, run.admin, topic, n, 10_000, args.wide_locks,
                                       work_dir, args.deadline, f"stream 10k/trigger, {args.wide_locks // 1000}k locks"))
-            streams.append(run_stream(spark, collector, broker, admin, wide_topic, args.wide_records, 100_000,
+            streams.append(run_stream(spark, collector, broker, run.admin, wide_topic, args.wide_records, 100_000,
                                       args.wide_locks, work_dir, args.deadline,
                                       f"stream 100k/trigger, {args.wide_locks // 1000}k locks, {WIDE_PARTITIONS} partitions",
                                       partitions=WIDE_PARTITIONS))
@@ -801,39 +790,28 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile_runner:
             print(f"runner profile (maxRecordsPerTrigger {args.profile_trigger:,}) ...", flush=True)
             if args.wide_locks:  # 100k-record batches need the wide topic's in-flight room
-                prof = profile_runner(broker, admin, wide_topic, args.wide_records, args.profile_trigger,
+                prof = profile_runner(broker, run.admin, wide_topic, args.wide_records, args.profile_trigger,
                                       args.wide_locks, args.deadline)
             else:
-                prof = profile_runner(broker, admin, topic, n, args.profile_trigger, None, args.deadline)
+                prof = profile_runner(broker, run.admin, topic, n, args.profile_trigger, None, args.deadline)
         for t in (warm, topic, topic4) + ((wide_topic,) if args.wide_locks else ()):
-            delete_topic(admin, t)
+            delete_topic(run.admin, t)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return interrupted()
     finally:
         if spark is not None:
             spark.stop()
-        admin = None
-        broker.stop()
-        shutil.rmtree(work_dir, ignore_errors=True)
+        run.close()
 
     elapsed = time.monotonic() - t_start
-    print()
-    print(text(*stream_table(streams)))
-    print()
-    print(text(*phase_table(streams)))
-    print()
-    print(text(*batch_table(batches)))
-    if prof is not None:
-        print()
-        print(runner_text(prof, top=25))
-    print()
-    print(analysis(streams, batches, prof))
+    print_blocks(text(*stream_table(streams)), text(*phase_table(streams)), text(*batch_table(batches)),
+                 None if prof is None else runner_text(prof, top=25), analysis(streams, batches, prof))
     problems = [f"{r.name}: {p}" for r in [*streams, *batches] for p in r.problems]
     if prof is not None:
         problems += [f"runner profile: {p}" for p in prof.problems]
     if args.update_docs:
-        write_section(section(streams, batches, prof, machine_info(), args, elapsed), Path(args.doc))
+        replace_marked_section(section(streams, batches, prof, machine_info(), args, elapsed), Path(args.doc),
+                               BEGIN_MARK, END_MARK)
         print(f"\nwrote the spark section of {args.doc}")
     return finish(problems, elapsed)
 

@@ -407,3 +407,87 @@ def test_columns_raise_for_a_corrupt_batch():
     with pytest.raises(CorruptRecordException, match="CRC"):
         item.columns()
     assert item.columns(check_crcs=False)["offset"] == [0, 1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- the batch cache
+
+def _compacted(base: int, n: int, rng) -> bytes:
+    """A batch of offsets base..base+n-1 from which compaction removed some records (offset deltas
+    with holes; the last offset delta still names the batch's end)."""
+    import struct
+
+    import crc32c
+
+    from quafka.protocol.varint import write_varlong
+
+    kept = sorted({0, n - 1} | {i for i in range(n) if rng.random() < 0.6})
+    body = bytearray()
+    for delta in kept:
+        record = bytearray([0])
+        for number in (0, delta):
+            write_varlong(record, number)
+        write_varlong(record, -1)  # no key
+        value = f"v{base + delta}".encode()
+        write_varlong(record, len(value))
+        record += value
+        write_varlong(record, 0)  # no headers
+        write_varlong(body, len(record))
+        body += record
+    after_crc = struct.pack(">hiqqqhii", 0, n - 1, 1000, 1000, -1, -1, -1, len(kept)) + bytes(body)
+    return struct.pack(">qiibI", base, 9 + len(after_crc), -1, 2, crc32c.crc32c(after_crc)) + after_crc
+
+
+def _random_response(rng) -> tuple[bytes, list]:
+    """Batches back to back (sometimes a repeated or overlapping one, a control batch), and random
+    acquired ranges with delivery counts inside and around them."""
+    parts, base = [], rng.randrange(0, 50)
+    start = base
+    for _ in range(rng.randrange(1, 5)):
+        kind = rng.random()
+        if kind < 0.1:
+            parts.append(_control(base))
+            base += 1
+        elif kind < 0.2 and parts:
+            parts.append(parts[-1])  # the broker sent a batch twice
+        elif kind < 0.45:
+            n = rng.randrange(2, 40)
+            parts.append(_compacted(base, n, rng))
+            base += n
+        else:
+            n = rng.randrange(1, 40)
+            parts.append(_batch(base, n))
+            base += n
+    acquired, offset = [], start - rng.randrange(0, 3)
+    while offset < base + 2:
+        offset += rng.randrange(0, 6)
+        last = offset + rng.randrange(0, 8)
+        acquired.append(_acq(offset, last, rng.randrange(1, 5)))
+        offset = last + 1
+    return b"".join(parts), acquired
+
+
+def test_the_batch_cache_decodes_exactly_as_without_it():
+    """A partly acquired batch is decoded once and then sliced: the result is the same as decoding
+    it afresh, cold and warm, for random responses (each failure names its seed)."""
+    import random
+
+    from quafka.client._share_fetch import BatchCache
+
+    for seed in range(300):
+        rng = random.Random(seed)
+        cache = BatchCache(max_batches=3)
+        for _ in range(4):  # the same batches come back with other acquired ranges, as in record_limit mode
+            data, acquired = _random_response(rng) if _ == 0 else (data, _random_response(rng)[1])
+            plain = decode_acquired(TP, data, acquired, check_crcs=True)
+            cached = decode_acquired(TP, data, acquired, check_crcs=True, cache=cache)
+            assert cached == plain, f"seed {seed}"
+
+
+def test_the_batch_cache_is_bounded_and_keyed_on_the_batch():
+    from quafka.client._share_fetch import BatchCache
+
+    cache = BatchCache(max_batches=2)
+    calls = []
+    for key in ("a", "b", "a", "c", "b"):
+        cache.records(key, lambda key=key: calls.append(key) or [])
+    assert calls == ["a", "b", "c", "b"]  # "a" was used again before "c" came, so "b" was the oldest

@@ -172,6 +172,18 @@ def test_acks_to_send_now_per_node_state(buffered, session_open, fetching, expec
     assert m.acks_to_send_now({TP_OTHER}, buffered=False) == {TP_OTHER}  # not assigned: sent now
 
 
+@pytest.mark.parametrize("rotation", [0, 1])
+def test_record_limit_acks_ride_on_the_fetch_to_this_rounds_broker(rotation):
+    m = manager(record_limit=True)
+    open_session(m, 1)
+    open_session(m, 2)
+    m.rotation = rotation
+    target = [1, 2][rotation % 2]  # the broker fetches_to_start picks next
+    sent_now = m.acks_to_send_now({TP0, TP1}, buffered=False)
+    assert sent_now == ({TP1} if target == 1 else {TP0})
+    assert m.fetches_to_start() == [target]
+
+
 # ----------------------------------------------------------------------------- the fetch answer
 
 ERROR_INPUTS = {

@@ -72,16 +72,21 @@ def test_record_limit_waits_while_any_fetch_is_out_or_nothing_is_led(leaders, fe
 LEADERS = {"a": 1, "b": 2, "c": None}  # c: not assigned any more, or no known leader
 
 
-@pytest.mark.parametrize(("session_open", "fetching", "buffered", "record_limit"),
-                         list(itertools.product((True, False), (set(), {1}), (False, True), (False, True))))
-def test_which_acknowledgements_go_out_now(session_open, fetching, buffered, record_limit):
+@pytest.mark.parametrize(("session_open", "fetching", "buffered", "record_limit", "fetch_target"),
+                         list(itertools.product((True, False), (set(), {1}), (False, True), (False, True),
+                                                (None, 1, 2))))
+def test_which_acknowledgements_go_out_now(session_open, fetching, buffered, record_limit, fetch_target):
     now = acks_to_send_now({"a", "b", "c"}, leader=LEADERS.get, session_open=lambda node: session_open,
-                           fetching=fetching, buffered=buffered, record_limit=record_limit)
+                           fetching=fetching, buffered=buffered, record_limit=record_limit, fetch_target=fetch_target)
     assert "c" in now  # nothing will carry it
-    if buffered or record_limit or not session_open:
+    if buffered or not session_open:
         assert now == {"a", "b", "c"}  # no ShareFetch will carry them
+    elif record_limit:
+        # only the one broker this round fetches from carries acknowledgements (if no fetch is out to it)
+        carried = {tp for tp, node in LEADERS.items() if node is not None and node == fetch_target and node not in fetching}
+        assert now == {"a", "b", "c"} - carried
     else:
-        # carried by the ShareFetch about to go to an idle leader with an open session
+        # carried by the ShareFetch about to go to each idle leader with an open session
         assert now == ({"a"} if 1 in fetching else set()) | {"c"}
 
 

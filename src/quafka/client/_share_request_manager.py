@@ -27,7 +27,7 @@ from quafka.protocol.errors import ErrorCode
 
 from ._metadata import BrokerInfo, TopicInfo
 from ._share_acks import AckRange, AcknowledgeType, ack_batches, offset_runs
-from ._share_fetch import DecodedPartition, decode_acquired, raw_acquired
+from ._share_fetch import BatchCache, DecodedPartition, decode_acquired, raw_acquired
 from ._share_requests import (
     LEADER_ERRORS,
     PartitionErrorAction,
@@ -111,6 +111,7 @@ class ShareConsumeRequestManager:
         self.rotation = 0
         self.metadata_stale = False  # a leader or topic is unknown: the driver refreshes the metadata
         self.lock_timeout_ms: int | None = None
+        self.batch_cache = BatchCache()  # batches only partly acquired, decoded once
 
     # ------------------------------------------------------------------ leaders and metadata
 
@@ -203,10 +204,16 @@ class ShareConsumeRequestManager:
     def acks_to_send_now(self, pending: Iterable[TopicPartition], *, buffered: bool) -> set[TopicPartition]:
         """At poll: the partitions whose pending acknowledgements go out at once in a
         ShareAcknowledge; the rest ride on the ShareFetch about to go to their leader."""
+        fetching = self.fetching_nodes()
+        target = None
+        if self.record_limit:  # the one broker this poll's fetch goes to (fetches_to_start picks the same)
+            targets, _ = fetch_targets(self.partitions_by_leader(self.assigned), fetching=fetching, record_limit=True,
+                                       rotation=self.rotation)
+            target = targets[0] if targets else None
         return acks_to_send_now(
             pending, leader=lambda tp: self.leader_of(tp) if tp in self.assigned else None,
             session_open=lambda node_id: self.node(node_id).session.is_open,
-            fetching=self.fetching_nodes(), buffered=buffered, record_limit=self.record_limit)
+            fetching=fetching, buffered=buffered, record_limit=self.record_limit, fetch_target=target)
 
     def fetch_request(self, node_id: int,
                       take_acks: Callable[[Callable[[TopicPartition], bool]], Acks]) -> ShareFetchRequest | None:
@@ -268,7 +275,8 @@ class ShareConsumeRequestManager:
                                                len(p.records or b""))
                     records_count = item.count if item is not None else 0
                 else:
-                    decoded = decode_acquired(tp, p.records, p.acquired_records, check_crcs=self.check_crcs)
+                    decoded = decode_acquired(tp, p.records, p.acquired_records, check_crcs=self.check_crcs,
+                                              cache=self.batch_cache)
                     records_count = decoded.records_count
                 if decoded.acks:
                     result.own_acks.append((tp, decoded.acks))

@@ -60,20 +60,25 @@ def fetch_targets(leaders: Collection[int], *, fetching: Collection[int], record
 
 def acks_to_send_now(pending: Iterable[TP], *, leader: Callable[[TP], int | None],
                      session_open: Callable[[int], bool], fetching: Collection[int], buffered: bool,
-                     record_limit: bool) -> set[TP]:
+                     record_limit: bool, fetch_target: int | None = None) -> set[TP]:
     """At poll: the partitions whose pending acknowledgements go out at once (ShareAcknowledge).
-    The others ride on the ShareFetch about to go to their leader, which happens when that leader
-    has an open share session and no fetch out, nothing is buffered (so the poll fetches), and
-    the acquire mode fetches from every leader (batch_optimized). `leader(tp)` is None for a
-    partition not assigned any more or with no known leader: sent now (and failed there if need be)."""
+    The others ride on the ShareFetch about to go to their leader, which happens when nothing is
+    buffered (so the poll fetches), the leader has an open share session and no fetch out, and
+    the poll fetches from it: every idle leader in batch_optimized mode, only ``fetch_target``
+    (the one broker of this round) in record_limit mode. Kafka's ShareConsumeRequestManager
+    piggy-backs acknowledgements on ShareFetch in both modes. `leader(tp)` is None for a partition
+    not assigned any more or with no known leader: sent now (and failed there if need be)."""
     pending = set(pending)
-    if buffered or record_limit:
+    if buffered:
         return pending
     carried = set()
     for tp in pending:
         node = leader(tp)
-        if node is not None and session_open(node) and node not in fetching:
-            carried.add(tp)
+        if node is None or not session_open(node) or node in fetching:
+            continue
+        if record_limit and node != fetch_target:
+            continue
+        carried.add(tp)
     return pending - carried
 
 

@@ -48,8 +48,11 @@ IMPORT_CASES = [  # (module changed, forbidden import, the contract that must br
     ("broker/_config_types.py", "import quafka.broker.config", "layers"),
     ("client/records.py", "import quafka.broker.core.metadata", "the client and the broker are independent"),
     ("broker/server/clock.py", "import quafka.client.records", "the client and the broker are independent"),
-    ("spark/options.py", "import quafka.broker.core.metadata", "spark uses the client, never the broker"),
+    ("spark/options.py", "import quafka.broker.core.metadata", "spark and the worker framework use the client"),
+    ("framework/messages.py", "import quafka.broker.core.metadata", "spark and the worker framework use the client"),
     ("client/records.py", "import quafka.spark.options", "layers"),
+    ("client/records.py", "import quafka.framework.messages", "layers"),
+    ("framework/messages.py", "import quafka.cli.main", "layers"),
 ]
 
 

@@ -49,7 +49,7 @@ from .reader import AsyncPartitionReader
 from .records import Record
 
 __all__ = ["DLQ_TOPIC_CONFIG", "DeadLetterRecord", "PartitionProgress", "REASON_DELIVERY_LIMIT", "RedriveItem",
-           "RedriveResult", "advance", "decode_dead_letter", "describe_progress", "dlq_topic_of", "format_redriven",
+           "RedriveResult", "advance", "dead_letter_headers", "decode_dead_letter", "describe_progress", "dlq_topic_of", "format_redriven",
            "infer_reason", "merge_ranges", "parse_redriven", "progress_group", "read_dead_letters", "redrive"]
 
 DLQ_TOPIC_CONFIG = "errors.deadletterqueue.topic.name"
@@ -68,6 +68,7 @@ MISSING_TEXT = "source record no longer in the log"
 PAYLOAD_COPY = "dlq-copy"
 PAYLOAD_SOURCE = "source"
 
+HEADER_ERROR = "quafka.dlq.error"  # a client-written dead letter: what failed (the exception's text)
 _DROPPED_HEADER_PREFIXES = ("__dlq.errors.", "quafka.dlq.", "quafka.redrive.")
 
 
@@ -209,6 +210,23 @@ def decode_dead_letter(record: Record) -> DeadLetterRecord | None:
 
 
 # ----------------------------------------------------------------------------- progress metadata
+
+def dead_letter_headers(topic: str, partition: int, offset: int, group_id: str, delivery_count: int, *,
+                        rejected: bool, reason: str | None = None, error: str | None = None) -> list[tuple[str, bytes]]:
+    """The headers of a dead letter written by a client rather than the broker (the worker
+    framework, against a broker without share.version 2): Kafka's six, in Kafka's order and words
+    (``rejected``: the client rejected it, else the delivery count ran out), then quafka's reason
+    and, when given, ``quafka.dlq.error`` with the failure's text."""
+    headers = [(h.HEADER_TOPIC, topic.encode()), (h.HEADER_PARTITION, str(partition).encode()),
+               (h.HEADER_OFFSET, str(offset).encode()), (h.HEADER_GROUP, group_id.encode()),
+               (h.HEADER_DELIVERY_COUNT, str(delivery_count).encode()),
+               (h.HEADER_MESSAGE, (h.MESSAGE_CLIENT_REJECT if rejected else h.MESSAGE_DELIVERY_COUNT_EXCEEDED).encode())]
+    if reason is not None:
+        headers.append((h.HEADER_REASON, reason.encode()))
+    if error is not None:
+        headers.append((HEADER_ERROR, error.encode()))
+    return headers
+
 
 def progress_group(group_id: str) -> str:
     """The consumer group that keeps a share group's redrive progress."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from kio.schema.index import api_key_map
 
+from quafka._exposition import CONTENT_TYPE, TextWriter
 from quafka.broker._config_defs import parse_metrics_listener
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("quafka.metrics")
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ACK_TYPE_NAMES = {1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
 GROUP_STATES = ("Empty", "Stable", "Dead")
 CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")  # ConsumerGroupState
@@ -144,60 +144,10 @@ class BrokerMetrics:
 # --------------------------------------------------------------------------- rendering
 
 
-def _escape_label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-def _labels(labels: Iterable[tuple[str, object]]) -> str:
-    parts = [f'{k}="{_escape_label(v)}"' for k, v in labels]
-    return "{" + ",".join(parts) + "}" if parts else ""
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def family(self, name: str, type_: str, help_: str,
-               samples: Iterable[tuple[tuple[tuple[str, object], ...], float]]) -> None:
-        self.lines.append(f"# HELP {name} {_escape_help(help_)}")
-        self.lines.append(f"# TYPE {name} {type_}")
-        for labels, value in samples:
-            self.lines.append(f"{name}{_labels(labels)} {_number(value)}")
-
-    def histogram(self, name: str, help_: str, series: Iterable[tuple[tuple[tuple[str, object], ...], Histogram]]) -> None:
-        self.lines.append(f"# HELP {name} {_escape_help(help_)}")
-        self.lines.append(f"# TYPE {name} histogram")
-        for labels, hist in series:
-            cumulative = 0
-            for bound, n in zip(hist.bounds, hist.counts):
-                cumulative += n
-                self.lines.append(f"{name}_bucket{_labels(labels + (('le', _number(float(bound))),))} {cumulative}")
-            self.lines.append(f"{name}_bucket{_labels(labels + (('le', '+Inf'),))} {hist.count}")
-            self.lines.append(f"{name}_sum{_labels(labels)} {_number(hist.sum)}")
-            self.lines.append(f"{name}_count{_labels(labels)} {hist.count}")
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
 def render(server: "BrokerServer") -> str:
     """Every metric of the broker in the Prometheus text format 0.0.4."""
     m: BrokerMetrics = server.metrics
-    out = _Writer()
+    out = TextWriter()
 
     # ---- kafka.network:type=RequestMetrics
     out.family("kafka_network_requestmetrics_requests_total", "counter",
@@ -206,7 +156,7 @@ def render(server: "BrokerServer") -> str:
     out.histogram("kafka_network_requestmetrics_totaltimems",
                   "Time from a request read to its response written, in ms "
                   "(kafka.network:type=RequestMetrics,name=TotalTimeMs).",
-                  [((("request", api_name(k)),), h) for k, h in sorted(m.request_time_ms.items())])
+                  [((("request", api_name(k)),), h.bounds, h.counts, h.sum) for k, h in sorted(m.request_time_ms.items())])
 
     # ---- kafka.server:type=BrokerTopicMetrics (all topics)
     for kafka_name, value, what in (
@@ -228,7 +178,7 @@ def render(server: "BrokerServer") -> str:
     out.histogram("kafka_server_sharegroupmetrics_partitionloadtimems",
                   "Time to load a share partition's state, in ms "
                   "(kafka.server:type=ShareGroupMetrics,name=PartitionLoadTimeMs).",
-                  [((), m.partition_load_time_ms)])
+                  [((), m.partition_load_time_ms.bounds, m.partition_load_time_ms.counts, m.partition_load_time_ms.sum)])
 
     dlq = sorted(m.dead_letters.items())
     for index, (kafka_name, what) in enumerate((
@@ -363,7 +313,8 @@ def render(server: "BrokerServer") -> str:
                "name=OfflineLogDirectoryCount).", [((), 0 if server.failed_log_dir is None else 1)])
     out.histogram("kafka_log_logflushstats_logflushrateandtimems",
                   "Log flushes (fsyncs) and their time in ms (kafka.log:type=LogFlushStats,"
-                  "name=LogFlushRateAndTimeMs).", [((), flusher.flush_time_ms)])
+                  "name=LogFlushRateAndTimeMs).",
+                  [((), flusher.flush_time_ms.bounds, flusher.flush_time_ms.counts, flusher.flush_time_ms.sum)])
 
     # ---- quafka only
     out.family("quafka_log_flush_failures_total", "counter",
@@ -379,7 +330,7 @@ def render(server: "BrokerServer") -> str:
                "Share partitions (group x topic partition) held in memory by this broker.", [((), len(contexts))])
     out.histogram("quafka_share_coordinator_write_time_ms",
                   "Share-state write rounds (one append of every queued write, and its fsync when flush is on), "
-                  "in ms.", [((), hist)])
+                  "in ms.", [((), hist.bounds, hist.counts, hist.sum)])
     out.family("quafka_share_coordinator_load_time_ms", "gauge",
                "Time to replay __share_group_state at start-up, in ms.",
                [((), share_coordinator.load_time_ms if share_coordinator is not None else 0.0)])

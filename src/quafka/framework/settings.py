@@ -1,0 +1,234 @@
+"""Route settings, declared once: name, type, default, which group types take it, the Kafka config it
+maps to, and the rules between settings. ``validate_route`` checks one route's settings as a whole
+before anything connects and returns every problem, each naming the route and the key.
+
+Share-group routes and consumer-group routes take different settings: a setting that applies to
+one group type only is refused on the other, with the reason (the seed's strategy split: a share
+group has no offsets to reset, a consumer group has no acquisition locks).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from quafka.client import AsyncShareConsumer
+from quafka.client.errors import ConfigException
+
+from .policies import Backoff
+
+__all__ = [
+    "BackoffExceedsLockDuration", "DESERIALIZERS", "ROUTE_SETTINGS", "RouteConfigError", "RouteProblem", "Setting",
+    "validate_route",
+]
+
+SHARE, CONSUMER = "share", "consumer"
+BOTH = frozenset({SHARE, CONSUMER})
+
+
+class RouteConfigError(ValueError):
+    """A route's settings cannot hold; raised before any connection. ``problems`` lists each."""
+
+    def __init__(self, problems: list[RouteProblem]) -> None:
+        self.problems = problems
+        lines = [str(p) for p in problems]
+        super().__init__(lines[0] if len(lines) == 1 else f"{len(lines)} route problems:\n  " + "\n  ".join(lines))
+
+
+class BackoffExceedsLockDuration(RouteConfigError):
+    """A backoff longer than the acquisition lock minus the safety margin: the record's lock would
+    expire (and another consumer get it) before the backoff ends (Karafka's seed design)."""
+
+
+@dataclass(frozen=True)
+class RouteProblem:
+    route: str
+    key: str
+    message: str
+    backoff: bool = False  # a BackoffExceedsLockDuration
+
+    def __str__(self) -> str:
+        return f"route {self.route!r}: {self.key}: {self.message}"
+
+
+def _bytes(data: bytes | None) -> bytes | None:
+    return data
+
+
+def _utf8(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8")
+
+
+def _json(data: bytes | None) -> Any:
+    return None if data is None else json.loads(data)
+
+
+DESERIALIZERS: dict[str, Callable[[bytes | None], Any]] = {"bytes": _bytes, "utf-8": _utf8, "json": _json}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    groups: frozenset[str]
+    doc: str
+    kafka: str = ""  # the Kafka config it sets or stands for
+    check: Callable[[Any], str | None] | None = None  # a message when the value is not allowed
+    why_not: str = ""  # why a group type does not take it
+
+
+def _int_at_least(low: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            return f"must be an integer >= {low}, got {value!r}"
+        return None
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"must be one of {', '.join(choices)}; got {value!r}"
+    return check
+
+
+def _deserializer(value: Any) -> str | None:
+    if callable(value) or value in DESERIALIZERS:
+        return None
+    return f"must be a callable or one of {', '.join(DESERIALIZERS)}; got {value!r}"
+
+
+def _backoff(value: Any) -> str | None:
+    return None if value is None or isinstance(value, Backoff) else f"must be a Backoff(...) or None; got {value!r}"
+
+
+def _optional_topic(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip() and not value.startswith("__")):
+        return None
+    return f"must be a topic name (not starting with __) or None; got {value!r}"
+
+
+def _mapping(value: Any) -> str | None:
+    return None if isinstance(value, Mapping) else f"must be a dict of Kafka configs; got {type(value).__name__}"
+
+
+_SHARE_ONLY = "applies to share-group routes only: a consumer group has no acquisition locks"
+_CONSUMER_ONLY = "applies to consumer-group routes only: a share group has no offsets or partitions of its own"
+
+ROUTE_SETTINGS: dict[str, Setting] = {s.name: s for s in [
+    Setting("concurrency", 1, BOTH, "Workers of this route per process: share-group consumers each "
+            "running one job at a time (any record on any worker); for a consumer group, threads that "
+            "keep each partition's records in order.", check=_int_at_least(1)),
+    Setting("executor", "thread", BOTH, "Where jobs run: `thread`, `process` (a process pool, for CPU-bound "
+            "jobs; the consumer class must be importable) or `async` (`async def consume`; chosen on its own "
+            "when the consumer's methods are coroutines).", check=_one_of("thread", "process", "async")),
+    Setting("max_poll_records", 500, BOTH, "Records a worker takes per poll.", kafka="max.poll.records",
+            check=_int_at_least(1)),
+    Setting("ack_mode", "auto", BOTH, "`auto`: a message the consumer did not settle is accepted (share) or "
+            "marked consumed (consumer group) when `consume` returns; `manual`: only what it settles is, and "
+            "an unsettled share message is released.", check=_one_of("auto", "manual")),
+    Setting("backoff", Backoff(), BOTH, "Wait before a failed message is tried again (exponential; "
+            "Backoff(initial_ms, multiplier, max_ms)). None: try again at once.", check=_backoff),
+    Setting("max_attempts", 5, BOTH, "Deliveries of a failing message before it is rejected (and "
+            "dead-lettered when the route has a dead-letter topic).", kafka="share.delivery.count.limit",
+            check=_int_at_least(1)),
+    Setting("on_error", "retry", BOTH, "What an exception in consume does: `retry` (back off, then try "
+            "again until max_attempts), `reject` (at once) or `release` (try again at once, until max_attempts).",
+            check=_one_of("retry", "reject", "release")),
+    Setting("dead_letter_topic", None, BOTH, "Topic for messages that failed max_attempts times or were "
+            "rejected. Share groups use the broker's dead-letter queue where it has one (share.version 2, "
+            "KIP-1191), else the framework produces the same headers.", kafka="errors.deadletterqueue.topic.name",
+            check=_optional_topic),
+    Setting("dead_letter_mode", "auto", BOTH, "`auto`, `broker` (require the broker's DLQ) or `produce` "
+            "(always produce from the worker).", check=_one_of("auto", "broker", "produce")),
+    Setting("deserializer", "bytes", BOTH, "Value deserializer: a callable, or `bytes`, `utf-8`, `json`.",
+            check=_deserializer),
+    Setting("key_deserializer", "bytes", BOTH, "Key deserializer, as `deserializer`.", check=_deserializer),
+    Setting("kafka", {}, BOTH, "Extra client configs for this route's consumers (checked against the "
+            "client's config table for share routes).", check=_mapping),
+    Setting("lock_duration_ms", 30_000, frozenset({SHARE}), "The acquisition lock the route expects "
+            "(the group's share.record.lock.duration.ms); backoffs and renewals are planned within it.",
+            kafka="share.record.lock.duration.ms", check=_int_at_least(1000), why_not=_SHARE_ONLY),
+    Setting("backoff_margin_ms", 1000, frozenset({SHARE}), "Safety margin kept between a backoff's end "
+            "and the lock's expiry (Karafka's share_backoff_buffer).", check=_int_at_least(0), why_not=_SHARE_ONLY),
+    Setting("delivery_count_limit", 5, frozenset({SHARE}), "The group's share.delivery.count.limit the "
+            "route expects; max_attempts may not exceed it (the broker archives the record first).",
+            kafka="share.delivery.count.limit", check=_int_at_least(2), why_not=_SHARE_ONLY),
+    Setting("renew", True, frozenset({SHARE}), "Renew the lock of a job that runs past half of it (RENEW, "
+            "KIP-1222).", check=lambda v: None if isinstance(v, bool) else f"must be true or false; got {v!r}",
+            why_not=_SHARE_ONLY),
+    Setting("max_renew_ms", 0, frozenset({SHARE}), "Stop renewing a job's lock after this long (0: while "
+            "the job runs); the broker then gives the record to another consumer.", check=_int_at_least(0),
+            why_not=_SHARE_ONLY),
+    Setting("auto_offset_reset", "latest", frozenset({CONSUMER}), "Where a consumer group without committed "
+            "offsets starts.", kafka="auto.offset.reset", check=_one_of("earliest", "latest"),
+            why_not=_CONSUMER_ONLY + " (set share.auto.offset.reset on the group instead)"),
+]}
+
+
+def _share_kafka_problems(route: str, kafka: Mapping[str, Any]) -> list[RouteProblem]:
+    problems = []
+    for name in kafka:
+        if name in ("group.id", "share.acknowledgement.mode", "max.poll.records"):
+            problems.append(RouteProblem(route, f"kafka[{name!r}]", "is set by the framework from the route "
+                                                                    "(group name, explicit acknowledgement, "
+                                                                    "max_poll_records)"))
+    if problems:
+        return problems
+    try:
+        AsyncShareConsumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": "validate", **kafka})  # the client's own checks; it does not connect
+    except ConfigException as exc:
+        problems.append(RouteProblem(route, f"kafka[{exc.key!r}]", exc.message))
+    except (ValueError, TypeError) as exc:
+        problems.append(RouteProblem(route, "kafka", str(exc)))
+    return problems
+
+
+def validate_route(route: str, group_type: str, settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[RouteProblem]]:
+    """(the route's full settings, every problem) for ``settings`` given on a ``group_type`` route."""
+    problems: list[RouteProblem] = []
+    full: dict[str, Any] = {}
+    for key, value in settings.items():
+        setting = ROUTE_SETTINGS.get(key)
+        if setting is None:
+            close = difflib.get_close_matches(key, ROUTE_SETTINGS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(ROUTE_SETTINGS))}"
+            problems.append(RouteProblem(route, key, "is not a route setting" + hint))
+            continue
+        if group_type not in setting.groups:
+            problems.append(RouteProblem(route, key, setting.why_not))
+            continue
+        message = setting.check(value) if setting.check is not None else None
+        if message is not None:
+            problems.append(RouteProblem(route, key, message))
+            continue
+        full[key] = value
+    for name, setting in ROUTE_SETTINGS.items():
+        if group_type in setting.groups:
+            full.setdefault(name, setting.default)
+    if problems:
+        return full, problems
+    if group_type == SHARE:
+        lock, margin = full["lock_duration_ms"], full["backoff_margin_ms"]
+        backoff = full["backoff"]
+        if margin >= lock:
+            problems.append(RouteProblem(route, "backoff_margin_ms", f"{margin} ms leaves nothing of the "
+                                                                     f"{lock} ms lock"))
+        elif backoff is not None and backoff.max_ms > lock - margin:
+            problems.append(RouteProblem(
+                route, "backoff", f"max_ms {backoff.max_ms} exceeds the longest backoff a lock allows, "
+                                  f"{lock - margin} ms (lock_duration_ms {lock} - backoff_margin_ms {margin})",
+                backoff=True))
+        if full["max_attempts"] > full["delivery_count_limit"]:
+            problems.append(RouteProblem(route, "max_attempts", f"{full['max_attempts']} exceeds "
+                                         f"delivery_count_limit {full['delivery_count_limit']}: the broker "
+                                         "archives the record before the last attempts"))
+        problems.extend(_share_kafka_problems(route, full["kafka"]))
+    if full["dead_letter_mode"] == "broker" and group_type == CONSUMER:
+        problems.append(RouteProblem(route, "dead_letter_mode", "`broker` applies to share groups only; a "
+                                                                "consumer group's dead letters are produced"))
+    if full["dead_letter_mode"] != "auto" and full["dead_letter_topic"] is None:
+        problems.append(RouteProblem(route, "dead_letter_mode", "needs dead_letter_topic"))
+    return full, problems

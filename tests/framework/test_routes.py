@@ -1,0 +1,164 @@
+"""Routes are declared, then validated as a whole before anything connects (acceptance 3 of the
+framework issue): each bad setting fails with one clear message naming the route and the key.
+The app's bootstrap address points at a closed port, so a test that connected would fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from quafka.framework import (
+    App,
+    Backoff,
+    BackoffExceedsLockDuration,
+    Consumer,
+    ConsumerGroupConsumer,
+    RouteConfigError,
+    ShareGroupConsumer,
+    Worker,
+)
+from quafka.framework.settings import ROUTE_SETTINGS
+
+NOWHERE = {"bootstrap.servers": "127.0.0.1:1"}  # nothing listens: validation must not connect
+
+
+class Jobs(Consumer):
+    def consume_one(self, message):
+        pass
+
+
+class Batch(Consumer):
+    def consume(self, messages):
+        pass
+
+
+def share_app(**settings) -> App:
+    app = App(NOWHERE)
+    app.share_group("workers").topic("jobs", Jobs, **settings)
+    return app
+
+
+def problem_of(app: App, error=RouteConfigError) -> str:
+    with pytest.raises(error) as info:
+        Worker(app, handle_signals=False)  # the worker validates in its constructor, before connecting
+    [problem] = info.value.problems
+    return str(problem)
+
+
+def test_a_valid_app_has_full_settings_and_names():
+    app = App(NOWHERE)
+    app.share_group("workers").topic("jobs", Jobs, concurrency=4, max_poll_records=1).topic("mail", Batch)
+    app.consumer_group("audit").topic("orders", Batch, auto_offset_reset="earliest")
+    routes = app.validate()
+    assert [r.name for r in routes] == ["workers/jobs", "workers/mail", "audit/orders"]
+    jobs = routes[0]
+    assert jobs.settings["concurrency"] == 4 and jobs.settings["lock_duration_ms"] == 30_000
+    assert jobs.entry_point == "consume_one" and routes[1].entry_point == "consume"
+    assert "lock_duration_ms" not in routes[2].settings and routes[2].settings["auto_offset_reset"] == "earliest"
+
+
+def test_unknown_key_names_the_route_and_suggests():
+    assert problem_of(share_app(max_pol_records=1)) == (
+        "route 'workers/jobs': max_pol_records: is not a route setting; did you mean 'max_poll_records'?")
+
+
+def test_backoff_longer_than_the_lock_minus_the_margin():
+    message = problem_of(share_app(lock_duration_ms=10_000, backoff=Backoff(1000, 2.0, 9_500)),
+                         BackoffExceedsLockDuration)
+    assert message == ("route 'workers/jobs': backoff: max_ms 9500 exceeds the longest backoff a lock allows, "
+                       "9000 ms (lock_duration_ms 10000 - backoff_margin_ms 1000)")
+
+
+def test_backoff_within_the_lock_is_fine():
+    assert share_app(lock_duration_ms=10_000, backoff=Backoff(1000, 2.0, 9_000)).validate()
+
+
+def test_consumer_group_only_option_on_a_share_route():
+    assert problem_of(share_app(auto_offset_reset="earliest")) == (
+        "route 'workers/jobs': auto_offset_reset: applies to consumer-group routes only: a share group has no "
+        "offsets or partitions of its own (set share.auto.offset.reset on the group instead)")
+
+
+def test_share_only_option_on_a_consumer_group_route():
+    app = App(NOWHERE)
+    app.consumer_group("audit").topic("orders", Jobs, lock_duration_ms=5000)
+    assert "lock_duration_ms: applies to share-group routes only" in problem_of(app)
+
+
+@pytest.mark.parametrize(("settings", "key", "text"), [
+    ({"concurrency": 0}, "concurrency", "must be an integer >= 1, got 0"),
+    ({"concurrency": True}, "concurrency", "must be an integer >= 1, got True"),
+    ({"executor": "fork"}, "executor", "must be one of thread, process, async; got 'fork'"),
+    ({"max_poll_records": 0}, "max_poll_records", "must be an integer >= 1"),
+    ({"ack_mode": "later"}, "ack_mode", "must be one of auto, manual"),
+    ({"on_error": "ignore"}, "on_error", "must be one of retry, reject, release"),
+    ({"backoff": 500}, "backoff", "must be a Backoff(...) or None"),
+    ({"max_attempts": 0}, "max_attempts", "must be an integer >= 1"),
+    ({"max_attempts": 6}, "max_attempts", "6 exceeds delivery_count_limit 5"),
+    ({"dead_letter_topic": "__dlq"}, "dead_letter_topic", "not starting with __"),
+    ({"dead_letter_mode": "broker"}, "dead_letter_mode", "needs dead_letter_topic"),
+    ({"deserializer": "yaml"}, "deserializer", "must be a callable or one of bytes, utf-8, json"),
+    ({"lock_duration_ms": 500}, "lock_duration_ms", "must be an integer >= 1000"),
+    ({"backoff_margin_ms": 30_000}, "backoff_margin_ms", "30000 ms leaves nothing of the 30000 ms lock"),
+    ({"kafka": {"group.id": "x"}}, "kafka['group.id']", "is set by the framework"),
+    ({"kafka": {"fetch.max.wait.ms": -1}}, "kafka['fetch.max.wait.ms']", "fetch.max.wait.ms"),
+    ({"kafka": {"enable.auto.commit": "true"}}, "kafka['enable.auto.commit']", "not supported by a share consumer"),
+])
+def test_each_bad_share_setting(settings, key, text):
+    message = problem_of(share_app(**settings))
+    assert message.startswith(f"route 'workers/jobs': {key}: ") and text in message, message
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(RouteConfigError) as info:
+        share_app(concurrency=0, executor="fork", colour="red").validate()
+    assert [p.key for p in info.value.problems] == ["concurrency", "executor", "colour"]
+    assert str(info.value).startswith("3 route problems:\n  route 'workers/jobs': concurrency")
+
+
+def test_consumer_class_problems():
+    class Nothing(Consumer):
+        pass
+
+    app = App(NOWHERE)
+    app.share_group("a").topic("t1", Nothing)
+    app.share_group("b").topic("t2", ConsumerGroupConsumer)
+    app.consumer_group("c").topic("t3", ShareGroupConsumer)
+    app.share_group("d").topic("t4", object)
+    with pytest.raises(RouteConfigError) as info:
+        app.validate()
+    messages = [str(p) for p in info.value.problems]
+    assert "route 'a/t1': consumer: Nothing defines neither consume(messages) nor consume_one(message)" in messages
+    assert any(m.startswith("route 'b/t2': consumer: ConsumerGroupConsumer is a ConsumerGroupConsumer") for m in messages)
+    assert any(m.startswith("route 'c/t3': consumer: ShareGroupConsumer is a ShareGroupConsumer") for m in messages)
+    assert any(m.startswith("route 'd/t4': consumer: must be a subclass of quafka.framework.Consumer") for m in messages)
+
+
+def test_one_group_name_for_both_group_types_is_refused():
+    app = App(NOWHERE)
+    app.share_group("jobs").topic("a", Jobs)
+    app.consumer_group("jobs").topic("b", Jobs)
+    assert "'jobs' is declared as both a share group and a consumer group" in problem_of(app)
+
+
+def test_app_settings_problems():
+    with pytest.raises(RouteConfigError) as info:
+        App({"group.id": "x"}).validate()
+    keys = [p.key for p in info.value.problems]
+    assert keys == ["bootstrap.servers", "group.id", "routes"]
+
+
+def test_include_routes_selects_and_refuses_unknown_patterns():
+    app = App(NOWHERE)
+    app.share_group("workers").topic("jobs", Jobs).topic("mail", Jobs)
+    app.consumer_group("audit").topic("orders", Jobs)
+    assert [r.name for r in app.routes(["workers/*"])] == ["workers/jobs", "workers/mail"]
+    assert [r.name for r in app.routes(["audit"])] == ["audit/orders"]
+    with pytest.raises(RouteConfigError, match=r"\['nothing/\*'\] match no route"):
+        app.routes(["nothing/*"])
+
+
+def test_every_setting_is_documented_with_its_group_types():
+    for setting in ROUTE_SETTINGS.values():
+        assert setting.doc and setting.groups, setting.name
+        if len(setting.groups) == 1:
+            assert setting.why_not, setting.name

@@ -23,7 +23,6 @@ it did to ``<pid>.log`` there, one line per run — the tests read it).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 

@@ -162,3 +162,59 @@ def test_every_setting_is_documented_with_its_group_types():
         assert setting.doc and setting.groups, setting.name
         if len(setting.groups) == 1:
             assert setting.why_not, setting.name
+
+
+def test_the_settings_table_of_the_docs_is_the_declared_one():
+    from pathlib import Path
+
+    from quafka.framework.settings import settings_table
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "framework.md").read_text()
+    assert settings_table() in doc, "run: python -m quafka.framework.settings --write-docs docs/framework.md"
+
+
+class AsyncJobs(Consumer):
+    async def consume_one(self, message):
+        pass
+
+
+@pytest.mark.parametrize(("consumer", "settings", "key", "text"), [
+    (Jobs, {"executor": "async"}, "executor", "'async' needs an async def consume_one; Jobs's is a plain function"),
+    (AsyncJobs, {"executor": "process"}, "executor", "'process' cannot run AsyncJobs's async def methods"),
+    (Jobs, {"dead_letter_topic": "jobs"}, "dead_letter_topic", "is the route's own topic"),
+])
+def test_settings_that_cannot_hold_with_this_consumer_or_topic(consumer, settings, key, text):
+    app = App(NOWHERE)
+    app.share_group("workers").topic("jobs", consumer, **settings)
+    message = problem_of(app)
+    assert message.startswith(f"route 'workers/jobs': {key}: ") and text in message, message
+
+
+@pytest.mark.parametrize("name", ["group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof"])
+def test_consumer_group_kafka_configs_the_framework_sets_are_refused(name):
+    app = App(NOWHERE)
+    app.consumer_group("audit").topic("orders", Jobs, kafka={name: "x"})
+    assert problem_of(app) == f"route 'audit/orders': kafka['{name}']: is set by the framework (group name, manual " \
+                              "commits, auto_offset_reset)"
+
+
+def test_a_route_declared_after_validation_is_validated_and_run():
+    app = App(NOWHERE)
+    app.share_group("workers").topic("jobs", Jobs)
+    assert [r.name for r in app.routes()] == ["workers/jobs"]
+    app.share_group("workers").topic("mail", Jobs)
+    assert [r.name for r in app.routes()] == ["workers/jobs", "workers/mail"]
+
+
+def test_a_consumer_need_not_call_super_init():
+    from quafka.framework.testing import consume, message
+
+    class Stateful(Consumer):
+        def __init__(self):
+            self.seen = 0
+
+        def consume_one(self, message):
+            self.seen += 1
+            self.reject(message)
+
+    assert consume(Stateful, [message(b"x")]).rejected == [b"x"]

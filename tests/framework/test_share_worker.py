@@ -12,11 +12,11 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
-import pytest
-from support import wait_until
+from support import free_port, wait_until
 from support.dlq import read_topic
 from support.framework_jobs import (
     BROKER_CONFIG,
@@ -28,11 +28,12 @@ from support.framework_jobs import (
     share_group_from_earliest,
 )
 
-from quafka.client import Admin
+from quafka.client import Admin, ShareConsumer
 from quafka.framework import App, Backoff, Consumer, Worker
 from quafka.framework.testing import RouteRunner
 
 BACKOFF = Backoff(initial_ms=300, multiplier=1.0, max_ms=300)
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def unique(prefix: str) -> str:
@@ -217,9 +218,10 @@ def test_process_pool_executor_runs_cpu_jobs_in_other_processes(make_broker, tmp
     share_group_from_earliest(bs, group)
     produce(bs, topic, [b"a", b"b", b"reject-me"])
     journal = tmp_path / "journal"
-    env = {**os.environ, "QUAFKA_BOOTSTRAP": bs, "CPU_TOPIC": topic, "CPU_GROUP": group, "CPU_JOURNAL": str(journal)}
+    env = {**os.environ, "QUAFKA_BOOTSTRAP": bs, "FW_KIND": "cpu", "FW_TOPIC": topic, "FW_GROUP": group,
+           "CPU_JOURNAL": str(journal)}
     worker = subprocess.Popen([sys.executable, "-m", "quafka", "worker", "support.framework_jobs:app"],
-                              cwd=Path(__file__).resolve().parents[1], env=env, stderr=subprocess.PIPE)
+                              cwd=TESTS, env=env, stderr=subprocess.PIPE)
     try:
         wait_until(lambda: journal.exists() and len(journal.read_text().splitlines()) == 3, 60,
                    message="three jobs run")
@@ -263,3 +265,66 @@ def test_route_runner_helper(make_broker):
         run.produce([b"ok", b"poison"])
         outcome = run.until_settled(2)
     assert sorted((m.value, o) for m, o in outcome) == [(b"ok", "accepted"), (b"poison", "rejected")]
+
+
+def test_a_second_signal_forces_the_stop_and_the_broker_releases_the_running_record(make_broker, tmp_path):
+    broker = make_broker(config=BROKER_CONFIG)
+    bs, topic, group = broker.bootstrap_servers, unique("jobs"), unique("workers")
+    create_topic(bs, topic)
+    share_group_from_earliest(bs, group)
+    produce(bs, topic, [b"slow:60000"])
+    port = free_port()
+    env = {**os.environ, "QUAFKA_BOOTSTRAP": bs, "FW_KIND": "jobs", "FW_TOPIC": topic, "FW_GROUP": group}
+    worker = subprocess.Popen([sys.executable, "-m", "quafka", "worker", "support.framework_jobs:app",
+                               "--metrics-port", str(port), "--shutdown-timeout", "60"],
+                              cwd=TESTS, env=env, stderr=subprocess.PIPE)
+    try:
+        def running() -> bool:
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            except OSError:
+                return False
+            return f'quafka_framework_messages_in_flight{{route="{group}/{topic}"}} 1' in text
+        wait_until(running, 30, message="the slow job running")
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(line.decode() for line in worker.stderr), daemon=True)
+        reader.start()
+        worker.send_signal(signal.SIGTERM)  # graceful: it would wait for the 60 s job...
+        wait_until(lambda: any("signal 15: stopping" in line for line in list(lines)), 10,
+                   message="the first signal handled")  # (two signals at once would be handled as one)
+        worker.send_signal(signal.SIGTERM)  # ...the second one does not
+        worker.wait(20)
+        reader.join(10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 1, "".join(lines)[-2000:]
+    assert any("forcing the stop" in line for line in lines)
+    # the consumer was closed with the record unacknowledged: the broker released it at once
+    config = {"bootstrap.servers": bs, "group.id": group, "share.acknowledgement.mode": "explicit"}
+    with ShareConsumer(config) as consumer:
+        consumer.subscribe([topic])
+        records = wait_until(lambda: consumer.poll(0.5), 10, message="the released record")
+        assert [(r.value, r.delivery_count) for r in records] == [(b"slow:60000", 2)]
+        consumer.acknowledge(records[0])
+
+
+def test_a_refused_renewal_loses_the_record_to_another_worker_without_stopping(make_broker):
+    """The group refuses RENEW (share.renew.acknowledge.enable=false): the long job's renewal
+    fails, its lock expires and the other worker gets the record; the first worker's job ends,
+    its acknowledgement is skipped (outcome lock-lost) and it keeps working."""
+    broker = make_broker(config=BROKER_CONFIG)
+    bs, topic, group = broker.bootstrap_servers, unique("jobs"), unique("workers")
+    create_topic(bs, topic)
+    share_group_from_earliest(bs, group, **{"share.renew.acknowledge.enable": "false"})
+    value = f"slow:{2 * LOCK_MS}:{uuid.uuid4().hex[:6]}".encode()
+    worker, events, _ = start(broker, topic=topic, group=group, values=[value, b"after"], concurrency=2,
+                              max_poll_records=1)
+    try:
+        wait_until(lambda: "lock-lost" in [o for _, name, e in list(events) if name == "message.settled"
+                                           for o in [e["outcome"]]], 20, message="the lost lock noticed")
+        wait_until(lambda: b"after" in settled(events, "accepted"), 20, message="work going on")
+    finally:
+        stop(worker)  # status 0: nothing stopped the workers
+    assert [name for _, name, _ in events if name == "job.renew_failed"]
+    assert sorted(a for a, _, _ in JOURNAL.by_value()[value])[:2] == [1, 2]  # delivered again elsewhere

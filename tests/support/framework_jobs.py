@@ -13,7 +13,7 @@ from collections import defaultdict
 from confluent_kafka import Producer
 
 from quafka.client import Admin, NewTopic
-from quafka.framework import App, Consumer
+from quafka.framework import App, Backoff, Consumer
 
 LOCK_MS = 1000  # the embedded broker's record lock in these tests (its minimum allowed is lowered to it)
 # a worker joining a group gets its assignment at once rather than at its next heartbeat (KIP-1263's
@@ -78,16 +78,22 @@ class CpuJobs(Consumer):
             journal.write(f"{message.value.decode()} {multiprocessing.current_process().name} {os.getpid()}\n")
 
 
-def cpu_app() -> App:
-    """The process-executor app of tests/framework/test_share_worker.py, configured from the environment."""
+def env_app() -> App:
+    """The apps tests/framework/test_share_worker.py runs with `quafka worker support.framework_jobs:app`,
+    configured from the environment: FW_KIND=cpu (CpuJobs on a process pool) or jobs (Jobs)."""
     app = App({"bootstrap.servers": os.environ["QUAFKA_BOOTSTRAP"]})
-    app.share_group(os.environ["CPU_GROUP"]).topic(os.environ["CPU_TOPIC"], CpuJobs, concurrency=2,
-                                                   max_poll_records=1, executor="process")
+    if os.environ["FW_KIND"] == "cpu":
+        app.share_group(os.environ["FW_GROUP"]).topic(os.environ["FW_TOPIC"], CpuJobs, concurrency=2,
+                                                      max_poll_records=1, executor="process")
+    else:
+        app.share_group(os.environ["FW_GROUP"]).topic(os.environ["FW_TOPIC"], Jobs, max_poll_records=1,
+                                                      lock_duration_ms=LOCK_MS, backoff_margin_ms=200,
+                                                      backoff=Backoff(300, 1.0, 300))
     return app
 
 
-if "CPU_GROUP" in os.environ:
-    app = cpu_app()
+if "FW_KIND" in os.environ:
+    app = env_app()
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, configs: dict | None = None) -> None:

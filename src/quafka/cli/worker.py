@@ -89,6 +89,12 @@ def _run(args: argparse.Namespace) -> int:
         app.kafka["bootstrap.servers"] = args.bootstrap_server
     if args.processes < 1:
         raise ToolError(f"--processes must be >= 1, got {args.processes}")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ToolError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.log_interval <= 0:
+        raise ToolError(f"--log-interval must be > 0 seconds, got {args.log_interval}")
+    if args.shutdown_timeout < 0:
+        raise ToolError(f"--shutdown-timeout must be >= 0 seconds, got {args.shutdown_timeout}")
     try:
         routes = app.routes(args.include_routes)
     except RouteConfigError as exc:

@@ -50,8 +50,8 @@ class Consumer:
     _max_backoff_ms: int = 0
     group_type = ""
 
-    def __init__(self) -> None:
-        self._settled: dict[tuple[str, int, int], Verdict] = {}
+    _settled: dict = {}  # never written: each instance gets its own on its first settlement (a
+    # subclass's __init__ need not call super().__init__())
 
     def initialized(self) -> None:
         """Called once, before the first job, on the thread that runs the jobs."""
@@ -60,11 +60,13 @@ class Consumer:
         """Called once when the worker stops, after the last job."""
 
     def _settle(self, message: Message, verdict: Verdict) -> None:
-        self._settled[(message.topic, message.partition, message.offset)] = verdict
+        settled = self.__dict__.get("_settled")
+        if settled is None:
+            settled = self.__dict__["_settled"] = {}
+        settled[(message.topic, message.partition, message.offset)] = verdict
 
     def _take_settled(self) -> dict[tuple[str, int, int], Verdict]:
-        settled, self._settled = self._settled, {}
-        return settled
+        return self.__dict__.pop("_settled", None) or {}
 
     def __getattr__(self, name: str) -> Any:
         if name in SHARE_ONLY and self.group_type == "consumer":

@@ -102,7 +102,7 @@ class DeadLetters:
         if topic in admin.list_topics():
             return
         try:
-            admin.create_topics([NewTopic(topic, 1, 1, dict(configs))])
+            admin.create_topics([NewTopic(topic, 1, -1, dict(configs))])  # -1: the broker's default replication
         except KafkaException as exc:
             if exc.code != ErrorCode.topic_already_exists:  # another worker process created it meanwhile
                 raise
@@ -121,8 +121,7 @@ class DeadLetters:
             if self._producer is None:
                 from confluent_kafka import Producer
 
-                self._producer = Producer({"bootstrap.servers": self._kafka["bootstrap.servers"],
-                                           "enable.idempotence": True, "acks": "all", "linger.ms": 0})
+                self._producer = Producer({**self._kafka, "enable.idempotence": True, "acks": "all", "linger.ms": 0})
             producer = self._producer
         producer.produce(topic, key=message.raw_key, value=message.raw_value, headers=headers,
                          partition=message.partition % self._partitions.get(topic, 1),

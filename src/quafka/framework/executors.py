@@ -9,10 +9,13 @@ RuntimeError with its text."""
 from __future__ import annotations
 
 import importlib
+import logging
 import multiprocessing
 import pickle
+import signal
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from .consumers import bind, call
@@ -20,6 +23,13 @@ from .consumers import bind, call
 __all__ = ["ProcessJobs"]
 
 _instances: dict[tuple[str, str, str], Any] = {}
+log = logging.getLogger("quafka.framework")
+
+
+def _ignore_sigint() -> None:
+    """Pool processes leave Ctrl-C to the worker process (which stops gracefully); a terminal's
+    SIGINT reaches the whole process group."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _consumer_class(module: str, qualname: str) -> type:
@@ -58,14 +68,30 @@ class ProcessJobs:
         self._lock = threading.Lock()
 
     def run(self, route, method: str, arg: Any) -> tuple[dict, BaseException | None]:
+        """(settled verdicts, exception or None) of one job in the pool. A pool broken by a
+        process that died (killed, out of memory) is replaced and the job tried once more there:
+        the job did not fail, its process did."""
+        cls = route.consumer
+        for attempt in (1, 2):
+            pool = self._get_pool()
+            try:
+                return pool.submit(run_job, cls.__module__, cls.__qualname__, route.group_type, route.max_backoff_ms(),
+                                   method, arg).result()
+            except BrokenProcessPool:
+                log.warning("route %s: a process of the pool died; starting a new pool", route.name)
+                with self._lock:
+                    if self._pool is pool:
+                        self._pool = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _get_pool(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(self._max_workers, mp_context=multiprocessing.get_context("spawn"))
-            pool = self._pool
-        cls = route.consumer
-        future = pool.submit(run_job, cls.__module__, cls.__qualname__, route.group_type, route.max_backoff_ms(),
-                             method, arg)
-        return future.result()
+                self._pool = ProcessPoolExecutor(self._max_workers, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_ignore_sigint)
+            return self._pool
 
     def close(self) -> None:
         with self._lock:

@@ -1,6 +1,6 @@
 """The framework's instrumentation bus: workers publish events, users and the metrics exporter
-subscribe. An event with no subscriber costs one dictionary lookup (``wants``), so the hot path
-asks before it builds one.
+subscribe. An event with no subscriber costs a set lookup (``name in bus.wanted``, or ``wants(name)``), so
+the hot path asks before it builds one.
 
 Events (payload keys after ``route``):
 
@@ -10,7 +10,7 @@ Events (payload keys after ``route``):
 | `job.started` | a job begins | `messages` |
 | `job.finished` | a job returned | `messages`, `duration_s` |
 | `job.failed` | a job raised | `messages`, `duration_s`, `error`, `verdicts` (one per message) |
-| `message.settled` | a message's outcome was sent | `message`, `outcome` (accepted, released, rejected, dead-lettered, backoff) |
+| `message.settled` | a message's outcome was sent | `message`, `outcome` (accepted, released, rejected, dead-lettered, backoff; lock-lost: its renewal failed, so the broker has it back) |
 | `job.backoff` | a message waits before it is released | `message`, `backoff_ms` |
 | `job.renewed` / `job.renew_failed` | a lock renewal answered | `messages`, `error` |
 | `dead_letter.produced` | the worker produced a dead letter itself | `message`, `topic` |
@@ -52,6 +52,9 @@ class Event(dict):
 class EventBus:
     def __init__(self) -> None:
         self._subscribers: dict[str, list[Callable[[Event], None]]] = {}
+        #: the events with at least one subscriber (a new set after every change): a hot path
+        #: reads it once and tests membership, rather than calling wants() per event
+        self.wanted: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
     def subscribe(self, name: str, callback: Callable[[Event], None] | None = None):
@@ -64,6 +67,7 @@ class EventBus:
                 names = EVENTS if name == "*" else (name,)
                 for each in names:
                     self._subscribers[each] = [*self._subscribers.get(each, ()), fn]
+                self.wanted = frozenset(n for n, fns in self._subscribers.items() if fns)
             return fn
         return add(callback) if callback is not None else add
 
@@ -71,6 +75,7 @@ class EventBus:
         with self._lock:
             self._subscribers = {name: [fn for fn in fns if fn is not callback]
                                  for name, fns in self._subscribers.items()}
+            self.wanted = frozenset(n for n, fns in self._subscribers.items() if fns)
 
     def wants(self, name: str) -> bool:
         return bool(self._subscribers.get(name))

@@ -1,29 +1,30 @@
 """The message a consumer gets: the record's coordinates and payload (deserialized as the route
 says), and ``delivery_attempt`` — for share groups the broker's per-record delivery count, for
 consumer groups the route's retry counter of the partition (the seed's ``Message#delivery_attempt``).
-Picklable, so that a process-pool job can take it."""
+A NamedTuple: immutable, cheap to make (a worker makes one per record) and picklable, so that a
+process-pool job can take it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from quafka.client import Record
 
 __all__ = ["Message"]
 
 
-class Message:
-    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers", "delivery_attempt",
-                 "raw_key", "raw_value")
-
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int, key: Any, value: Any,
-                 headers: list[tuple[str, bytes | None]], delivery_attempt: int, raw_key: bytes | None = None,
-                 raw_value: bytes | None = None) -> None:
-        self.topic, self.partition, self.offset = topic, partition, offset
-        self.timestamp, self.key, self.value, self.headers = timestamp, key, value, headers
-        self.delivery_attempt = delivery_attempt
-        self.raw_key, self.raw_value = raw_key, raw_value
+class Message(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: list[tuple[str, bytes | None]]
+    delivery_attempt: int
+    raw_key: bytes | None = None
+    raw_value: bytes | None = None
 
     @classmethod
     def from_record(cls, record: Record, key_deserializer: Callable | None, value_deserializer: Callable | None,
@@ -40,7 +41,7 @@ class Message:
 
     @property
     def coordinates(self) -> tuple[str, int, int]:
-        return self.topic, self.partition, self.offset
+        return self[0], self[1], self[2]
 
     def header(self, name: str) -> bytes | None:
         """The last value of header ``name`` (None when absent)."""
@@ -48,13 +49,6 @@ class Message:
             if key == name:
                 return value
         return None
-
-    def __getstate__(self):
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setstate__(self, state) -> None:
-        for name, value in zip(self.__slots__, state):
-            setattr(self, name, value)
 
     def __repr__(self) -> str:
         return (f"Message({self.topic}-{self.partition}@{self.offset}, attempt {self.delivery_attempt}, "

@@ -55,7 +55,7 @@ __all__ = ["CONTENT_TYPE", "DURATION_BUCKETS_S", "MetricsExporter"]
 log = logging.getLogger("quafka.framework")
 
 DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
-OUTCOMES = ("accepted", "released", "rejected", "dead-lettered", "backoff")
+OUTCOMES = ("accepted", "released", "rejected", "dead-lettered", "backoff", "lock-lost")
 
 # indexes into _RouteCounts.counts
 FINISHED, FAILED, RENEWED, RENEW_FAILED, BACKOFFS, DEAD_LETTERS, REBALANCES = range(7)

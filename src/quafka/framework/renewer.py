@@ -1,9 +1,13 @@
-"""The process's lock renewer: one thread that watches every running job (and every record a
-pause holds) of the share-group routes, and renews a job's records (RENEW, KIP-1222) once half of
-the lock has passed since they were acquired or last renewed — until the job ends, or the route's
+"""The process's lock renewer: one thread that watches every share-group worker's running job (and
+the records a pause holds), and renews their records (RENEW, KIP-1222) once half of the lock has
+passed since they were acquired or last renewed — until the job ends, or the route's
 ``max_renew_ms`` is reached, or a renewal fails (the broker gave the record to another consumer).
 When it first renews a running job it also asks the worker to release the messages of the job's
 batch that have not started (back-pressure: they would wait too long behind it).
+
+Workers register once; a job is seen through the worker's ``job`` and ``held_job`` attributes,
+so starting and ending a job costs no lock and no thread switch. A worker whose lock is short
+enough that a new job is due before the renewer's next look calls ``wake()``.
 """
 
 from __future__ import annotations
@@ -17,72 +21,76 @@ __all__ = ["Renewer"]
 
 log = logging.getLogger("quafka.framework")
 MIN_TICK_S = 0.05
+MAX_TICK_S = 1.0
 
 
 class Renewer(threading.Thread):
     def __init__(self, stopping: threading.Event) -> None:
         super().__init__(name="quafka-renewer", daemon=True)
-        self._jobs: dict[int, Any] = {}  # id(job) → job
-        self._by_worker: dict[int, Any] = {}  # id(worker) → its running job
-        self._lock = threading.Lock()
+        self._workers: list[Any] = []
         self._wake = threading.Event()
         self._stopping = stopping
-        self._given_up: set[int] = set()
+        self._closed = False
+        self.next_check = 0.0  # monotonic time of the next look
 
-    def add(self, job) -> None:
-        with self._lock:
-            self._jobs[id(job)] = job
-            if not job.held:
-                self._by_worker[id(job.worker)] = job
-        self._wake.set()  # a new job may be due before the current wait ends
+    def register(self, worker: Any) -> None:
+        self._workers = [*self._workers, worker]
 
-    def remove(self, job) -> None:
-        with self._lock:
-            self._jobs.pop(id(job), None)
-            if self._by_worker.get(id(job.worker)) is job:
-                del self._by_worker[id(job.worker)]
-            self._given_up.discard(id(job))
-
-    def job_of(self, worker):
-        with self._lock:
-            return self._by_worker.get(id(worker))
+    def wake(self) -> None:
+        self._wake.set()
 
     def close(self) -> None:
+        self._closed = True
         self._wake.set()
 
     def run(self) -> None:
-        while not (self._stopping.is_set() and not self._jobs):
-            tick = self.tick(time.monotonic())
-            self._wake.wait(tick)
+        while not self._closed:
+            now = time.monotonic()
+            try:
+                wait_s = self.tick(now)
+            except Exception:  # noqa: BLE001 - a bug here must not end the renewals of every job
+                log.exception("lock renewer: a look at the running jobs failed; looking again")
+                wait_s = MIN_TICK_S
+            self.next_check = now + wait_s
+            self._wake.wait(wait_s)
             self._wake.clear()
 
+    def _jobs(self) -> list:
+        jobs = []
+        for worker in self._workers:
+            for job in (worker.job, worker.held_job):
+                if job is not None and not job.given_up:
+                    jobs.append(job)
+        return jobs
+
     def tick(self, now: float) -> float:
-        """Renew what is due; returns the seconds until the next check."""
-        with self._lock:
-            jobs = [j for j in self._jobs.values() if id(j) not in self._given_up]
-        next_s = 1.0
-        for job in jobs:
+        """Renew what is due; returns the seconds until the next look."""
+        next_s = MAX_TICK_S
+        for job in self._jobs():
             worker = job.worker
             half_s = worker.lock_ms / 2000
             due = job.lock_from + half_s
             if now < due:
                 next_s = min(next_s, due - now)
                 continue
-            if not worker.route.settings["renew"]:
-                continue
-            limit_ms = worker.route.settings["max_renew_ms"]
-            if limit_ms and (now - job.started) * 1000 >= limit_ms:
-                log.warning("route %s: job on %s ran past max_renew_ms %d; its lock is no longer renewed",
-                            worker.route.name, [m.coordinates for m in job.messages], limit_ms)
-                self._given_up.add(id(job))
-                continue
-            if not job.held:
-                released = worker.release_waiting()
+            settings = worker.route.settings
+            if not job.held and not job.released_waiting:
+                job.released_waiting = True  # back-pressure, with or without renewals
+                released = worker.release_waiting(job)
                 if released:
                     log.info("route %s: a long job; released %d waiting messages to other workers",
                              worker.route.name, released)
+            if not settings["renew"]:
+                job.given_up = True
+                continue
+            limit_ms = settings["max_renew_ms"]
+            if limit_ms and (now - job.started) * 1000 >= limit_ms:
+                log.warning("route %s: job on %s ran past max_renew_ms %d; its lock is no longer renewed",
+                            worker.route.name, [m.coordinates for m in job.messages], limit_ms)
+                job.given_up = True
+                continue
             try:
-                ok = worker.renew(job.messages, job.records)
+                ok = worker.renew(list(job.messages), list(job.records), job)
             except Exception as exc:  # noqa: BLE001 - a renewal that cannot be sent is a failed one
                 log.warning("route %s: renewal failed: %s", worker.route.name, exc)
                 ok = False
@@ -90,5 +98,5 @@ class Renewer(threading.Thread):
                 job.lock_from = time.monotonic()
                 next_s = min(next_s, half_s)
             else:
-                self._given_up.add(id(job))
+                job.given_up = True
         return max(next_s, MIN_TICK_S)

@@ -70,6 +70,7 @@ class _GroupBuilder:
     def topic(self, topic: str, consumer: type, **settings: Any) -> _GroupBuilder:
         """Route ``topic`` of this group to ``consumer`` with ``settings`` (see settings.ROUTE_SETTINGS)."""
         self._app._declared.append((self._group_type, self._group, topic, consumer, dict(settings)))
+        self._app._routes = None  # validated again
         return self
 
 
@@ -118,6 +119,17 @@ class App:
             problems.extend(self._consumer_problems(name, group_type, consumer))
             full, found = validate_route(name, group_type, settings)
             problems.extend(found)
+            if not found and full["dead_letter_topic"] == topic:
+                problems.append(RouteProblem(name, "dead_letter_topic", "is the route's own topic: its dead letters "
+                                                                        "would come back to it"))
+            if not found and isinstance(consumer, type) and entry_point(consumer):
+                coroutine = is_async(consumer)
+                if full["executor"] == "async" and not coroutine:
+                    problems.append(RouteProblem(name, "executor", f"'async' needs an async def {entry_point(consumer)}"
+                                                                   f"; {consumer.__name__}'s is a plain function"))
+                elif full["executor"] == "process" and coroutine:
+                    problems.append(RouteProblem(name, "executor", f"'process' cannot run {consumer.__name__}'s async "
+                                                                   "def methods; leave executor out (async is chosen)"))
             routes.append(Route(group_type, group, topic, consumer, full))
         if not self._declared:
             problems.append(RouteProblem("(app)", "routes", "no routes: declare share_group(...).topic(...) or "

@@ -22,7 +22,7 @@ from .policies import Backoff
 
 __all__ = [
     "BackoffExceedsLockDuration", "DESERIALIZERS", "ROUTE_SETTINGS", "RouteConfigError", "RouteProblem", "Setting",
-    "validate_route",
+    "settings_table", "validate_route",
 ]
 
 SHARE, CONSUMER = "share", "consumer"
@@ -226,9 +226,42 @@ def validate_route(route: str, group_type: str, settings: Mapping[str, Any]) -> 
                                          f"delivery_count_limit {full['delivery_count_limit']}: the broker "
                                          "archives the record before the last attempts"))
         problems.extend(_share_kafka_problems(route, full["kafka"]))
+    if group_type == CONSUMER:
+        for name in full["kafka"]:
+            if name in ("group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof"):
+                problems.append(RouteProblem(route, f"kafka[{name!r}]", "is set by the framework (group name, manual "
+                                                                        "commits, auto_offset_reset)"))
     if full["dead_letter_mode"] == "broker" and group_type == CONSUMER:
         problems.append(RouteProblem(route, "dead_letter_mode", "`broker` applies to share groups only; a "
                                                                 "consumer group's dead letters are produced"))
     if full["dead_letter_mode"] != "auto" and full["dead_letter_topic"] is None:
         problems.append(RouteProblem(route, "dead_letter_mode", "needs dead_letter_topic"))
     return full, problems
+
+
+TABLE_BEGIN, TABLE_END = "<!-- routes-table:begin -->", "<!-- routes-table:end -->"
+
+
+def settings_table() -> str:
+    """The route settings as docs/framework.md shows them (between its routes-table markers);
+    ``python -m quafka.framework.settings --write-docs docs/framework.md`` rewrites it there."""
+    lines = [TABLE_BEGIN, "| setting | default | routes | Kafka config | what it does |", "|---|---|---|---|---|"]
+    for setting in ROUTE_SETTINGS.values():
+        groups = ", ".join(g for g in (SHARE, CONSUMER) if g in setting.groups)
+        kafka = f"`{setting.kafka}`" if setting.kafka else ""
+        lines.append(f"| `{setting.name}` | `{setting.default!r}` | {groups} | {kafka} | {setting.doc} |")
+    lines.append(TABLE_END)
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import re
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "--write-docs":
+        sys.exit("usage: python -m quafka.framework.settings --write-docs docs/framework.md")
+    with open(sys.argv[2]) as f:
+        text = f.read()
+    pattern = re.compile(re.escape(TABLE_BEGIN) + ".*?" + re.escape(TABLE_END), re.S)
+    with open(sys.argv[2], "w") as f:
+        f.write(pattern.sub(lambda _m: settings_table(), text, count=1))

@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
+from collections import deque
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from quafka.client import AcknowledgeType, KafkaException, ShareConsumer, WakeupException
+from confluent_kafka import KafkaException as ConfluentKafkaException
 
-from .consumers import bind, call
+from quafka.client import AcknowledgeType, IllegalStateException, KafkaException, ShareConsumer, WakeupException
+
+from .consumers import bind
 from .messages import Message
 from .policies import Verdict, VerdictKind, decide
 
@@ -45,16 +49,19 @@ _ACK = {VerdictKind.ACCEPT: AcknowledgeType.ACCEPT, VerdictKind.RELEASE: Acknowl
         VerdictKind.REJECT: AcknowledgeType.REJECT}
 _OUTCOME = {VerdictKind.ACCEPT: "accepted", VerdictKind.RELEASE: "released", VerdictKind.REJECT: "rejected"}
 POLL_TIMEOUT_S = 1.0
+_new_tuple = tuple.__new__
 
 
 class Job:
     """Messages running (or held by a pause) on a worker, as the renewer sees them."""
-    __slots__ = ("worker", "messages", "records", "started", "lock_from", "held")
+    __slots__ = ("worker", "messages", "records", "started", "lock_from", "held", "given_up", "released_waiting")
 
     def __init__(self, worker: ShareWorker, messages: list[Message], records: list, started: float,
                  lock_from: float, held: bool = False) -> None:
         self.worker, self.messages, self.records = worker, messages, records
         self.started, self.lock_from, self.held = started, lock_from, held
+        self.given_up = False  # renewals stopped (max_renew_ms, or one failed)
+        self.released_waiting = False  # back-pressure applied once
 
 
 class ShareWorker(threading.Thread):
@@ -69,9 +76,17 @@ class ShareWorker(threading.Thread):
         self.error: BaseException | None = None
         self.done = self.failed = self.dead_lettered = self.renewed = 0
         self.in_flight = 0
-        self._waiting: list[tuple[Message, Any, float]] = []  # unstarted: (message, record, lock_from)
+        self._waiting: deque = deque()  # the records of the poll not started yet (consume_one)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._key_d, self._value_d = route.deserializers()
+        self._method = route.entry_point
+        self._one = self._method == "consume_one"
+        self._executor = route.executor
+        self._accept_unsettled = settings["ack_mode"] == "auto"
+        self._entry = None  # the consumer instance's entry point, bound in _run
+        self.job: Job | None = None  # the running job (the renewer reads it)
+        self._lost: set[tuple[str, int, int]] = set()  # records whose renewal failed: not ours any more
+        self.held_job: Job | None = None  # records a pause holds
         self._lock_warned = False
 
     # ------------------------------------------------------------------ thread
@@ -114,9 +129,10 @@ class ShareWorker(threading.Thread):
         instance.route = route
         instance._hooks = self
         instance._max_backoff_ms = route.max_backoff_ms()
-        if route.executor == "async":
+        if self._executor == "async":
             self._loop = asyncio.new_event_loop()
-        method = route.entry_point
+        method = self._method
+        self._entry = getattr(instance, method)
         self.consumer = consumer = ShareConsumer(self._config())
         try:
             consumer.subscribe([route.topic])
@@ -167,74 +183,154 @@ class ShareWorker(threading.Thread):
 
     def _process(self, instance, method: str, records: list, polled: float) -> list[tuple[Message, Any, int, float]]:
         """Run the jobs of one poll; returns the messages a pause holds, with their backoff."""
-        key_d, value_d = self._key_d, self._value_d
-        pairs = []
-        for record in records:
-            try:
-                pairs.append((Message.from_record(record, key_d, value_d), record))
-            except Exception as exc:  # a message that does not deserialize cannot be processed: reject it
-                self._settle_failed_decode(record, exc)
         held: list[tuple[Message, Any, int, float]] = []
         if method == "consume":
-            if pairs:
-                self._run_job(instance, method, pairs, polled, held)
+            messages, kept = [], []
+            for record in records:
+                message = self._message(record)
+                if message is not None:
+                    messages.append(message)
+                    kept.append(record)
+            if messages:
+                self._run_job(instance, messages, kept, polled, held)
             return held
-        self._waiting = [(m, r, polled) for m, r in pairs]
+        # one job per record; the renewer may take the ones still waiting (release_waiting): each
+        # is popped by exactly one of the two threads (deque.popleft is atomic), so none is both
+        # started and released
+        waiting = self._waiting = deque(records)
+        stopping = self.runtime.stopping
+        latest_start = polled + (self.lock_ms - self.margin_ms) / 1000  # later, the lock could expire first
+        monotonic, make = time.monotonic, self._message
         try:
-            while self._waiting:
-                with self.lock:
-                    if not self._waiting:
-                        break
-                    message, record, lock_from = self._waiting.pop(0)
-                    stopping = self.runtime.stopping.is_set()
-                    too_late = (time.monotonic() - lock_from) * 1000 >= self.lock_ms - self.margin_ms
-                    if stopping or too_late:
-                        self._ack(message, record, AcknowledgeType.RELEASE, "released")
-                        continue
-                self._run_job(instance, method, [(message, record)], lock_from, held)
+            while waiting:
+                try:
+                    record = waiting.popleft()
+                except IndexError:  # the renewer released the rest
+                    break
+                if stopping.is_set() or monotonic() >= latest_start:
+                    self._release_unstarted(record)
+                    continue
+                message = make(record)
+                if message is not None:
+                    self._run_one(instance, message, record, polled, held)
         finally:
-            self._waiting = []
+            self._waiting = deque()
         return held
 
-    def _run_job(self, instance, method: str, pairs: list[tuple[Message, Any]], lock_from: float,
-                 held: list[tuple[Message, Any, int, float]]) -> None:
-        events, route = self.runtime.events, self.route
-        messages = [m for m, _ in pairs]
-        arg = messages if method == "consume" else messages[0]
-        started = time.monotonic()
-        job = Job(self, messages, [r for _, r in pairs], started, lock_from)
-        self.in_flight += len(messages)
-        if events.wants("job.started"):
-            events.publish("job.started", route=route.name, messages=messages)
-        renewer = self.runtime.renewer
-        renewer.add(job)
-        error: BaseException | None = None
-        settled: dict = {}
+    def _message(self, record) -> Message | None:
+        """The record as a Message; None (and rejected) when it does not deserialize."""
+        key, value = record.key, record.value
         try:
-            if route.executor == "process":
-                settled, error = self.runtime.process_jobs.run(route, method, arg)
+            if self._key_d is not None:
+                key = self._key_d(key)
+            if self._value_d is not None:
+                value = self._value_d(value)
+        except Exception as exc:  # a message that does not deserialize cannot be processed: reject it
+            self._settle_failed_decode(record, exc)
+            return None
+        # tuple.__new__ directly: the NamedTuple's own __new__ is a Python function (a third of the
+        # framework's cost per job in benchmarks/framework.py)
+        return _new_tuple(Message, (record.topic, record.partition, record.offset, record.timestamp, key, value,
+                                    record.headers, record.delivery_count or 1, record.key, record.value))
+
+    def _release_unstarted(self, record) -> None:
+        message = Message(record.topic, record.partition, record.offset, record.timestamp, record.key, record.value,
+                          record.headers, record.delivery_count or 1, record.key, record.value)
+        with self.lock:
+            self._ack(message, record, AcknowledgeType.RELEASE, "released")
+
+    def _run_one(self, instance, message: Message, record, lock_from: float,
+                 held: list[tuple[Message, Any, int, float]]) -> None:
+        """``consume_one`` on one message: the common case (thread executor, nobody listening,
+        the message accepted) without the lists and lookups of ``_run_job``, which does the rest."""
+        if self._loop is not None or self._executor == "process" or self.runtime.events.wanted:
+            self._run_job(instance, [message], [record], lock_from, held)
+            return
+        job = self.job = Job(self, (message,), (record,), time.monotonic(), lock_from)  # the renewer watches it
+        renewer = self.runtime.renewer
+        if lock_from + self.lock_ms / 2000 < renewer.next_check:
+            renewer.wake()
+        self.in_flight += 1
+        try:
+            self._entry(message)
+        except Exception:  # the error policy: the general path settles it
+            self.job = None
+            self.in_flight -= 1
+            self._after_job(instance, [message], [record], job, sys.exc_info()[1], None, held)
+            return
+        self.job = None
+        self.in_flight -= 1
+        if instance._settled or not self._accept_unsettled:
+            self._after_job(instance, [message], [record], job, None, None, held)
+            return
+        self.done += 1
+        with self.lock:
+            if self._lost:
+                self._ack(message, record, AcknowledgeType.ACCEPT, "accepted")
             else:
-                call(instance, method, arg, self._loop)
+                self.consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+
+    def _run_job(self, instance, messages: list[Message], records: list, lock_from: float,
+                 held: list[tuple[Message, Any, int, float]]) -> None:
+        """One job: the consumer's entry point on ``messages``, then each message settled. Kept
+        lean: it runs per message for ``consume_one`` (benchmarks/framework.py measures it)."""
+        events = self.runtime.events
+        wanted = events.wanted
+        started = time.monotonic()
+        job = self.job = Job(self, messages, records, started, lock_from)  # the renewer watches it
+        renewer = self.runtime.renewer
+        if lock_from + self.lock_ms / 2000 < renewer.next_check:
+            renewer.wake()  # a lock short enough to need renewing before the renewer looks again
+        count = len(messages)
+        self.in_flight += count
+        if wanted and "job.started" in wanted:
+            events.publish("job.started", route=self.route.name, messages=messages)
+        error: BaseException | None = None
+        settled: dict | None = None
+        try:
+            arg = messages[0] if self._one else messages
+            if self._loop is not None:
+                self._loop.run_until_complete(self._entry(arg))
+            elif self._executor == "process":
+                settled, error = self.runtime.process_jobs.run(self.route, self._method, arg)
+            else:
+                self._entry(arg)
         except Exception as exc:  # the route's error policy decides
             error = exc
         finally:
-            renewer.remove(job)
-            self.in_flight -= len(messages)
-        duration = time.monotonic() - started
-        settled = {**settled, **instance._take_settled()}
+            self.job = None
+            self.in_flight -= count
+        self._after_job(instance, messages, records, job, error, settled, held)
+
+    def _after_job(self, instance, messages: list[Message], records: list, job: Job, error: BaseException | None,
+                   settled: dict | None, held: list[tuple[Message, Any, int, float]]) -> None:
+        """Settle each message of a job that ended (``error``: what it raised)."""
+        events = self.runtime.events
+        wanted = events.wanted
+        started = job.started
+        if instance._settled:
+            settled = {**(settled or {}), **instance._take_settled()}
         if error is None:
             self.done += 1
-            if events.wants("job.finished"):
-                events.publish("job.finished", route=route.name, messages=messages, duration_s=duration)
+            if wanted and "job.finished" in wanted:
+                events.publish("job.finished", route=self.route.name, messages=messages,
+                               duration_s=time.monotonic() - started)
+            if not settled and self._accept_unsettled:  # the usual case: every message accepted
+                with self.lock:
+                    for message, record in zip(messages, records):
+                        self._ack(message, record, AcknowledgeType.ACCEPT, "accepted")
+                return
         else:
             self.failed += 1
-        verdicts = decide(messages, settled, error is not None, route.settings)
-        if error is not None and events.wants("job.failed"):
-            events.publish("job.failed", route=route.name, messages=messages, duration_s=duration, error=error,
-                           verdicts=[v.kind.value for _, v in verdicts])
-        for (message, verdict), record in zip(verdicts, (r for _, r in pairs)):
+        route = self.route
+        verdicts = decide(messages, settled or {}, error is not None, route.settings)
+        if error is not None and "job.failed" in wanted:
+            events.publish("job.failed", route=route.name, messages=messages, duration_s=time.monotonic() - started,
+                           error=error, verdicts=[v.kind.value for _, v in verdicts])
+        for (message, verdict), record in zip(verdicts, records):
             if verdict.kind is VerdictKind.BACKOFF:
                 held.append((message, record, verdict.backoff_ms, job.lock_from))
+                self._hold_visible(message, record, job.lock_from)
                 continue
             self._settle(message, record, verdict, error)
 
@@ -251,7 +347,7 @@ class ShareWorker(threading.Thread):
                 try:
                     sink.produce(self.route, message, rejected=not exhausted,
                                  error=None if error is None else f"{type(error).__name__}: {error}")
-                except KafkaException as exc:  # nothing is lost: the record comes back
+                except (KafkaException, ConfluentKafkaException, BufferError) as exc:  # the record comes back
                     log.error("route %s: %s; releasing the record instead", self.route.name, exc)
                     self.runtime.events.publish("worker.error", route=self.route.name, error=exc)
                     with self.lock:
@@ -263,7 +359,18 @@ class ShareWorker(threading.Thread):
             self._ack(message, record, _ACK[verdict.kind], outcome)
 
     def _ack(self, message: Message, record, ack_type: int, outcome: str) -> None:
-        self.consumer.acknowledge(record, ack_type)
+        if self._lost and (record.topic, record.partition, record.offset) in self._lost:
+            self._lost.discard((record.topic, record.partition, record.offset))
+            log.warning("route %s: %s-%d@%d: its lock was lost (a renewal failed), so it cannot be %s; the broker "
+                        "delivers it again", self.route.name, record.topic, record.partition, record.offset, outcome)
+            outcome = "lock-lost"
+        else:
+            try:
+                self.consumer.acknowledge(record, ack_type)
+            except (IllegalStateException, AttributeError) as exc:  # lock lost, or closed by a forced stop
+                log.warning("route %s: %s-%d@%d could not be acknowledged (%s); the broker delivers it again",
+                            self.route.name, record.topic, record.partition, record.offset, exc)
+                outcome = "lock-lost"
         events = self.runtime.events
         if events.wants("message.settled"):
             events.publish("message.settled", route=self.route.name, message=message, outcome=outcome)
@@ -277,6 +384,19 @@ class ShareWorker(threading.Thread):
 
     # ------------------------------------------------------------------ pause
 
+    def _hold_visible(self, message: Message, record, lock_from: float) -> None:
+        """A message held for a backoff is the renewer's to watch at once, while the poll's later
+        jobs still run (its lock runs from its acquisition, not from the end of the poll)."""
+        with self.lock:
+            job = self.held_job
+            if job is None:
+                self.held_job = Job(self, [message], [record], time.monotonic(), lock_from, held=True)
+            else:
+                job.messages.append(message)
+                job.records.append(record)
+                job.lock_from = min(job.lock_from, lock_from)
+        self.runtime.renewer.wake()
+
     def _hold(self, held: list[tuple[Message, Any, int, float]]) -> None:
         """The seed's pause: fetch nothing until the longest backoff has passed, keeping the held
         records' locks (the renewer renews them if need be), then release them."""
@@ -285,8 +405,6 @@ class ShareWorker(threading.Thread):
         for message, _record, backoff_ms, _ in held:
             if events.wants("job.backoff"):
                 events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=backoff_ms)
-        job = Job(self, [h[0] for h in held], [h[1] for h in held], now, min(h[3] for h in held), held=True)
-        self.runtime.renewer.add(job)
         try:
             until = now + max(h[2] for h in held) / 1000
             while not self.runtime.stopping.is_set():
@@ -295,26 +413,33 @@ class ShareWorker(threading.Thread):
                     break
                 self.runtime.stopping.wait(remaining)
         finally:
-            self.runtime.renewer.remove(job)
+            self.held_job = None
         with self.lock:
             for message, record, _, _ in held:
                 self._ack(message, record, AcknowledgeType.RELEASE, "backoff")
 
     # ------------------------------------------------------------------ hooks for consumers and the renewer
 
-    def renew(self, messages: list[Message], records: list | None = None) -> bool:
-        """RENEW these messages' locks now (from the job's thread or the renewer); True if the
-        broker confirmed every one."""
+    def renew(self, messages: list[Message], records: list | None = None, job: Job | None = None) -> bool:
+        """RENEW these messages' locks now (from the job's thread, or the renewer for ``job``);
+        True if the broker confirmed every one. The renewer's RENEW is sent only while ``job`` is
+        still this worker's running or held job (checked under the lock the worker's own
+        acknowledgements take), so it never overwrites the job's final acknowledgement."""
         consumer = self.consumer
         if consumer is None:
             return False
         if records is None:
             records = self._records_of(messages)
         with self.lock:
+            if job is not None and job is not self.job and job is not self.held_job:
+                return True  # the job ended meanwhile: nothing to renew
             for record in records:
                 consumer.acknowledge(record, AcknowledgeType.RENEW)
             results = self._commit(True, self.lock_ms / 2000)
-        errors = [e for e in results.values() if e is not None]
+            wanted = {(r.topic, r.partition) for r in records}
+            errors = [e for tp, e in results.items() if e is not None and tuple(tp) in wanted]
+            if errors:  # the client dropped these records: their acknowledgement can only fail now
+                self._lost.update((r.topic, r.partition, r.offset) for r in records)
         self.renewed += 1
         events = self.runtime.events
         name = "job.renew_failed" if errors else "job.renewed"
@@ -324,26 +449,36 @@ class ShareWorker(threading.Thread):
 
     def _records_of(self, messages: list[Message]) -> list:
         wanted = {m.coordinates for m in messages}
-        job = self.runtime.renewer.job_of(self)
+        job = self.job
         if job is None:
             return []
         return [r for r in job.records if (r.topic, r.partition, r.offset) in wanted]
 
-    def release_waiting(self) -> int:
-        """Back-pressure: the running job outgrew half the lock; release the messages of its batch
-        that have not started, so that other workers take them. Called by the renewer."""
-        with self.lock:
-            waiting, self._waiting = self._waiting, []
-            for message, record, _ in waiting:
-                self._ack(message, record, AcknowledgeType.RELEASE, "released")
-            if waiting:
+    def release_waiting(self, job: Job) -> int:
+        """Back-pressure: ``job`` outgrew half the lock; release the messages of its poll that have
+        not started, so that other workers take them. Called by the renewer; nothing happens when
+        the job has ended meanwhile (its poll's waiting records may be the next job's)."""
+        with self.lock:  # no poll can start while it is held: _waiting is the job's poll's
+            if job is not self.job:
+                return 0
+            waiting = self._waiting
+        released = 0
+        while True:
+            try:
+                record = waiting.popleft()
+            except IndexError:
+                break
+            self._release_unstarted(record)
+            released += 1
+        if released:
+            with self.lock:
                 self._commit(False)
-        return len(waiting)
+        return released
 
     def force_close(self) -> None:
         """The stop's deadline passed (or a second signal) while a job still runs: close the
         consumer from the stopping thread; the broker releases what was not acknowledged."""
-        consumer, self.consumer = self.consumer, None
+        consumer = self.consumer
         if consumer is None:
             return
         acquired = self.lock.acquire(timeout=2.0)

@@ -124,6 +124,8 @@ class Worker:
             for index in range(route.settings["concurrency"]):
                 self.workers.append(cls(route, runtime, index))
         for worker in self.workers:
+            if route_is_share(worker):
+                runtime.renewer.register(worker)
             worker.start()
         self.app.events.publish("worker.started", route=None, routes=[r.name for r in self.routes])
         log.info("worker started: %s", ", ".join(f"{r.name} ×{r.settings['concurrency']}" for r in self.routes))
@@ -210,6 +212,10 @@ class Worker:
         return {name: s["done"] + s["failed"] for name, s in stats.items()}
 
 
+def route_is_share(worker: Any) -> bool:
+    return worker.route.group_type == "share"
+
+
 def run_processes(argv: Sequence[str], processes: int, *, env: dict[str, str] | None = None) -> int:
     """Run ``processes`` worker processes (``python -m quafka.cli.main`` + ``argv``, one process each)
     and pass SIGTERM/SIGINT on to them; a second signal is passed on too (they force). The exit
@@ -217,7 +223,10 @@ def run_processes(argv: Sequence[str], processes: int, *, env: dict[str, str] | 
     children = []
     for index in range(processes):
         child_env = {**os.environ, **(env or {}), "QUAFKA_WORKER_INDEX": str(index)}
-        children.append(subprocess.Popen([sys.executable, "-m", "quafka.cli.main", *argv], env=child_env))
+        # a session of its own: a terminal's Ctrl-C (or a service manager's signal to the group)
+        # reaches this process only, which passes one SIGTERM on per signal it gets
+        children.append(subprocess.Popen([sys.executable, "-m", "quafka.cli.main", *argv], env=child_env,
+                                         start_new_session=True))
 
     def forward(signum: int, _frame: Any) -> None:
         for child in children:

@@ -118,18 +118,23 @@ def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal
     assert offsets[(names["topic"], 0)][0] == total  # nothing left in flight or available
 
 
-def names_for(tag: str) -> dict[str, str]:
-    return {"topic": f"jobs-{tag}", "group": f"job-workers-{tag}", "dlq": f"dlq.jobs-{tag}"}
-
-
-def test_four_processes_of_four_workers_process_20000_jobs(broker_process, tmp_path):
+def set_up(broker_process, tmp_path, tag: str, total: int) -> tuple[str, dict[str, str], Path]:
+    """A broker process, a topic of ``total`` jobs, its group reading from the earliest offset, and
+    an empty journal directory: (bootstrap, names, journal)."""
     broker = broker_process(str(tmp_path / "data"), overrides=BROKER)
-    bootstrap, names, total = broker.bootstrap_servers, names_for("a"), 20_000
+    bootstrap = broker.bootstrap_servers
+    names = {"topic": f"jobs-{tag}", "group": f"job-workers-{tag}", "dlq": f"dlq.jobs-{tag}"}
     create_topic(bootstrap, names["topic"])
     share_group_from_earliest(bootstrap, names["group"])
     produce_jobs(bootstrap, names["topic"], range(total))
     journal = tmp_path / "journal"
     journal.mkdir()
+    return bootstrap, names, journal
+
+
+def test_four_processes_of_four_workers_process_20000_jobs(broker_process, tmp_path):
+    total = 20_000
+    bootstrap, names, journal = set_up(broker_process, tmp_path, "a", total)
     workers = start_workers(bootstrap, names, journal)
     try:
         wait_until(lambda: workers.poll() is not None or len(settled_ids(journal)) == total, 300, interval_s=0.5,
@@ -141,13 +146,8 @@ def test_four_processes_of_four_workers_process_20000_jobs(broker_process, tmp_p
 
 
 def test_sigterm_part_way_loses_nothing_and_a_restart_completes_the_rest(broker_process, tmp_path):
-    broker = broker_process(str(tmp_path / "data"), overrides=BROKER)
-    bootstrap, names, total = broker.bootstrap_servers, names_for("b"), 3_000
-    create_topic(bootstrap, names["topic"])
-    share_group_from_earliest(bootstrap, names["group"])
-    produce_jobs(bootstrap, names["topic"], range(total))
-    journal = tmp_path / "journal"
-    journal.mkdir()
+    total = 3_000
+    bootstrap, names, journal = set_up(broker_process, tmp_path, "b", total)
     workers = start_workers(bootstrap, names, journal)
     try:
         wait_until(lambda: workers.poll() is not None or len(settled_ids(journal)) >= total // 3, 120, interval_s=0.2,

@@ -217,15 +217,9 @@ def dead_letter_headers(topic: str, partition: int, offset: int, group_id: str, 
     framework, against a broker without share.version 2): Kafka's six, in Kafka's order and words
     (``rejected``: the client rejected it, else the delivery count ran out), then quafka's reason
     and, when given, ``quafka.dlq.error`` with the failure's text."""
-    headers = [(h.HEADER_TOPIC, topic.encode()), (h.HEADER_PARTITION, str(partition).encode()),
-               (h.HEADER_OFFSET, str(offset).encode()), (h.HEADER_GROUP, group_id.encode()),
-               (h.HEADER_DELIVERY_COUNT, str(delivery_count).encode()),
-               (h.HEADER_MESSAGE, (h.MESSAGE_CLIENT_REJECT if rejected else h.MESSAGE_DELIVERY_COUNT_EXCEEDED).encode())]
-    if reason is not None:
-        headers.append((h.HEADER_REASON, reason.encode()))
-    if error is not None:
-        headers.append((HEADER_ERROR, error.encode()))
-    return headers
+    return h.dead_letter_headers(topic, partition, offset, group_id, delivery_count,
+                                 h.MESSAGE_CLIENT_REJECT if rejected else h.MESSAGE_DELIVERY_COUNT_EXCEEDED,
+                                 reason=reason, extra=((HEADER_ERROR, error),) if error is not None else ())
 
 
 def progress_group(group_id: str) -> str:

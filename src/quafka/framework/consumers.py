@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .messages import Message
@@ -182,6 +181,3 @@ def call(instance: Consumer, method: str, arg: Any, loop: asyncio.AbstractEventL
         assert loop is not None
         loop.run_until_complete(result)
 
-
-def iter_unsettled(messages: Iterable[Message], settled: dict) -> list[Message]:
-    return [m for m in messages if (m.topic, m.partition, m.offset) not in settled]

@@ -115,23 +115,20 @@ class MetricsExporter:
                     state = self._states[route] = _RouteCounts()
         return state
 
-    def _on_finished(self, event: Event) -> None:
+    def _job_ended(self, event: Event, status: int) -> None:
         state = self._states.get(event["route"]) or self._state(event["route"])
         duration = event["duration_s"]
         index = bisect_left(DURATION_BUCKETS_S, duration)
         with state.lock:
-            state.counts[FINISHED] += 1
+            state.counts[status] += 1
             state.buckets[index] += 1
             state.duration_sum += duration
 
+    def _on_finished(self, event: Event) -> None:
+        self._job_ended(event, FINISHED)
+
     def _on_failed(self, event: Event) -> None:
-        state = self._states.get(event["route"]) or self._state(event["route"])
-        duration = event["duration_s"]
-        index = bisect_left(DURATION_BUCKETS_S, duration)
-        with state.lock:
-            state.counts[FAILED] += 1
-            state.buckets[index] += 1
-            state.duration_sum += duration
+        self._job_ended(event, FAILED)
 
     def _on_settled(self, event: Event) -> None:
         state = self._states.get(event["route"]) or self._state(event["route"])

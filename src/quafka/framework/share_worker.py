@@ -52,6 +52,12 @@ POLL_TIMEOUT_S = 1.0
 _new_tuple = tuple.__new__
 
 
+def _undecoded(record) -> Message:
+    """A record as a Message with its key and value as bytes (one never started, or not deserializable)."""
+    return Message(record.topic, record.partition, record.offset, record.timestamp, record.key, record.value,
+                   record.headers, record.delivery_count or 1, record.key, record.value)
+
+
 class Job:
     """Messages running (or held by a pause) on a worker, as the renewer sees them."""
     __slots__ = ("worker", "messages", "records", "started", "lock_from", "held", "given_up", "released_waiting")
@@ -234,8 +240,7 @@ class ShareWorker(threading.Thread):
                                     record.headers, record.delivery_count or 1, record.key, record.value))
 
     def _release_unstarted(self, record) -> None:
-        message = Message(record.topic, record.partition, record.offset, record.timestamp, record.key, record.value,
-                          record.headers, record.delivery_count or 1, record.key, record.value)
+        message = _undecoded(record)
         with self.lock:
             self._ack(message, record, AcknowledgeType.RELEASE, "released")
 
@@ -378,9 +383,7 @@ class ShareWorker(threading.Thread):
     def _settle_failed_decode(self, record, exc: Exception) -> None:
         log.error("route %s: %s-%d@%d does not deserialize (%s); rejecting it", self.route.name, record.topic,
                   record.partition, record.offset, exc)
-        message = Message(record.topic, record.partition, record.offset, record.timestamp, record.key, record.value,
-                          record.headers, record.delivery_count or 1, record.key, record.value)
-        self._settle(message, record, Verdict(VerdictKind.REJECT), exc)
+        self._settle(_undecoded(record), record, Verdict(VerdictKind.REJECT), exc)
 
     # ------------------------------------------------------------------ pause
 
@@ -489,9 +492,3 @@ class ShareWorker(threading.Thread):
         finally:
             if acquired:
                 self.lock.release()
-
-    def seek(self, topic: str, partition: int, offset: int) -> None:  # pragma: no cover - share routes have none
-        raise AttributeError("seek() applies to consumer-group routes")
-
-    def resume(self, topic: str, partition: int) -> None:  # pragma: no cover
-        raise AttributeError("resume() applies to consumer-group routes")

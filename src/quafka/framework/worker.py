@@ -35,7 +35,7 @@ FORCED_EXIT = 1
 class Runtime:
     """What the workers of one process share."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, process_workers: int = 0) -> None:
         self.app = app
         self.kafka = dict(app.kafka)
         self.events = app.events
@@ -43,7 +43,7 @@ class Runtime:
         self.failed = threading.Event()
         self.renewer = Renewer(self.stopping)
         self.dead_letters = DeadLetters(app.kafka, app.events)
-        self.process_jobs = ProcessJobs(0)
+        self.process_jobs = ProcessJobs(process_workers)  # the process executor's pool, started on first use
 
     def worker_failed(self, worker: Any) -> None:
         self.failed.set()
@@ -68,9 +68,7 @@ class Worker:
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
         self.handle_signals = handle_signals
-        self.runtime = Runtime(app)
-        self.runtime.process_jobs = ProcessJobs(sum(r.settings["concurrency"] for r in self.routes
-                                                    if r.executor == "process"))
+        self.runtime = Runtime(app, sum(r.settings["concurrency"] for r in self.routes if r.executor == "process"))
         self.workers: list[Any] = []
         self._signals = 0
         self._forced = threading.Event()
@@ -124,7 +122,7 @@ class Worker:
             for index in range(route.settings["concurrency"]):
                 self.workers.append(cls(route, runtime, index))
         for worker in self.workers:
-            if route_is_share(worker):
+            if worker.route.group_type == "share":
                 runtime.renewer.register(worker)
             worker.start()
         self.app.events.publish("worker.started", route=None, routes=[r.name for r in self.routes])
@@ -210,10 +208,6 @@ class Worker:
             log.info("route %s: %d jobs done (%.0f/s), %d failed, %d dead-lettered, %d running, %d renewals",
                      name, s["done"], rate, s["failed"], s["dead_lettered"], s["in_flight"], s["renewed"])
         return {name: s["done"] + s["failed"] for name, s in stats.items()}
-
-
-def route_is_share(worker: Any) -> bool:
-    return worker.route.group_type == "share"
 
 
 def run_processes(argv: Sequence[str], processes: int, *, env: dict[str, str] | None = None) -> int:

@@ -44,3 +44,20 @@ HEADER_STATE_EPOCH = "quafka.dlq.state.epoch"
 HEADER_REDRIVE_TOPIC = "quafka.redrive.dlq.topic"
 HEADER_REDRIVE_PARTITION = "quafka.redrive.dlq.partition"
 HEADER_REDRIVE_OFFSET = "quafka.redrive.dlq.offset"
+
+
+def dead_letter_headers(topic: str, partition: int, offset: int, group_id: str, delivery_count: int,
+                        message: str | None, *, reason: str | None = None,
+                        extra: tuple[tuple[str, str], ...] = ()) -> list[tuple[str, bytes]]:
+    """A dead letter's headers, for the broker's writer and for a client writing its own (the
+    worker framework): Kafka's (the message last, left out when None), then quafka's reason and
+    ``extra`` (name, text) pairs, all UTF-8."""
+    headers = [(HEADER_TOPIC, topic.encode()), (HEADER_PARTITION, str(partition).encode()),
+               (HEADER_OFFSET, str(offset).encode()), (HEADER_GROUP, group_id.encode()),
+               (HEADER_DELIVERY_COUNT, str(delivery_count).encode())]
+    if message is not None:
+        headers.append((HEADER_MESSAGE, message.encode()))
+    if reason is not None:
+        headers.append((HEADER_REASON, reason.encode()))
+    headers.extend((name, text.encode()) for name, text in extra)
+    return headers

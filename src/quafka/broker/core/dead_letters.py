@@ -49,6 +49,7 @@ from quafka.protocol.dead_letter_headers import (
     MESSAGE_DELIVERY_COUNT_EXCEEDED,
     REASON_RECOVERED,
     REASON_REJECTED,
+    dead_letter_headers,
 )
 
 # DefaultRecordBatch.RECORD_BATCH_OVERHEAD: what a batch header adds to the records in it
@@ -155,15 +156,9 @@ def dead_letters(*, group_id: str, topic: str, partition: int, first_offset: int
     target = dead_letter_partition(partition, dlq_partitions)
     out = []
     for offset in range(first_offset, last_offset + 1):
-        headers = [(HEADER_TOPIC, topic.encode()), (HEADER_PARTITION, str(partition).encode()),
-                   (HEADER_OFFSET, str(offset).encode()), (HEADER_GROUP, group_id.encode()),
-                   (HEADER_DELIVERY_COUNT, str(delivery_count).encode())]
-        if cause is not None:
-            headers.append((HEADER_MESSAGE, cause.value.encode()))
-        if reason is not None:
-            headers.append((HEADER_REASON, reason.encode()))
-        if state_epoch is not None:
-            headers.append((HEADER_STATE_EPOCH, str(state_epoch).encode()))
+        headers = dead_letter_headers(topic, partition, offset, group_id, delivery_count,
+                                      cause.value if cause is not None else None, reason=reason,
+                                      extra=((HEADER_STATE_EPOCH, str(state_epoch)),) if state_epoch is not None else ())
         key = value = None
         if copy and source is not None:
             record = source(offset)

@@ -24,6 +24,7 @@ from quafka.broker._config_types import (  # noqa: F401 - some are re-exported f
     LISTENER_RE,
     _any,
     _at_least,
+    _in_range,
     _auto_offset_reset,
     _between,
     _cleanup_policy,
@@ -426,6 +427,9 @@ def _g(name: str, type_: str, default: Any, check: tuple[str, Check], doc: str, 
 
 
 
+_WEEK_MS = 7 * 86_400_000
+_EXTENSION = "a quafka extension, not in Kafka; off by default"
+
 # Kafka's GroupConfig keys for share groups (kafka-configs.sh --entity-type groups). A key with a
 # broker synonym takes its default from that broker key and must lie within the broker's bounds.
 _GROUP = [
@@ -459,6 +463,31 @@ _GROUP = [
        "The group's dead-letter queue topic; empty means no DLQ. Must not start with __."),
     _g("errors.deadletterqueue.copy.record.enable", "boolean", False, _any(),
        "Copy the original record's key and value onto the DLQ topic (false: headers only)."),
+    # quafka's own delivery controls (docs/share-groups.md, "Extensions"): off by default, and then
+    # a share group behaves exactly as Kafka's
+    _g("quafka.share.redelivery.backoff.ms", "long", 0, _in_range(0, _WEEK_MS),
+       "First redelivery delay: a record that becomes available again (RELEASE, lock expiry, a member leaving) "
+       "is not delivered again for this long; 0 = no backoff.", note=_EXTENSION),
+    _g("quafka.share.redelivery.backoff.max.ms", "long", 3_600_000, _in_range(1, _WEEK_MS),
+       "Longest redelivery delay: first × multiplier^(deliveries − 1) is capped here; at least "
+       "quafka.share.redelivery.backoff.ms.", note=_EXTENSION),
+    _g("quafka.share.redelivery.backoff.multiplier", "double", 2.0, _in_range(1.0, 100.0),
+       "Factor between one redelivery delay and the next (1.0: a fixed delay).", note=_EXTENSION),
+    _g("quafka.share.redelivery.backoff.jitter", "double", 0.0, _in_range(0.0, 1.0),
+       "Each redelivery delay varies by up to ± this fraction (stable per record and delivery).", note=_EXTENSION),
+    _g("quafka.share.delivery.delay.enable", "boolean", False, _any(),
+       "Honour the record headers quafka.deliver.after.ms (after the record's timestamp) and quafka.deliver.at.ms "
+       "(epoch ms): such a record is not delivered before that time.", note=_EXTENSION),
+    _g("quafka.share.delivery.delay.max.ms", "long", _WEEK_MS, _in_range(1, 365 * 86_400_000),
+       "Delivery times further ahead than this are capped to it (a mistaken header cannot park a record for "
+       "years).", note=_EXTENSION),
+    _g("quafka.share.key.ordering", "boolean", False, _any(),
+       "At most one record per key in flight in a share partition, delivered in offset order; records of other "
+       "keys (and without a key) flow in parallel.", note=_EXTENSION),
+    _g("quafka.share.key.ordering.on.failure", "string", "continue", _one_of("continue", "park", "dead-letter"),
+       "When a record of a key is rejected or reaches the delivery limit: continue (the key's later records "
+       "flow), park (they wait until an operator releases the key), dead-letter (they follow it to the DLQ "
+       "until released). Needs quafka.share.key.ordering=true.", note=_EXTENSION),
 ]
 
 GROUP_KEYS: dict[str, ConfigKey] = {k.name: k for k in _GROUP}

@@ -191,6 +191,16 @@ def _between(lo: int, hi: int) -> tuple[str, Check]:
     return f"[{lo},...,{hi}]", check
 
 
+def _in_range(lo: Any, hi: Any) -> tuple[str, Check]:
+    """Like `_between`, with a message that names the whole allowed range (quafka's own keys)."""
+    def check(v: Any) -> str | None:
+        if v is None or lo <= v <= hi:
+            return None
+        return f"Value must be in the range {lo} to {hi} inclusive"
+
+    return f"[{lo},...,{hi}]", check
+
+
 def _one_of(*values: str) -> tuple[str, Check]:
     joined = ", ".join(values)
     return f"[{joined}]", lambda v: None if v is None or v in values else f"String must be one of: {joined}"

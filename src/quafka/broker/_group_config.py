@@ -51,6 +51,8 @@ _SESSION, _HEARTBEAT = "share.session.timeout.ms", "share.heartbeat.interval.ms"
 _SESSION_HEARTBEAT_PAIRS = ((_SESSION, _HEARTBEAT, "group.share"),
                             ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "group.consumer"))
 _DLQ_TOPIC = "errors.deadletterqueue.topic.name"
+_BACKOFF, _BACKOFF_MAX = "quafka.share.redelivery.backoff.ms", "quafka.share.redelivery.backoff.max.ms"
+_KEY_ORDERING, _ON_FAILURE = "quafka.share.key.ordering", "quafka.share.key.ordering.on.failure"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,15 @@ class ShareGroupConfig:
     dlq_copy_record_enable: bool
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
+    # quafka's delivery controls (off: Kafka's behaviour); broker/core/delivery_policy.py
+    redelivery_backoff_ms: int = 0
+    redelivery_backoff_max_ms: int = 3_600_000
+    redelivery_backoff_multiplier: float = 2.0
+    redelivery_backoff_jitter: float = 0.0
+    delivery_delay_enable: bool = False
+    delivery_delay_max_ms: int = 7 * 86_400_000
+    key_ordering: bool = False
+    key_ordering_on_failure: str = "continue"
 
     @property
     def auto_offset_reset_duration_ms(self) -> int | None:
@@ -174,7 +185,20 @@ def validate_group_configs(broker: BrokerConfig, configs: Mapping[str, str | Non
                               f"{session_key} ({session}) must be greater than {heartbeat_key} ({heartbeat})")
     if typed.get(_DLQ_TOPIC, "").startswith("__"):
         raise invalid(_DLQ_TOPIC, typed[_DLQ_TOPIC], "DLQ topic name must not start with '__'")
+    _check_extensions(typed)
     return out
+
+
+def _check_extensions(typed: Mapping[str, Any]) -> None:
+    """quafka's own keys, checked as a set: what would make no sense is refused."""
+    first, cap = typed.get(_BACKOFF, 0), typed.get(_BACKOFF_MAX, GROUP_KEYS[_BACKOFF_MAX].default)
+    if first > cap:
+        shown = _BACKOFF_MAX if _BACKOFF_MAX in typed else _BACKOFF
+        raise invalid(shown, typed[shown], f"{_BACKOFF_MAX} ({cap}) must be at least {_BACKOFF} ({first}); "
+                      f"raise {_BACKOFF_MAX} too")
+    mode = typed.get(_ON_FAILURE, "continue")
+    if mode != "continue" and not typed.get(_KEY_ORDERING, False):
+        raise invalid(_ON_FAILURE, mode, f"{_ON_FAILURE}={mode} needs {_KEY_ORDERING}=true (set both, or delete both)")
 
 
 def parsed_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:
@@ -220,4 +244,12 @@ def resolve_group_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> 
         dlq_copy_record_enable=value("errors.deadletterqueue.copy.record.enable"),
         consumer_session_timeout_ms=value("consumer.session.timeout.ms"),
         consumer_heartbeat_interval_ms=value("consumer.heartbeat.interval.ms"),
+        redelivery_backoff_ms=value(_BACKOFF),
+        redelivery_backoff_max_ms=value(_BACKOFF_MAX),
+        redelivery_backoff_multiplier=value("quafka.share.redelivery.backoff.multiplier"),
+        redelivery_backoff_jitter=value("quafka.share.redelivery.backoff.jitter"),
+        delivery_delay_enable=value("quafka.share.delivery.delay.enable"),
+        delivery_delay_max_ms=value("quafka.share.delivery.delay.max.ms"),
+        key_ordering=value(_KEY_ORDERING),
+        key_ordering_on_failure=value(_ON_FAILURE),
     )

@@ -6,6 +6,13 @@
   GroupId string, TopicId uuid, Partition int32;
 - value: int16 version (0), then the flexible value struct; a null value is a tombstone.
 
+quafka's extensions ride in tagged fields, which Kafka's generated readers (flexible versions 0+)
+skip and keep as unknown tagged fields, so the layout stays Kafka's: a StateBatch's tag
+`TAG_DUE_MS` (int64, the epoch time before which the batch's AVAILABLE records wait, set by
+`quafka.share.redelivery.backoff.*`), and the value's tag `TAG_FAILED_KEYS` (the share partition's
+failed keys under `quafka.share.key.ordering`: a compact array of (compact bytes key, int64
+offset), the whole set, present only in a record that changes it).
+
 `__consumer_offsets` share-group records (the group coordinator, kafka-reference §3.3), types
 10-15: key = int16 type + non-flexible key struct; value = int16 version 0 + flexible struct.
 
@@ -56,12 +63,17 @@ class CorruptRecord(ValueError):
 
 
 class StateBatch(NamedTuple):
-    """A persisted range: (first offset, last offset, delivery state, delivery count)."""
+    """A persisted range: (first offset, last offset, delivery state, delivery count), and
+    quafka's due time (0: none; persisted as epoch milliseconds in tag `TAG_DUE_MS`)."""
 
     first_offset: int
     last_offset: int
     delivery_state: int
     delivery_count: int
+    due_ms: int = 0
+
+
+FailedKeys = tuple  # ((key bytes, offset), ...): a share partition's failed keys (TAG_FAILED_KEYS)
 
 
 class ShareStateKey(NamedTuple):
@@ -82,6 +94,7 @@ class ShareSnapshotValue:
     write_timestamp_ms: int
     state_batches: tuple[StateBatch, ...] = ()
     delivery_complete_count: int = -1  # tagged field 0 (KIP-1226), written only when not -1
+    failed_keys: FailedKeys | None = None  # quafka's tag TAG_FAILED_KEYS; None: absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +104,7 @@ class ShareUpdateValue:
     start_offset: int  # -1 = unchanged
     state_batches: tuple[StateBatch, ...] = ()
     delivery_complete_count: int = -1  # tagged field 0
+    failed_keys: FailedKeys | None = None  # quafka's tag TAG_FAILED_KEYS; None: unchanged
 
 
 class ShareStateRecord(NamedTuple):
@@ -249,6 +263,9 @@ _MAX_UVARINT = 0xFFFFFFFF
 _VALUE_VERSION = 0
 _NO_DCC = -1  # DeliveryCompleteCount default
 _TAG_DCC = 0  # its tag
+TAG_DUE_MS = 10_000  # quafka: a StateBatch's due time (int64 epoch ms)
+TAG_FAILED_KEYS = 10_001  # quafka: a share partition's failed keys (top level)
+_I64 = struct.Struct(">q")
 
 
 _w_uvarint = write_uvarint  # ValueError when out of range
@@ -284,8 +301,29 @@ def _w_structs(buf: bytearray, items: tuple, write_item: Callable[[bytearray, An
         buf.append(0)
 
 
-def _w_batch(buf: bytearray, b: StateBatch) -> None:
-    buf += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+def _w_batches(buf: bytearray, batches: tuple) -> None:
+    """The StateBatches array: each batch, then its tag section (quafka's due time, when set)."""
+    _w_uvarint(buf, len(batches) + 1)
+    for b in batches:
+        buf += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        due = b[4] if len(b) > 4 else 0
+        if due:
+            buf.append(1)
+            _w_uvarint(buf, TAG_DUE_MS)
+            buf.append(_I64.size)
+            buf += _I64.pack(due)
+        else:
+            buf.append(0)
+
+
+def _w_failed_keys(failed_keys: FailedKeys) -> bytes:
+    out = bytearray()
+    _w_uvarint(out, len(failed_keys) + 1)
+    for key, offset in failed_keys:
+        _w_uvarint(out, len(key) + 1)
+        out += key
+        out += _I64.pack(offset)
+    return bytes(out)
 
 
 def _w_topic_partitions(buf: bytearray, t: TopicPartitions) -> None:
@@ -400,12 +438,16 @@ class _Reader:
 
     def tags(self, known: int | None = None) -> bytes | None:
         """Read a tag section, skipping every tag but `known`; returns that tag's payload, if present."""
-        found = None
+        return self.tag_map((known,)).get(known) if known is not None else self.tag_map(()).get(None)
+
+    def tag_map(self, known: tuple) -> dict[int, bytes]:
+        """Read a tag section; the payloads of the `known` tags present (others are skipped)."""
+        found: dict[int, bytes] = {}
         for _ in range(self.uvarint()):
             tag = self.uvarint()
             payload = self.take(self.uvarint())
-            if tag == known:
-                found = payload
+            if tag in known:
+                found[tag] = payload
         return found
 
     def end(self) -> None:
@@ -413,8 +455,32 @@ class _Reader:
             raise self.fail(f"{len(self.data) - self.pos} trailing bytes")
 
 
-def _r_batch(r: _Reader) -> StateBatch:
-    return StateBatch(*r.unpack(_BATCH))
+def _r_batches(r: _Reader) -> tuple[StateBatch, ...]:
+    """The StateBatches array, with quafka's due time from each batch's tag section."""
+    out = []
+    for _ in range(r.count(_BATCH.size + 1)):
+        fields = r.unpack(_BATCH)
+        due = r.tag_map((TAG_DUE_MS,)).get(TAG_DUE_MS)
+        if due is not None:
+            if len(due) != _I64.size:
+                raise r.fail(f"tagged field {TAG_DUE_MS} has size {len(due)}, expected {_I64.size}")
+            out.append(StateBatch(*fields, _I64.unpack(due)[0]))
+        else:
+            out.append(StateBatch(*fields))
+    return tuple(out)
+
+
+def _r_failed_keys(payload: bytes, what: str) -> FailedKeys:
+    r = _Reader(payload, f"{what} failed keys")
+    items = []
+    for _ in range(r.count(1 + _I64.size)):
+        n = r.uvarint()
+        if n == 0:
+            raise r.fail("null key")
+        key = r.take(n - 1)
+        items.append((key, r.unpack(_I64)[0]))
+    r.end()
+    return tuple(items)
 
 
 def _r_topic_partitions(r: _Reader) -> TopicPartitions:
@@ -437,19 +503,20 @@ def _r_record_type(r: _Reader) -> int:
 
 
 def _decode_value(value: bytes, what: str, read_fields: Callable[[_Reader], Any],
-                  top_tag: int | None = None) -> tuple[Any, bytes | None]:
+                  top_tags: tuple = ()) -> tuple[Any, dict[int, bytes]]:
     """Version check, the value's fields, its top-level tag section, nothing after it.
-    Returns (fields, payload of `top_tag` or None)."""
+    Returns (fields, payloads of the `top_tags` present)."""
     r = _Reader(value, what)
     version = r.int16()
     if version != _VALUE_VERSION:
         raise r.fail(f"unsupported value version {version}")
     fields = read_fields(r)
-    payload = r.tags(top_tag)
+    payloads = r.tag_map(top_tags)
     r.end()
-    if top_tag is not None and payload is not None and len(payload) != 4:
-        raise r.fail(f"tagged field {top_tag} has size {len(payload)}, expected 4")
-    return fields, payload
+    dcc = payloads.get(_TAG_DCC)
+    if _TAG_DCC in top_tags and dcc is not None and len(dcc) != 4:
+        raise r.fail(f"tagged field {_TAG_DCC} has size {len(dcc)}, expected 4")
+    return fields, payloads
 
 
 def _encode(fn: Callable[..., bytes], *args: Any) -> bytes:
@@ -481,11 +548,17 @@ def _write_share_state_value(value: ShareSnapshotValue | ShareUpdateValue) -> by
         buf += _UPDATE_HEAD.pack(value.snapshot_epoch, value.leader_epoch, value.start_offset)
     else:
         raise TypeError(f"not a share state value: {type(value).__name__}")
-    _w_structs(buf, value.state_batches, _w_batch)
-    if value.delivery_complete_count == _NO_DCC:
-        buf.append(0)
-    else:  # one tagged field: tag 0, size 4, int32
-        buf += bytes((1, _TAG_DCC, 4)) + _I32.pack(value.delivery_complete_count)
+    _w_batches(buf, value.state_batches)
+    tags: list[tuple[int, bytes]] = []  # in increasing tag order
+    if value.delivery_complete_count != _NO_DCC:
+        tags.append((_TAG_DCC, _I32.pack(value.delivery_complete_count)))
+    if value.failed_keys is not None:
+        tags.append((TAG_FAILED_KEYS, _w_failed_keys(value.failed_keys)))
+    _w_uvarint(buf, len(tags))
+    for tag, payload in tags:
+        _w_uvarint(buf, tag)
+        _w_uvarint(buf, len(payload))
+        buf += payload
     return bytes(buf)
 
 
@@ -501,11 +574,11 @@ def encode_share_state_record(record: ShareStateRecord) -> tuple[bytes, bytes | 
 
 
 def _r_share_snapshot(r: _Reader) -> tuple:
-    return *r.unpack(_SNAPSHOT_HEAD), r.structs(_BATCH.size, _r_batch)
+    return *r.unpack(_SNAPSHOT_HEAD), _r_batches(r)
 
 
 def _r_share_update(r: _Reader) -> tuple:
-    return *r.unpack(_UPDATE_HEAD), r.structs(_BATCH.size, _r_batch)
+    return *r.unpack(_UPDATE_HEAD), _r_batches(r)
 
 
 _SHARE_STATE_VALUES = {SHARE_SNAPSHOT: (ShareSnapshotValue, _r_share_snapshot),
@@ -583,10 +656,11 @@ def decode_share_state_record(key: bytes, value: bytes | None) -> ShareStateReco
     if fast is not None:
         return ShareStateRecord(record_type, decoded_key, fast)
     value_cls, read_fields = _SHARE_STATE_VALUES[record_type]
-    fields, dcc = _decode_value(value, f"{SHARE_GROUP_STATE_TOPIC} value of type {record_type}", read_fields,
-                                _TAG_DCC)
-    dcc = _NO_DCC if dcc is None else _I32.unpack(dcc)[0]
-    return ShareStateRecord(record_type, decoded_key, value_cls(*fields, dcc))
+    what = f"{SHARE_GROUP_STATE_TOPIC} value of type {record_type}"
+    fields, tags = _decode_value(value, what, read_fields, (_TAG_DCC, TAG_FAILED_KEYS))
+    dcc = _I32.unpack(tags[_TAG_DCC])[0] if _TAG_DCC in tags else _NO_DCC
+    failed = _r_failed_keys(tags[TAG_FAILED_KEYS], what) if TAG_FAILED_KEYS in tags else None
+    return ShareStateRecord(record_type, decoded_key, value_cls(*fields, dcc, failed))
 
 
 # ----------------------------------------------------------------------------- __consumer_offsets codecs

@@ -37,7 +37,11 @@ REASON_REJECTED = "rejected"                      # a consumer acknowledged REJE
 REASON_RELEASED_AT_LIMIT = "released-at-limit"    # RELEASE (or a share session ending) at the delivery limit
 REASON_LOCK_EXPIRED_AT_LIMIT = "lock-expired-at-limit"  # the acquisition lock expired at the delivery limit
 REASON_RECOVERED = "recovered"                    # found ARCHIVING at start-up; the cause is inferred
-REASONS = (REASON_REJECTED, REASON_RELEASED_AT_LIMIT, REASON_LOCK_EXPIRED_AT_LIMIT, REASON_RECOVERED)
+REASON_FORCE_ARCHIVED = "force-archived"          # an operator archived it (quafka share-groups --archive)
+REASON_KEY_FAILED = "key-failed"                  # an earlier record of its key was dead-lettered
+#                                                   (quafka.share.key.ordering.on.failure=dead-letter)
+REASONS = (REASON_REJECTED, REASON_RELEASED_AT_LIMIT, REASON_LOCK_EXPIRED_AT_LIMIT, REASON_RECOVERED,
+           REASON_FORCE_ARCHIVED, REASON_KEY_FAILED)
 HEADER_STATE_EPOCH = "quafka.dlq.state.epoch"
 
 # what `--redrive` puts on a record it re-produces

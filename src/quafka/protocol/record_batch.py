@@ -347,6 +347,59 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
                      headers)
 
 
+class RecordMeta(NamedTuple):
+    """What quafka's delivery controls read of a record: never its value."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    headers: dict[str, bytes | None]  # only the headers asked for
+
+
+def iter_record_meta(batch: bytes | bytearray | memoryview, header_names: frozenset[str] = frozenset()) -> Iterator[RecordMeta]:
+    """The offset, timestamp, key and the `header_names` headers of every record of one v2 batch,
+    skipping values (a compressed batch is decompressed whole: the codecs have no random access).
+    Control batches (transaction markers) yield nothing. Raises ValueError (or IndexError) on a
+    malformed body."""
+    header = read_header(batch, 0)
+    if header.is_control:
+        return
+    size = header.batch_length + LOG_OVERHEAD
+    raw = memoryview(batch)[HEADER_SIZE:size]
+    body = decompress(header.compression, raw) if header.compression else bytes(raw)
+    base_offset, base_timestamp = header.base_offset, header.base_timestamp
+    log_append = header.attributes & TIMESTAMP_TYPE_MASK
+    read = read_varlong
+    pos = 0
+    for _ in range(header.records_count):
+        length, pos = read(body, pos)
+        end = pos + length
+        pos += 1  # record attributes
+        ts_delta, pos = read(body, pos)
+        off_delta, pos = read(body, pos)
+        klen, pos = read(body, pos)
+        key = None if klen < 0 else body[pos:pos + klen]
+        pos += max(klen, 0)
+        vlen, pos = read(body, pos)
+        pos += max(vlen, 0)  # the value is skipped, never read
+        found: dict[str, bytes | None] = {}
+        if header_names:
+            count, pos = read(body, pos)
+            for _h in range(count):
+                hk, pos = read(body, pos)
+                name = body[pos:pos + hk].decode("utf-8", "replace")
+                pos += hk
+                hv, pos = read(body, pos)
+                if name in header_names:
+                    found[name] = None if hv < 0 else body[pos:pos + hv]
+                pos += max(hv, 0)
+        if pos > end or end > len(body):
+            raise ValueError(f"record at offset delta {off_delta} overruns its length")
+        pos = end
+        yield RecordMeta(base_offset + off_delta, header.max_timestamp if log_append else base_timestamp + ts_delta,
+                         key, found)
+
+
 # ----------------------------------------------------------------------------- building (tests, tools)
 
 _write_varint = write_varlong

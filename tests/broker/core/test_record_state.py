@@ -111,11 +111,34 @@ def test_archiving_ends_archived_when_the_dead_letter_is_written():
 
 
 _TO_DLQ_EVENTS = {Event.REJECT_TO_DLQ, Event.RELEASE_AT_LIMIT_TO_DLQ, Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ}
+# quafka's extensions: an operator's force archive (of an acquired or available record) and a key's
+# later record following a dead-lettered one (an available record)
+_EXTENSION_TO_DLQ = {(Q, Event.FORCE_ARCHIVE_TO_DLQ), (A, Event.FORCE_ARCHIVE_TO_DLQ), (A, Event.KEY_FAILED_TO_DLQ)}
 
 
-def test_only_the_dead_letter_events_enter_archiving_and_only_from_acquired():
+def test_only_the_dead_letter_events_enter_archiving_and_kafkas_only_from_acquired():
     entering = {(s, e) for (s, e), t in TRANSITIONS.items() if t is G}
-    assert entering == {(Q, e) for e in _TO_DLQ_EVENTS}
+    assert entering == {(Q, e) for e in _TO_DLQ_EVENTS} | _EXTENSION_TO_DLQ
+
+
+def test_force_actions_move_acquired_and_available_records_only():
+    for state in (A, Q):
+        assert next_state(state, Event.FORCE_RELEASE) is A
+        assert next_state(state, Event.FORCE_ARCHIVE) is X
+        assert next_state(state, Event.FORCE_ARCHIVE_TO_DLQ) is G
+    for state in (K, G, X):
+        for event in (Event.FORCE_RELEASE, Event.FORCE_ARCHIVE, Event.FORCE_ARCHIVE_TO_DLQ):
+            with pytest.raises(IllegalTransition):
+                next_state(state, event)
+
+
+def test_a_key_follows_its_failed_record_only_from_available():
+    assert next_state(A, Event.KEY_FAILED) is X
+    assert next_state(A, Event.KEY_FAILED_TO_DLQ) is G
+    for state in (Q, K, G, X):
+        for event in (Event.KEY_FAILED, Event.KEY_FAILED_TO_DLQ):
+            with pytest.raises(IllegalTransition):
+                next_state(state, event)
 
 
 @pytest.mark.parametrize("event", sorted(_TO_DLQ_EVENTS, key=lambda e: e.name))
@@ -131,9 +154,10 @@ def test_archiving_is_not_terminal_and_takes_only_the_dead_letter_done_or_the_st
     assert legal == {Event.DEAD_LETTER_DONE, Event.START_OFFSET_MOVED}
 
 
-def test_same_state_transitions_are_limited_to_renew_and_the_start_offset_passing():
+def test_same_state_transitions_are_limited_to_renew_the_start_offset_passing_and_force_release():
     same = {(s, e) for (s, e), t in TRANSITIONS.items() if s is t}
-    assert same == {(Q, Event.RENEW), (K, Event.START_OFFSET_MOVED), (X, Event.START_OFFSET_MOVED)}
+    assert same == {(Q, Event.RENEW), (K, Event.START_OFFSET_MOVED), (X, Event.START_OFFSET_MOVED),
+                    (A, Event.FORCE_RELEASE)}
 
 
 def test_ack_types_map_to_their_events():

@@ -38,6 +38,7 @@ from quafka.protocol.coordinator_records import (
     STATE_ARCHIVED,
     STATE_AVAILABLE,
     ShareStateKey,
+    StateBatch,
     decode_share_state_record,
     share_state_partition,
 )
@@ -274,14 +275,14 @@ def test_kip_share_state_examples_replay_from_the_state_topic(make_broker):
         ack(c1, tp, (110, 110, RELEASE))
         held[c1] = [(111, 112)]
         value = only_update(step(110, offsets(110, 110, AV, 1)))
-        assert (value.start_offset, value.state_batches) == (-1, ((110, 110, AV, 1),))
+        assert (value.start_offset, value.state_batches) == (-1, (StateBatch(110, 110, AV, 1),))
 
         # Acknowledge 119 (consumer 3)
         keep_locks()
         ack(c3, tp, (119, 119, ACCEPT))
         held[c3] = []
         value = only_update(step(110, {**offsets(110, 110, AV, 1), **offsets(119, 119, ACK, 1)}))
-        assert (value.start_offset, value.state_batches) == (-1, ((119, 119, ACK, 1),))
+        assert (value.start_offset, value.state_batches) == (-1, (StateBatch(119, 119, ACK, 1),))
 
         # Fetch records 110, 120 (consumer 1): 110 redelivered (count 2), 120 new; consumer 1 still
         # holds 111-112, so only 110 comes back of them. Acquisitions are not persisted: 110 is still
@@ -308,14 +309,14 @@ def test_kip_share_state_examples_replay_from_the_state_topic(make_broker):
         wait_until(lambda: durable(live_state(broker, key)) == (110, expected), 10,
                    message="the lock expiry to be written")
         value = only_update(step(110, expected))
-        assert (value.start_offset, value.state_batches) == (-1, ((111, 112, AV, 1),))
+        assert (value.start_offset, value.state_batches) == (-1, (StateBatch(111, 112, AV, 1),))
 
         # Acknowledge 113-118 (consumer 2)
         keep_locks()
         ack(c2, tp, (113, 118, ACCEPT))
         held[c2] = []
         value = only_update(step(110, {**offsets(110, 112, AV, 1), **offsets(113, 119, ACK, 1)}))
-        assert (value.start_offset, value.state_batches) == (-1, ((113, 118, ACK, 1),))
+        assert (value.start_offset, value.state_batches) == (-1, (StateBatch(113, 118, ACK, 1),))
 
         # Fetch records 111, 112 (consumer 3): delivery count 2, not persisted
         keep_locks()

@@ -6,11 +6,16 @@ deadline (see `share_partition`). `RunIndex` holds the window's runs sorted by f
 two bisections and an insert or delete moves at most one block, never the window) and the
 secondary structures the share partition asks of it:
 
-- the first AVAILABLE run that no write holds (where the next acquisition starts): a min-heap;
+- the first AVAILABLE run that no write holds, that is due and not blocked (where the next
+  acquisition starts): a min-heap;
+- the AVAILABLE runs waiting for a due time (quafka's redelivery backoff and delayed delivery,
+  `delivery_policy`), by due time: a min-heap; `promote(now_ms)` moves the due ones to the first;
 - the earliest acquisition-lock deadline: a min-heap of ACQUIRED runs by deadline;
 - the first non-terminal run (how far a write may move the stored start offset): a min-heap;
 - the runs a member holds (its share session closes): a set per member;
-- the number of terminal (ACKNOWLEDGED or ARCHIVED) records in the window.
+- the number of terminal (ACKNOWLEDGED or ARCHIVED) records in the window, of AVAILABLE records
+  waiting for a due time (per reason) and of AVAILABLE records blocked behind an earlier record of
+  their key (`key_order`).
 
 The heaps are lazy: an entry carries the run's `token` at push time, and every change of a run
 that matters to a heap (`set_state`, `set_pending`, `set_deadline`) bumps the token and pushes
@@ -31,6 +36,8 @@ from .record_state import RecordState
 
 AVAILABLE = RecordState.AVAILABLE
 ACQUIRED = RecordState.ACQUIRED
+WAIT_BACKOFF = 1  # released (or its lock expired) under quafka.share.redelivery.backoff.ms
+WAIT_DELIVERY = 2  # its quafka.deliver.after.ms / quafka.deliver.at.ms header is not due yet
 _TERMINAL = frozenset((RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
 _FIRST = attrgetter("first")
 
@@ -46,6 +53,9 @@ class Run:
     pending: int = 0  # id of the write in flight for this run, 0 when none
     batch_records: int = 0  # records in the log batch this run was cut from (throttling halves it)
     batch: int = -1  # first offset of that batch (-1: the run's own first offset)
+    due_ms: int = 0  # AVAILABLE: not acquirable before this time (0: now); quafka's extension
+    wait: int = 0  # why it waits: WAIT_BACKOFF or WAIT_DELIVERY (0 while due_ms is 0)
+    blocked: bool = False  # AVAILABLE: an earlier record of its key is not settled (key ordering)
     token: int = 0  # heap entries carrying another token are stale
     alive: bool = True  # False once removed from the window (merged or passed by the start offset)
 
@@ -58,7 +68,9 @@ class Run:
         return (self.state == other.state and self.delivery_count == other.delivery_count
                 and self.member_id == other.member_id and self.deadline_ms == other.deadline_ms
                 and self.batch == other.batch and self.batch_records == other.batch_records  # a restored run's batch may
-                and not self.pending and not other.pending)  # be a log batch's base, with another size
+                and self.due_ms == other.due_ms and self.wait == other.wait  # (be a log batch's base,
+                and self.blocked == other.blocked  # with another size)
+                and not self.pending and not other.pending)
 
 
 class SortedRuns:
@@ -154,11 +166,14 @@ class RunIndex:
     def __init__(self) -> None:
         self._runs = SortedRuns()
         self._available: list[tuple[int, int, Run]] = []  # (first, token, run)
+        self._waiting: list[tuple[int, int, Run]] = []  # (due_ms, token, run)
         self._deadlines: list[tuple[int, int, Run]] = []  # (deadline_ms, token, run)
         self._open: list[tuple[int, int, Run]] = []  # (first, token, run), non-terminal runs
         self._held: dict[str, set[Run]] = {}
         self._token = 0
         self.terminal_count = 0  # terminal records in the window
+        self.waiting_counts = [0, 0, 0]  # AVAILABLE records waiting for a due time, by reason (WAIT_*)
+        self.blocked_count = 0  # AVAILABLE records blocked behind an earlier record of their key
 
     # ------------------------------------------------------------------ queries
     def __len__(self) -> int:
@@ -186,8 +201,30 @@ class RunIndex:
                 yield run
 
     def first_available(self) -> Run | None:
-        """The lowest AVAILABLE run that no write holds."""
+        """The lowest AVAILABLE run that no write holds, not blocked and due (as of the last
+        `promote`)."""
         return self._peek(self._available, _available_ok)
+
+    def earliest_due_ms(self) -> int | None:
+        """The earliest due time of a run waiting for one (None when none waits)."""
+        top = self._peek(self._waiting, _waiting_ok)
+        return top.due_ms if top is not None else None
+
+    def promote(self, now_ms: int) -> int:
+        """Runs whose due time is at or before `now_ms` stop waiting (they become acquirable);
+        returns how many records did."""
+        heap, promoted = self._waiting, 0
+        while heap:
+            due, token, run = heap[0]
+            if not _waiting_ok(run, token):
+                heapq.heappop(heap)
+                continue
+            if due > now_ms:
+                break
+            heapq.heappop(heap)
+            self.set_due(run, 0, 0)
+            promoted += run.size
+        return promoted
 
     def earliest_deadline_ms(self) -> int | None:
         top = self._peek(self._deadlines, _locked_ok)
@@ -237,22 +274,44 @@ class RunIndex:
             self.terminal_count += run.size
         if run.state == ACQUIRED and run.member_id is not None:
             self._held.setdefault(run.member_id, set()).add(run)
+        self._count(run, 1)
         self._push(run)
         return run
 
     def set_state(self, run: Run, state: RecordState, member_id: str | None = None, deadline_ms: int = 0,
-                  delivery_count: int | None = None) -> None:
-        """Move a run to `state` with this holder and lock deadline (None/0 unless ACQUIRED)."""
+                  delivery_count: int | None = None, due_ms: int = 0, wait: int = 0) -> None:
+        """Move a run to `state` with this holder and lock deadline (None/0 unless ACQUIRED) and
+        due time (0 unless AVAILABLE and waiting); it is no longer blocked (the share partition
+        blocks it again where its key says so)."""
         was_terminal, is_terminal = run.state in _TERMINAL, state in _TERMINAL
         if was_terminal != is_terminal:
             self.terminal_count += run.size if is_terminal else -run.size
         if run.state == ACQUIRED and run.member_id is not None:
             self._unhold(run)
+        self._count(run, -1)
         run.state, run.member_id, run.deadline_ms = state, member_id, deadline_ms
+        run.due_ms, run.wait, run.blocked = (due_ms, wait, False) if due_ms > 0 else (0, 0, False)
         if delivery_count is not None:
             run.delivery_count = delivery_count
         if state == ACQUIRED and member_id is not None:
             self._held.setdefault(member_id, set()).add(run)
+        self._count(run, 1)
+        self._push(run)
+
+    def set_due(self, run: Run, due_ms: int, wait: int) -> None:
+        """An AVAILABLE run waits until `due_ms` (0: acquirable now) for reason `wait`."""
+        self._count(run, -1)
+        run.due_ms, run.wait = (due_ms, wait) if due_ms > 0 else (0, 0)
+        self._count(run, 1)
+        self._push(run)
+
+    def set_blocked(self, run: Run, blocked: bool) -> None:
+        """Block (or unblock) an AVAILABLE run behind an earlier record of its key."""
+        if run.blocked == blocked:
+            return
+        self._count(run, -1)
+        run.blocked = blocked
+        self._count(run, 1)
         self._push(run)
 
     def set_deadline(self, run: Run, deadline_ms: int) -> None:
@@ -266,7 +325,7 @@ class RunIndex:
     def split(self, run: Run, at: int) -> Run:
         """Cut `run` before offset `at` (run.first < at <= run.last); returns the new right part."""
         right = Run(at, run.last, run.state, run.delivery_count, run.member_id, run.deadline_ms, run.pending,
-                    run.batch_records, run.batch)
+                    run.batch_records, run.batch, run.due_ms, run.wait, run.blocked)
         run.last = at - 1
         self._runs.add(right)
         if right.state == ACQUIRED and right.member_id is not None:
@@ -294,7 +353,16 @@ class RunIndex:
             self.terminal_count -= run.size
         if run.state == ACQUIRED and run.member_id is not None:
             self._unhold(run)
+        self._count(run, -1)
         return run
+
+    def _count(self, run: Run, sign: int) -> None:
+        """Add (sign 1) or remove (-1) the run's records from the waiting and blocked counts."""
+        if run.state == AVAILABLE:
+            if run.blocked:
+                self.blocked_count += sign * run.size
+            elif run.due_ms:
+                self.waiting_counts[run.wait] += sign * run.size
 
     def _unhold(self, run: Run) -> None:
         held = self._held.get(run.member_id)  # type: ignore[arg-type]
@@ -308,25 +376,37 @@ class RunIndex:
         run.token = token = self._token
         if not run.pending:
             if run.state == AVAILABLE:
-                heapq.heappush(self._available, (run.first, token, run))
+                if run.blocked:
+                    pass  # its key's earlier record unblocks it (set_blocked)
+                elif run.due_ms:
+                    heapq.heappush(self._waiting, (run.due_ms, token, run))
+                else:
+                    heapq.heappush(self._available, (run.first, token, run))
             elif run.state == ACQUIRED:
                 heapq.heappush(self._deadlines, (run.deadline_ms, token, run))
         if run.state not in _TERMINAL:
             heapq.heappush(self._open, (run.first, token, run))
-        if len(self._available) + len(self._deadlines) + len(self._open) > 4 * len(self._runs) + 64:
+        if len(self._available) + len(self._waiting) + len(self._deadlines) + len(self._open) > 4 * len(self._runs) + 64:
             self._rebuild_heaps()
 
     def _rebuild_heaps(self) -> None:
         """Drop stale entries (O(n), after at least n changes: amortised O(1) per change)."""
         self._available = [e for e in self._available if _available_ok(e[2], e[1])]
+        self._waiting = [e for e in self._waiting if _waiting_ok(e[2], e[1])]
         self._deadlines = [e for e in self._deadlines if _locked_ok(e[2], e[1])]
         self._open = [e for e in self._open if _open_ok(e[2], e[1])]
-        for heap in (self._available, self._deadlines, self._open):
+        for heap in (self._available, self._waiting, self._deadlines, self._open):
             heapq.heapify(heap)
 
 
 def _available_ok(run: Run, token: int) -> bool:
-    return run.token == token and run.alive and run.state == AVAILABLE and not run.pending
+    return (run.token == token and run.alive and run.state == AVAILABLE and not run.pending and not run.blocked
+            and not run.due_ms)
+
+
+def _waiting_ok(run: Run, token: int) -> bool:
+    return (run.token == token and run.alive and run.state == AVAILABLE and not run.pending and not run.blocked
+            and run.due_ms > 0)
 
 
 def _locked_ok(run: Run, token: int) -> bool:

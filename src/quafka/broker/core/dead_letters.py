@@ -47,6 +47,8 @@ from quafka.protocol.dead_letter_headers import (
     HEADER_TOPIC,
     MESSAGE_CLIENT_REJECT,
     MESSAGE_DELIVERY_COUNT_EXCEEDED,
+    REASON_FORCE_ARCHIVED,
+    REASON_KEY_FAILED,
     REASON_RECOVERED,
     REASON_REJECTED,
     dead_letter_headers,
@@ -61,6 +63,9 @@ class DeadLetterCause(enum.Enum):
 
     CLIENT_REJECT = MESSAGE_CLIENT_REJECT
     DELIVERY_COUNT_EXCEEDED = MESSAGE_DELIVERY_COUNT_EXCEEDED
+    # quafka's extensions, which Kafka has no cause for (docs/share-groups.md, "Extensions")
+    FORCE_ARCHIVED = "Offset archived by an operator."
+    KEY_FAILED = "An earlier record with the same key was dead-lettered."
 
 
 def infer_cause(delivery_count: int, max_delivery_count: int) -> DeadLetterCause:
@@ -75,6 +80,10 @@ def cause_of(reason: str, delivery_count: int, max_delivery_count: int) -> DeadL
     """Kafka's cause for one of quafka's reasons (`dead_letter_headers.REASONS`)."""
     if reason == REASON_RECOVERED:
         return infer_cause(delivery_count, max_delivery_count)
+    if reason == REASON_FORCE_ARCHIVED:
+        return DeadLetterCause.FORCE_ARCHIVED
+    if reason == REASON_KEY_FAILED:
+        return DeadLetterCause.KEY_FAILED
     return DeadLetterCause.CLIENT_REJECT if reason == REASON_REJECTED else DeadLetterCause.DELIVERY_COUNT_EXCEEDED
 
 

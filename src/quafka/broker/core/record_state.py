@@ -50,6 +50,13 @@ class Event(enum.Enum):
     LOCK_EXPIRED_AT_LIMIT = "lock expired at the delivery limit"
     START_OFFSET_MOVED = "start offset moved past"
     DEAD_LETTER_DONE = "dead letter written"
+    # quafka's extensions (docs/share-groups.md, "Extensions"): operators' force actions, and a
+    # key's later record following a dead-lettered one (quafka.share.key.ordering.on.failure)
+    FORCE_RELEASE = "force release"
+    FORCE_ARCHIVE = "force archive"
+    FORCE_ARCHIVE_TO_DLQ = "force archive, with a dead-letter queue"
+    KEY_FAILED = "an earlier record of its key failed"
+    KEY_FAILED_TO_DLQ = "an earlier record of its key failed, with a dead-letter queue"
 
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = (
@@ -71,6 +78,14 @@ TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
     (ACQUIRED, Event.LOCK_EXPIRED_AT_LIMIT): ARCHIVED,
     (ACQUIRED, Event.START_OFFSET_MOVED): ARCHIVED,
     (ARCHIVING, Event.DEAD_LETTER_DONE): ARCHIVED,
+    (AVAILABLE, Event.FORCE_RELEASE): AVAILABLE,
+    (ACQUIRED, Event.FORCE_RELEASE): AVAILABLE,
+    (AVAILABLE, Event.FORCE_ARCHIVE): ARCHIVED,
+    (ACQUIRED, Event.FORCE_ARCHIVE): ARCHIVED,
+    (AVAILABLE, Event.FORCE_ARCHIVE_TO_DLQ): ARCHIVING,
+    (ACQUIRED, Event.FORCE_ARCHIVE_TO_DLQ): ARCHIVING,
+    (AVAILABLE, Event.KEY_FAILED): ARCHIVED,
+    (AVAILABLE, Event.KEY_FAILED_TO_DLQ): ARCHIVING,
     (ARCHIVING, Event.START_OFFSET_MOVED): ARCHIVED,
     (ACKNOWLEDGED, Event.START_OFFSET_MOVED): ACKNOWLEDGED,
     (ARCHIVED, Event.START_OFFSET_MOVED): ARCHIVED,

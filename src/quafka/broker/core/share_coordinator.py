@@ -21,6 +21,8 @@ Vocabulary
   epoch, bumped by each new snapshot. A ShareUpdate carries one write's delta (leader epoch, moved
   start offset, DCC, changed batches) on top of the snapshot with the same snapshot epoch; an
   update whose snapshot epoch is not the stored one is stale and ignored.
+- **failed keys** (quafka, `key_order`): the key-ordered share partition's failed keys, carried
+  whole by a snapshot and by an update that changes them (a quafka tagged field), else unchanged.
 - **tombstone**: a ShareSnapshot record without a value; it deletes the key.
 - **combining**: laying newer batches over older ones (`combine_batches`): the newer wins where
   they overlap, batches below the start offset are dropped or trimmed, and touching batches in the
@@ -162,6 +164,7 @@ class ReadResult:
     state_batches: tuple[StateBatch, ...]
     delivery_complete_count: int
     leader_epoch: int
+    failed_keys: tuple = ()  # quafka: ((key, offset), ...) of a key-ordered share partition
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ class ShareState:
     last_offset: int  # offset of the latest record applied to the key
     cold_snapshot_ms: int  # -1 while the latest record is a snapshot; else the write time of the
     # snapshot the pending updates sit on (a cold snapshot is due once it is old enough)
+    failed_keys: tuple = ()  # quafka's failed keys (key ordering), as last written
 
 
 @dataclass
@@ -287,7 +291,8 @@ class ShareCoordinator:
                 delivery_complete_count=value.delivery_complete_count,
                 create_timestamp_ms=value.create_timestamp_ms, write_timestamp_ms=value.write_timestamp_ms,
                 state_batches=combine_batches((), batches, value.start_offset),
-                updates_since_snapshot=0, snapshot_offset=offset, last_offset=offset, cold_snapshot_ms=UNSET)
+                updates_since_snapshot=0, snapshot_offset=offset, last_offset=offset, cold_snapshot_ms=UNSET,
+                failed_keys=value.failed_keys or ())
         else:
             st = p.states.get(key)
             if st is None or value.snapshot_epoch != st.snapshot_epoch:
@@ -299,6 +304,8 @@ class ShareCoordinator:
                 st.leader_epoch = value.leader_epoch
             if value.delivery_complete_count >= 0:
                 st.delivery_complete_count = value.delivery_complete_count
+            if value.failed_keys is not None:
+                st.failed_keys = value.failed_keys
             if batches or start != st.start_offset:
                 st.state_batches = combine_batches(st.state_batches, batches, start)
             st.start_offset = start
@@ -327,26 +334,30 @@ class ShareCoordinator:
     # ------------------------------------------------------------------------- record makers
 
     def _snapshot(self, key: ShareStateKey, st: ShareState, now_ms: int, *, leader_epoch: int,
-                  start_offset: int, dcc: int, batches: Sequence[StateBatch]) -> ShareStateRecord:
+                  start_offset: int, dcc: int, batches: Sequence[StateBatch],
+                  failed_keys: tuple | None = None) -> ShareStateRecord:
+        failed = st.failed_keys if failed_keys is None else failed_keys
         return ShareStateRecord(SHARE_SNAPSHOT, key, ShareSnapshotValue(
             snapshot_epoch=st.snapshot_epoch + 1, state_epoch=st.state_epoch, leader_epoch=leader_epoch,
             start_offset=start_offset, create_timestamp_ms=st.create_timestamp_ms, write_timestamp_ms=now_ms,
             state_batches=combine_batches(st.state_batches, batches, start_offset),
-            delivery_complete_count=st.delivery_complete_count if dcc < 0 else dcc))
+            delivery_complete_count=st.delivery_complete_count if dcc < 0 else dcc,
+            failed_keys=failed or None))
 
     def _next_record(self, key: ShareStateKey, st: ShareState, now_ms: int, *, leader_epoch: int,
-                     start_offset: int, dcc: int, batches: Sequence[StateBatch]) -> ShareStateRecord:
+                     start_offset: int, dcc: int, batches: Sequence[StateBatch],
+                     failed_keys: tuple | None = None) -> ShareStateRecord:
         """The record moving `st` to `leader_epoch`, `start_offset` (>= the stored one) and `dcc`
-        (-1: unchanged) with `batches` laid over: a snapshot once enough updates followed the latest
-        snapshot, else an update."""
+        (-1: unchanged) with `batches` laid over (and quafka's failed keys replaced, when given): a
+        snapshot once enough updates followed the latest snapshot, else an update."""
         if st.updates_since_snapshot >= self.snapshot_update_records_per_snapshot:
             return self._snapshot(key, st, now_ms, leader_epoch=leader_epoch, start_offset=start_offset,
-                                  dcc=dcc, batches=batches)
+                                  dcc=dcc, batches=batches, failed_keys=failed_keys)
         return ShareStateRecord(SHARE_UPDATE, key, ShareUpdateValue(
             snapshot_epoch=st.snapshot_epoch, leader_epoch=leader_epoch,
             start_offset=UNSET if start_offset == st.start_offset else start_offset,
             state_batches=combine_batches((), batches, start_offset),
-            delivery_complete_count=dcc))
+            delivery_complete_count=dcc, failed_keys=failed_keys))
 
     # ------------------------------------------------------------------------- operations
 
@@ -392,7 +403,7 @@ class ShareCoordinator:
             records.append(self._next_record(key, st, now_ms, leader_epoch=leader_epoch,
                                              start_offset=st.start_offset, dcc=UNSET, batches=()))
         return ReadResult(ErrorCode.none, None, st.state_epoch, st.start_offset, st.state_batches,
-                          st.delivery_complete_count, leader_epoch), records
+                          st.delivery_complete_count, leader_epoch, st.failed_keys), records
 
     def read_summary(self, key: ShareStateKey, *, leader_epoch: int) -> ReadSummaryResult:
         """ReadShareGroupStateSummary (the group coordinator, for offsets and lag). Its asker does not
@@ -408,8 +419,9 @@ class ShareCoordinator:
 
     def write(self, key: ShareStateKey, *, state_epoch: int, leader_epoch: int, start_offset: int,
               delivery_complete_count: int, state_batches: Sequence[StateBatch],
-              now_ms: int) -> tuple[ErrorCode, list[ShareStateRecord]]:
-        """WriteShareGroupState from the share-partition leader.
+              now_ms: int, failed_keys: tuple | None = None) -> tuple[ErrorCode, list[ShareStateRecord]]:
+        """WriteShareGroupState from the share-partition leader (`failed_keys`: quafka's, replacing
+        the stored ones when not None).
 
         Refused: a malformed request (start offset < -1, a batch with first > last or a negative
         offset) and a DCC below the stored one at an unchanged start offset with INVALID_REQUEST; an
@@ -443,7 +455,7 @@ class ShareCoordinator:
             dcc = sum(b.last_offset - b.first_offset + 1 for b in merged if b.delivery_state in _TERMINAL)
         record = self._next_record(key, st, now_ms, leader_epoch=max(leader_epoch, st.leader_epoch),
                                    start_offset=max(start_offset, st.start_offset), dcc=dcc,
-                                   batches=state_batches)
+                                   batches=state_batches, failed_keys=failed_keys)
         return ErrorCode.none, [record]
 
     def delete(self, key: ShareStateKey, *, now_ms: int) -> tuple[ErrorCode, list[ShareStateRecord]]:

@@ -35,6 +35,16 @@ ARCHIVING is persisted (state 3) by the same two-phase write; when that write co
 that (Kafka's `SharePartition.initiateDLQAndArchive`). ARCHIVING is not terminal, so it holds the
 start offset back until then. Records found ARCHIVING at start-up are handed back by
 `resume_dead_letters` (Kafka's `maybeResumeDlqArchiving`).
+
+quafka's delivery controls (`delivery_policy`, set by `configure`; all off by default, and then
+nothing below changes Kafka's behaviour): a record that becomes AVAILABLE again may have to wait
+for a *due time* (redelivery backoff, persisted with its state batch), a new record may wait for
+the time its header names (delayed delivery), and a record may be *blocked* behind an earlier
+record of its key (key ordering, `key_order`). A waiting or blocked record is AVAILABLE — in the
+window, counted in lag and against `share.partition.max.record.locks` as Kafka counts AVAILABLE
+records — but not acquirable; the `LockTimer` effect also covers the earliest due time, and
+`on_lock_timer` makes due records acquirable and wakes parked fetches. Operators see the window
+and force records on through `in_flight` (describe, force release, force archive, release a key).
 """
 
 from __future__ import annotations
@@ -44,8 +54,11 @@ from typing import Iterable, NamedTuple, Sequence, Union
 from quafka.protocol.coordinator_records import StateBatch
 from quafka.protocol.errors import ErrorCode
 
-from ._runs import Run, RunIndex
+from ._runs import WAIT_BACKOFF, WAIT_DELIVERY, Run, RunIndex
+from .delivery_policy import KAFKA, ON_FAILURE_CONTINUE, ON_FAILURE_DEAD_LETTER, DeliveryPolicy, backoff_delay_ms
+from .key_order import KeyOrder
 from quafka.protocol.dead_letter_headers import (
+    REASON_KEY_FAILED,
     REASON_LOCK_EXPIRED_AT_LIMIT,
     REASON_RECOVERED,
     REASON_REJECTED,
@@ -68,17 +81,20 @@ class AcquiredRange(NamedTuple):
 
 
 class PersistWrite(NamedTuple):
-    """Effect: make this state durable, then call `on_write_complete(write_id, ok)`."""
+    """Effect: make this state durable, then call `on_write_complete(write_id, ok)`. A batch's
+    `due_ms` is in the share partition's clock (the shell stores it as epoch time);
+    `failed_keys` (key ordering) replaces the stored set when not None."""
 
     write_id: int
     start_offset: int
     delivery_complete_count: int
     state_batches: tuple[StateBatch, ...]
+    failed_keys: tuple | None = None
 
 
 class LockTimer(NamedTuple):
-    """Effect: the earliest acquisition-lock deadline is now `deadline_ms` (None: no lock left).
-    When it passes, the shell calls `on_lock_timer`."""
+    """Effect: the earliest acquisition-lock deadline or due time of a waiting record is now
+    `deadline_ms` (None: neither is left). When it passes, the shell calls `on_lock_timer`."""
 
     deadline_ms: int | None
 
@@ -121,12 +137,14 @@ class Acknowledgement(NamedTuple):
     effects: list[Effect]
 
 
-Snapshot = tuple  # (state, delivery count, member id, deadline) of a run before a pending change
+Snapshot = tuple  # (state, delivery count, member id, deadline, due, wait) of a run before a pending change
+_TAKE, _WAIT, _BLOCK = 0, 1, 2  # what a new record does as it enters the window (`_admit`)
 
 
 class SharePartition:
-    def __init__(self, start_offset: int, state_batches: Iterable[StateBatch] = ()) -> None:
-        """A share partition starting at `start_offset`, with persisted state batches (if any)."""
+    def __init__(self, start_offset: int, state_batches: Iterable[StateBatch] = (), failed_keys=()) -> None:
+        """A share partition starting at `start_offset`, with persisted state batches (if any;
+        their due times in this machine's clock) and failed keys (key ordering)."""
         self.start_offset = start_offset
         self.next_offset = start_offset
         self.runs = RunIndex()
@@ -137,6 +155,14 @@ class SharePartition:
         self._armed_deadline_ms: int | None = None  # the last LockTimer effect's deadline
         self.lock_timeout_count = 0  # records whose acquisition lock expired (a metric; only grows)
         self._dlq_reasons: dict[Run, str] = {}  # runs moving to ARCHIVING under a write in flight
+        self.policy: DeliveryPolicy = KAFKA  # quafka's delivery controls (`configure`)
+        self.keys = KeyOrder()  # key ordering: the window's keys, and the failed keys
+        self.keys.restore_failed(failed_keys)
+        self.meta_loaded = False  # whether the window's keys and delivery times are known (`load_record_meta`)
+        self._pending_failed: list[tuple[bytes, int]] = []  # keys failed by the write about to start
+        self._write_failed: dict[int, list[tuple[bytes, int]]] = {}  # ... by each write in flight
+        self._failed_dirty = False  # the failed keys changed since a write last carried them
+        self.failed_keys_over_cap = 0  # failures not parked: MAX_FAILED_KEYS reached (a metric)
         for b in sorted(state_batches):
             first = max(b.first_offset, self.next_offset)
             if b.last_offset < first:
@@ -146,7 +172,9 @@ class SharePartition:
             state = RecordState(b.delivery_state)
             if state == ACQUIRED:
                 state = AVAILABLE
-            self.runs.add(Run(first, b.last_offset, state, b.delivery_count))
+            due = b.due_ms if len(b) > 4 and state == AVAILABLE and b.due_ms > 0 else 0
+            self.runs.add(Run(first, b.last_offset, state, b.delivery_count, due_ms=due,
+                              wait=WAIT_BACKOFF if due else 0))
             self.next_offset = b.last_offset + 1
         self._advance_start()
 
@@ -163,9 +191,12 @@ class SharePartition:
     def delivery_complete_count(self) -> int:
         return self.runs.terminal_count
 
-    def fetch_offset(self, max_in_flight: int) -> int | None:
-        """Where the next acquisition would start: the first AVAILABLE offset in the window, else
-        the end of the window — or None when the window is full and nothing in it is available."""
+    def fetch_offset(self, max_in_flight: int, now_ms: int | None = None) -> int | None:
+        """Where the next acquisition would start: the first acquirable offset in the window, else
+        the end of the window — or None when the window is full and nothing in it is acquirable.
+        With `now_ms`, records whose due time has come are acquirable first."""
+        if now_ms is not None:
+            self.runs.promote(now_ms)
         run = self.runs.first_available()
         if run is not None:
             return run.first
@@ -192,6 +223,16 @@ class SharePartition:
     def next_deadline_ms(self) -> int | None:
         return self.runs.earliest_deadline_ms()
 
+    def next_due_ms(self) -> int | None:
+        """The earliest due time of a record waiting for one (backoff, delayed delivery)."""
+        return self.runs.earliest_due_ms()
+
+    @property
+    def record_meta_missing(self) -> bool:
+        """The policy needs the window's keys or delivery times and they are not loaded yet: the
+        shell reads them from the log and calls `load_record_meta` before acquiring."""
+        return self.policy.needs_record_meta and not self.meta_loaded
+
     def record(self, offset: int) -> tuple[RecordState, int, str | None] | None:
         """(state, delivery count, holder) of one offset in the window, None outside it."""
         if offset < self.start_offset or offset >= self.next_offset:
@@ -201,7 +242,7 @@ class SharePartition:
         return run.state, run.delivery_count, run.member_id
 
     def state_batches(self) -> list[StateBatch]:
-        return [StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count) for r in self.runs]
+        return [_state_batch(r) for r in self.runs]
 
     def pending_writes(self) -> int:
         return len(self._writes)
@@ -218,6 +259,7 @@ class SharePartition:
         delivery_limit: int,
         max_in_flight: int,
         now_ms: int,
+        record_meta: dict[int, tuple[bytes | None, int]] | None = None,
     ) -> Acquisition:
         """Acquire records for `member_id` from the log batches the shell read (their (base
         offset, last offset), in order): first AVAILABLE records in the window (released or
@@ -231,11 +273,17 @@ class SharePartition:
         batch's records as the one before, the last permitted attempt (limit > 2) takes a record
         alone, a throttled run is never taken after other records in the same acquisition, and
         nothing is acquired after a throttled run (`throttled` tells the shell to stop reading).
+
+        `record_meta` ({offset: (key, due time)} of the records of `log_batches`) is given when the
+        policy needs it (key ordering, delayed delivery): new records that must wait for their
+        delivery time or behind an earlier record of their key then enter the window AVAILABLE,
+        not acquired (`next_offset` moves past them).
         """
         effects: list[Effect] = []
         if not log_batches:
             return Acquisition([], False, effects)
         runs = self.runs
+        runs.promote(now_ms)
         limit = max_records if max_records > 0 else _NO_LIMIT
         deadline = now_ms + lock_duration_ms
         throttle_from = max(2, -(-delivery_limit // 2))
@@ -275,6 +323,7 @@ class SharePartition:
             total += n
             if throttled:
                 break
+        heads: list[int] = []  # new heads of failed keys (key ordering), handled once admitted
         if not throttled:
             for base, last in log_batches:
                 if total >= limit or self.in_flight_count >= max_in_flight:
@@ -286,18 +335,82 @@ class SharePartition:
                     self.start_offset = lo
                 elif lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
                     runs.add(Run(self.next_offset, lo - 1, ARCHIVED, 0))
+                if record_meta is not None:
+                    self.next_offset = lo
+                    total += self._admit(member_id, base, last, record_meta, budget=limit - total,
+                                         record_limit=record_limit, deadline=deadline, now_ms=now_ms,
+                                         max_in_flight=max_in_flight, acquired=acquired, heads=heads)
+                    continue
                 hi = last if not record_limit else min(last, lo + (limit - total) - 1)
                 runs.add(Run(lo, hi, ACQUIRED, 1, member_id, deadline, batch_records=last - base + 1, batch=base))
                 acquired.append(AcquiredRange(lo, hi, 1))
                 self.next_offset = hi + 1
                 total += hi - lo + 1
         self._start_write(archived, effects)
+        for offset in heads:
+            self._on_new_head(offset, effects)
         self._timer_effect(effects)
         return Acquisition(_merge(acquired), throttled, effects)
+
+    def _admit(self, member_id: str, base: int, last: int, meta: dict[int, tuple[bytes | None, int]], *,
+               budget: int, record_limit: bool, deadline: int, now_ms: int, max_in_flight: int,
+               acquired: list[AcquiredRange], heads: list[int]) -> int:
+        """New records from `next_offset` to `last` (of the log batch at `base`) enter the window
+        one by one: acquired, waiting for their delivery time, or blocked behind their key.
+        Consecutive records doing the same become one run. Returns how many it acquired."""
+        policy = self.policy
+        keys = self.keys if policy.key_ordering else None
+        failed_blocks = policy.on_failure != ON_FAILURE_CONTINUE
+        batch_records = last - base + 1
+        taken = 0
+        segment: list | None = None  # [first, last, kind, due]
+        offset = self.next_offset
+        while offset <= last and offset - self.start_offset < max_in_flight:
+            m = meta.get(offset)
+            if m is None:  # no record at this offset (compacted): goes with its neighbours
+                kind, due = (segment[2], segment[3]) if segment is not None else (_TAKE, 0)
+            else:
+                key, due = m
+                due = due if policy.delayed_delivery and due > now_ms else 0
+                queued = keys is not None and key is not None and keys.head(key) is not None
+                failed = keys is not None and key is not None and failed_blocks and key in keys.failed
+                kind = _BLOCK if queued or failed else _WAIT if due else _TAKE
+                if kind == _TAKE and record_limit and taken >= budget:
+                    break
+                if keys is not None and key is not None:
+                    keys.add(offset, key)
+                    if failed and not queued:
+                        heads.append(offset)
+            if segment is not None and (segment[2] != kind or segment[3] != due):
+                self._add_new_run(segment, member_id, deadline, base, batch_records, acquired)
+                segment = None
+            if segment is None:
+                segment = [offset, offset, kind, due]
+            else:
+                segment[1] = offset
+            if kind == _TAKE:
+                taken += 1
+            offset += 1
+        if segment is not None:
+            self._add_new_run(segment, member_id, deadline, base, batch_records, acquired)
+        self.next_offset = offset
+        return taken
+
+    def _add_new_run(self, segment: list, member_id: str, deadline: int, base: int, batch_records: int,
+                     acquired: list[AcquiredRange]) -> None:
+        first, last, kind, due = segment
+        if kind == _TAKE:
+            self.runs.add(Run(first, last, ACQUIRED, 1, member_id, deadline, batch_records=batch_records, batch=base))
+            acquired.append(AcquiredRange(first, last, 1))
+        else:
+            self.runs.add(Run(first, last, AVAILABLE, 0, batch_records=batch_records, batch=base, due_ms=due,
+                              wait=WAIT_DELIVERY if due else 0, blocked=kind == _BLOCK))
 
     def _archive(self, parts: list[Run], archived: dict[Run, Snapshot]) -> None:
         for part in parts:
             archived[part] = _snapshot(part)
+            if part.delivery_count:  # over a lowered delivery limit: a failure (compacted away is not)
+                self._note_failure(part)
             self.runs.set_state(part, ARCHIVED)
 
     # ------------------------------------------------------------------ acknowledge
@@ -371,9 +484,11 @@ class SharePartition:
                     event = ACK_EVENTS[ack_type]
                     if ack_type == ACK_RELEASE and run.delivery_count >= delivery_limit:
                         event = Event.RELEASE_AT_LIMIT
-                    if dlq_enabled and (ack_type == ACK_REJECT or event == Event.RELEASE_AT_LIMIT):
-                        event = self._to_dlq(run, event)
-                    runs.set_state(run, next_state(run.state, event))
+                    if ack_type == ACK_REJECT or event == Event.RELEASE_AT_LIMIT:
+                        self._note_failure(run)
+                        if dlq_enabled:
+                            event = self._to_dlq(run, event)
+                    self._set_state(run, next_state(run.state, event), now_ms)
                     changes[run] = snapshot
         write = self._start_write(changes, None)
         self._timer_effect(effects)
@@ -396,17 +511,24 @@ class SharePartition:
                 continue
             changes[run] = _snapshot(run)
             event = Event.RELEASE_AT_LIMIT if run.delivery_count >= delivery_limit else Event.RELEASE
-            if dlq_enabled and event == Event.RELEASE_AT_LIMIT:
-                event = self._to_dlq(run, event)
-            self.runs.set_state(run, next_state(run.state, event))
+            if event == Event.RELEASE_AT_LIMIT:
+                self._note_failure(run)
+                if dlq_enabled:
+                    event = self._to_dlq(run, event)
+            self._set_state(run, next_state(run.state, event), now_ms)
         self._start_write(changes, effects)
         self._timer_effect(effects)
         return effects
 
     def on_lock_timer(self, *, delivery_limit: int, now_ms: int, dlq_enabled: bool = False) -> list[Effect]:
-        """The lock timer of the last `LockTimer` effect fired: expire what is due, re-arm."""
+        """The timer of the last `LockTimer` effect fired: expire what is due, make records whose
+        due time came acquirable (and wake parked fetches for them), re-arm."""
         self._armed_deadline_ms = None
-        return self.expire_locks(delivery_limit=delivery_limit, now_ms=now_ms, dlq_enabled=dlq_enabled)
+        promoted = self.runs.promote(now_ms)
+        effects = self.expire_locks(delivery_limit=delivery_limit, now_ms=now_ms, dlq_enabled=dlq_enabled)
+        if promoted and not any(isinstance(e, WakeFetches) for e in effects):
+            effects.append(WakeFetches())
+        return effects
 
     def expire_locks(self, *, delivery_limit: int, now_ms: int, dlq_enabled: bool = False) -> list[Effect]:
         """Return records whose acquisition lock has passed to AVAILABLE with their delivery count
@@ -416,9 +538,11 @@ class SharePartition:
         for run in self.runs.pop_expired(now_ms):
             changes[run] = _snapshot(run)
             event = Event.LOCK_EXPIRED_AT_LIMIT if run.delivery_count >= delivery_limit else Event.LOCK_EXPIRED
-            if dlq_enabled and event == Event.LOCK_EXPIRED_AT_LIMIT:
-                event = self._to_dlq(run, event)
-            self.runs.set_state(run, next_state(run.state, event))
+            if event == Event.LOCK_EXPIRED_AT_LIMIT:
+                self._note_failure(run)
+                if dlq_enabled:
+                    event = self._to_dlq(run, event)
+            self._set_state(run, next_state(run.state, event), now_ms)
             self.lock_timeout_count += run.size
         self._start_write(changes, effects)
         self._timer_effect(effects)
@@ -477,6 +601,7 @@ class SharePartition:
         if first is not None and log_start_offset > first.first:
             for run in self._isolate(first.first, min(log_start_offset, self.next_offset) - 1):
                 runs.set_state(run, next_state(run.state, Event.START_OFFSET_MOVED))
+        settled = self.keys and self.start_offset < log_start_offset
         while len(runs) and runs.first().last < log_start_offset:
             runs.pop_first()
         for write_id, changes in self._writes.items():  # what writes in flight still hold (rare path)
@@ -485,20 +610,38 @@ class SharePartition:
                 self._write_lows[write_id] = min(held)
             else:
                 self._write_lows.pop(write_id, None)
+        old_start = self.start_offset
         self.start_offset = log_start_offset
         self.next_offset = max(self.next_offset, log_start_offset)
         effects.append(self._start_offset_write())
+        if settled:  # key ordering: the records passed settle, their keys' next records move up
+            self._settle_offsets(range(old_start, min(log_start_offset, self.next_offset)), effects)
         effects.append(WakeFetches())
         self._timer_effect(effects)
         return effects
 
     def _start_offset_write(self) -> PersistWrite:
-        """A write of the start offset (and delivery-complete count) alone."""
+        """A write of the start offset (and delivery-complete count) alone (and of the failed
+        keys, when they changed)."""
         self._write_seq += 1
-        write = PersistWrite(self._write_seq, self.start_offset, self.runs.terminal_count, ())
+        write = PersistWrite(self._write_seq, self.start_offset, self.runs.terminal_count, (),
+                             self._take_failed_keys(self._write_seq))
         self._writes[write.write_id] = {}
         self._sent_start_offset = max(self._sent_start_offset, self.start_offset)
         return write
+
+    def _take_failed_keys(self, write_id: int) -> tuple | None:
+        """The failed keys for the write `write_id` to carry: the whole set when it changed since
+        a write last carried it (the keys this write fails are remembered for a rollback)."""
+        if self._pending_failed:
+            self._write_failed[write_id] = self._pending_failed
+            self._pending_failed = []
+            self._failed_dirty = True
+        if not self._failed_dirty:
+            return None
+        self._failed_dirty = False
+        self._write_failed.setdefault(write_id, [])
+        return self.keys.failed_items()
 
     # ------------------------------------------------------------------ two-phase writes
     def _start_write(self, changes: dict[Run, Snapshot], effects: list[Effect] | None) -> PersistWrite | None:
@@ -525,12 +668,14 @@ class SharePartition:
         # count is too high (lag shown too low) until the next write; no record state is wrong.
         # Every record in [start_offset, start) is terminal, so the count is one subtraction.
         complete = self.runs.terminal_count - (start - self.start_offset)
-        batches = tuple(sorted(StateBatch(r.first, r.last, int(persisted_state(r.state)), r.delivery_count)
-                               for r in changes if r.last >= start))
+        batches = tuple(sorted(_state_batch(r) for r in changes if r.last >= start))
         self._sent_start_offset = max(self._sent_start_offset, start)
-        write = PersistWrite(write_id, start, complete, batches)
+        write = PersistWrite(write_id, start, complete, batches, self._take_failed_keys(write_id))
         if effects is not None:
             effects.append(write)
+        if self.keys:  # released records of an ordered key wait behind it (splits keep the write's snapshots)
+            for run in [r for r in changes if r.state == AVAILABLE]:
+                self._reblock(run)
         return write
 
     def on_write_complete(self, write_id: int, ok: bool, *, delivery_limit: int, now_ms: int) -> list[Effect]:
@@ -540,10 +685,17 @@ class SharePartition:
         effects: list[Effect] = []
         changes = self._writes.pop(write_id, {})
         self._write_lows.pop(write_id, None)
+        failed = self._write_failed.pop(write_id, None)
+        if not ok and failed is not None:  # the failed keys it carried are not stored
+            for key, offset in failed:
+                self.keys.unfail(key, offset)
+            self._failed_dirty = True
         runs = self.runs
         wake = False
         reasons = self._dlq_reasons
-        for run, (state, count, member_id, deadline_ms) in changes.items():
+        keyed = bool(self.keys)
+        settled: list[Run] = []  # runs that became terminal for good (key ordering settles them)
+        for run, (state, count, member_id, deadline_ms, due_ms, wait) in changes.items():
             reason = reasons.pop(run, None) if reasons else None
             if run.pending != write_id or not run.alive:
                 continue
@@ -559,10 +711,19 @@ class SharePartition:
                         # persist did); on_dead_letters_done then archives and persists it
                         event = Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ
                         effects.append(DeadLetterWrite(run.first, run.last, count, reason))
-                    runs.set_state(run, next_state(state, event), delivery_count=count)
+                    run.delivery_count = count
+                    self._set_state(run, next_state(state, event), now_ms)
                 else:
-                    runs.set_state(run, state, member_id, deadline_ms, delivery_count=count)
-            wake = wake or run.state == AVAILABLE
+                    runs.set_state(run, state, member_id, deadline_ms, delivery_count=count, due_ms=due_ms, wait=wait)
+                if keyed and run.state == AVAILABLE:
+                    self._reblock(run)
+            if keyed and run.state.terminal:
+                settled.append(run)
+            wake = wake or (run.state == AVAILABLE and not run.blocked and not run.due_ms)
+        if settled:
+            self._settle_offsets([o for run in settled for o in range(run.first, run.last + 1)], effects)
+        if not ok and self._failed_dirty and not self._writes:
+            effects.append(self._start_offset_write())  # store the failed keys as they are now
         if ok:
             for run in changes:
                 if run.alive and not run.pending:
@@ -577,9 +738,170 @@ class SharePartition:
         self._timer_effect(effects)
         return effects
 
+    # ------------------------------------------------------------------ quafka's delivery controls
+    def configure(self, policy: DeliveryPolicy, now_ms: int) -> list[Effect]:
+        """Apply a (changed) delivery policy. Turning a control off frees what it held: records
+        waiting for a backoff or delivery time are acquirable at once, blocked records unblock
+        and the failed keys are forgotten. Turning key ordering or delayed delivery on makes
+        `record_meta_missing` true: the shell then loads the window's keys and delivery times."""
+        old, self.policy = self.policy, policy
+        effects: list[Effect] = []
+        if old == policy and (self.meta_loaded or not policy.needs_record_meta):
+            return effects
+        runs, wake = self.runs, False
+        stop_backoff = not policy.backoff_ms and runs.waiting_counts[WAIT_BACKOFF]
+        stop_delivery = not policy.delayed_delivery and runs.waiting_counts[WAIT_DELIVERY]
+        if stop_backoff or stop_delivery:
+            for run in [r for r in runs if r.due_ms and r.state == AVAILABLE]:
+                if (run.wait == WAIT_BACKOFF and stop_backoff) or (run.wait == WAIT_DELIVERY and stop_delivery):
+                    runs.set_due(run, 0, 0)
+                    wake = True
+        if not policy.key_ordering and self.keys:
+            for run in [r for r in runs if r.blocked]:
+                runs.set_blocked(run, False)
+                wake = True
+            if self.keys.failed:
+                self._failed_dirty = True
+            self.keys.clear()
+            if self._failed_dirty and not self._writes:
+                effects.append(self._start_offset_write())
+        if (policy.key_ordering and not old.key_ordering) or (policy.delayed_delivery and not old.delayed_delivery):
+            self.meta_loaded = False
+        elif policy.key_ordering and old.on_failure != policy.on_failure:
+            wake = self._recompute_blocks(effects) or wake
+        if wake:
+            effects.append(WakeFetches())
+        self._timer_effect(effects)
+        return effects
+
+    def load_record_meta(self, meta: dict[int, tuple[bytes | None, int]], now_ms: int) -> list[Effect]:
+        """The keys and delivery times ({offset: (key, due time)}) of the window's records, read
+        from the log: key ordering queues every unsettled keyed record in offset order and blocks
+        those behind another; delayed delivery makes AVAILABLE records wait for their time."""
+        effects: list[Effect] = []
+        policy, keys, runs = self.policy, self.keys, self.runs
+        if policy.key_ordering:
+            keys.clear_queues()
+        delays: list[tuple[int, int]] = []
+        for run in list(runs.iter_from(self.start_offset)):
+            if run.state.terminal:
+                continue
+            for offset in range(run.first, run.last + 1):
+                m = meta.get(offset)
+                if m is None:
+                    continue
+                key, due = m
+                if policy.key_ordering and key is not None:
+                    keys.add(offset, key)
+                if policy.delayed_delivery and due > now_ms and run.state == AVAILABLE and not run.pending:
+                    delays.append((offset, due))
+        for offset, due in delays:
+            part = self._isolate(offset, offset)[0]
+            if part.state == AVAILABLE and not part.pending and due > part.due_ms:
+                runs.set_due(part, due, WAIT_DELIVERY)
+        self.meta_loaded = True
+        if self._recompute_blocks(effects):
+            effects.append(WakeFetches())
+        self._timer_effect(effects)
+        return effects
+
+    def _recompute_blocks(self, effects: list[Effect]) -> bool:
+        """Block every AVAILABLE keyed record that must wait and unblock the others (a changed
+        policy, keys loaded); heads of failed keys follow the policy. True when any unblocked."""
+        keys, runs = self.keys, self.runs
+        failed_blocks = self.policy.on_failure != ON_FAILURE_CONTINUE
+        unblocked = False
+        for run in [r for r in runs if r.state == AVAILABLE and not r.pending]:
+            for offset in range(run.first, run.last + 1):
+                if keys.key_of(offset) is None:
+                    continue
+                waits = keys.waits(offset, failed_blocks)
+                part = runs.find(offset)
+                if part.blocked != waits:
+                    part = self._isolate(offset, offset)[0]
+                    runs.set_blocked(part, waits)
+                    unblocked = unblocked or not waits
+        for key, offset in list(self.keys.failed.items()):
+            head = keys.head(key)
+            if head is not None and self.policy.on_failure == ON_FAILURE_DEAD_LETTER:
+                self._on_new_head(head, effects)
+        return unblocked
+
+    def _set_state(self, run: Run, state: RecordState, now_ms: int) -> None:
+        """Move a run to a state it reaches without a holder; AVAILABLE again (a release, a lock
+        expiry) waits for the redelivery backoff (and, once its write started, behind its key:
+        `_start_write` blocks what must wait)."""
+        if state == AVAILABLE:
+            delay = backoff_delay_ms(self.policy, run.delivery_count, run.first) if self.policy.backoff_ms else 0
+            self.runs.set_state(run, state, due_ms=now_ms + delay if delay else 0, wait=WAIT_BACKOFF)
+        else:
+            self.runs.set_state(run, state)
+
+    def _note_failure(self, run: Run) -> None:
+        """Records of `run` failed (rejected, or at the delivery limit): under key ordering with
+        park or dead-letter, their keys fail; the next write carries the failed keys."""
+        keys = self.keys
+        if not keys or not self.policy.key_ordering or self.policy.on_failure == ON_FAILURE_CONTINUE:
+            return
+        for offset in range(run.first, run.last + 1):
+            key = keys.key_of(offset)
+            if key is None or key in keys.failed:
+                continue
+            if keys.fail(key, offset):
+                self._pending_failed.append((key, offset))
+            else:
+                self.failed_keys_over_cap += 1
+
+    def _reblock(self, run: Run) -> None:
+        """Block the records of an AVAILABLE run that must wait behind their key."""
+        keys = self.keys
+        failed_blocks = self.policy.on_failure != ON_FAILURE_CONTINUE
+        for offset in [o for o in range(run.first, run.last + 1) if keys.waits(o, failed_blocks)]:
+            part = self._isolate(offset, offset)[0]
+            self.runs.set_blocked(part, True)
+
+    def _settle_offsets(self, offsets: Iterable[int], effects: list[Effect]) -> None:
+        """These records settled (terminal for good): their keys' next records become heads."""
+        keys = self.keys
+        heads = [h for h in (keys.settle(o) for o in offsets) if h is not None]
+        for head in heads:
+            self._on_new_head(head, effects)
+
+    def _on_new_head(self, offset: int, effects: list[Effect]) -> None:
+        """The record at `offset` is now the first unsettled record of its key: unblock it, or
+        (its key failed) keep it parked, or send it after the failed record (dead-letter)."""
+        if offset < self.start_offset or offset >= self.next_offset:
+            return
+        run = self.runs.find(offset)
+        if run is None or run.state != AVAILABLE or run.pending:
+            return  # held, or a write is deciding it: settled or re-blocked when that completes
+        key = self.keys.key_of(offset)
+        mode = self.policy.on_failure
+        if key is not None and key in self.keys.failed and mode != ON_FAILURE_CONTINUE:
+            if mode != ON_FAILURE_DEAD_LETTER:
+                if not run.blocked:
+                    self.runs.set_blocked(self._isolate(offset, offset)[0], True)
+                return
+            part = self._isolate(offset, offset)[0]
+            changes = {part: _snapshot(part)}
+            if self.policy.dead_letters:
+                self._dlq_reasons[part] = REASON_KEY_FAILED
+                self.runs.set_state(part, next_state(AVAILABLE, Event.KEY_FAILED_TO_DLQ))
+            else:
+                self.runs.set_state(part, next_state(AVAILABLE, Event.KEY_FAILED))
+            self._start_write(changes, effects)
+            return
+        if run.blocked:
+            self.runs.set_blocked(self._isolate(offset, offset)[0], False)
+            if not run.due_ms:
+                effects.append(WakeFetches())
+
     # ------------------------------------------------------------------ internals
     def _timer_effect(self, effects: list[Effect]) -> None:
         deadline = self.runs.earliest_deadline_ms()
+        due = self.runs.earliest_due_ms()
+        if due is not None and (deadline is None or due < deadline):
+            deadline = due
         if deadline != self._armed_deadline_ms:
             self._armed_deadline_ms = deadline
             effects.append(LockTimer(deadline))
@@ -637,7 +959,13 @@ class SharePartition:
 
 
 def _snapshot(run: Run) -> Snapshot:
-    return run.state, run.delivery_count, run.member_id, run.deadline_ms
+    return run.state, run.delivery_count, run.member_id, run.deadline_ms, run.due_ms, run.wait
+
+
+def _state_batch(run: Run) -> StateBatch:
+    """The persisted form of a run: ACQUIRED reads AVAILABLE; a backoff due time is kept."""
+    due = run.due_ms if run.wait == WAIT_BACKOFF and run.state == AVAILABLE else 0
+    return StateBatch(run.first, run.last, int(persisted_state(run.state)), run.delivery_count, due)
 
 
 def _renewed_before(kept: list[tuple[int, int, Sequence[int]]], first: int, last: int) -> bool:

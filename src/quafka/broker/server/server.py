@@ -124,6 +124,7 @@ class BrokerServer:
         self.classic_groups = ClassicGroupService(self)
         self.consumer_groups = ConsumerGroupService(self)
         self.state.topic_listeners.append(self._on_topic_event)
+        self.state.group_config_listeners.append(self.share_partitions.on_group_config_changed)
         await self._start_metrics()
         for _name, host, port in self.config.listeners:
             server = await asyncio.start_server(self._on_connection, host or None, port, reuse_address=True,

@@ -178,12 +178,14 @@ class ShareCoordinatorService:
         return self._submit(self.coordinator.partition_for(key), op)
 
     def write(self, key: ShareStateKey, *, state_epoch: int, start_offset: int, delivery_complete_count: int,
-              state_batches: Sequence[StateBatch] = ()) -> asyncio.Future:
+              state_batches: Sequence[StateBatch] = (), failed_keys: tuple | None = None) -> asyncio.Future:
         """WriteShareGroupState: queued now (writes of one state partition are applied in the
-        order they are submitted); the future resolves with the error code once durable."""
+        order they are submitted); the future resolves with the error code once durable.
+        `failed_keys` (quafka's key ordering) replaces the stored set when not None."""
         return self._submit(self.coordinator.partition_for(key), lambda: self.coordinator.write(
             key, state_epoch=state_epoch, leader_epoch=LEADER_EPOCH, start_offset=start_offset,
-            delivery_complete_count=delivery_complete_count, state_batches=state_batches, now_ms=wall_clock_ms()))
+            delivery_complete_count=delivery_complete_count, state_batches=state_batches, now_ms=wall_clock_ms(),
+            failed_keys=failed_keys))
 
     def delete(self, key: ShareStateKey) -> asyncio.Future:
         """DeleteShareGroupState: a tombstone for the share partition."""

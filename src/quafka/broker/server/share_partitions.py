@@ -24,6 +24,12 @@ no state at all (fetched without the group coordinator having initialised it) is
 The partition log's "log_start_offset" events move the share partition's start offset (archiving
 what it passes) and "append" events complete parked fetches.
 
+quafka's delivery controls (redelivery backoff, delayed delivery, key ordering) are applied by
+`delivery_controls`: each share partition gets its group's policy before it serves anything, reads
+of the log are decoded for keys and delivery headers only for groups that need them, and due times
+cross between the share partition's monotonic clock and the epoch milliseconds stored in
+`__share_group_state`.
+
 The fetch path reads only what it sends: the share partition says where acquisition starts
 (`fetch_offset`) and how far it can reach (`read_stop_offset`), and `Log.read_batches` returns the
 batches up to there, located through the offset index — so the broker's work per ShareFetch
@@ -57,6 +63,7 @@ from quafka.protocol.errors import ErrorCode
 from .clock import monotonic_ms, wall_clock_ms
 from .dead_letter_writer import DeadLetterWriter
 from .delayed_share_fetch import DelayedShareFetch, ShareFetchPurgatory
+from .delivery_controls import DeliveryControls
 from .timers import TimerService
 
 if TYPE_CHECKING:
@@ -68,6 +75,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("quafka.share")
 
 MAX_READS_PER_FETCH = 8  # reads of one partition per fetch (each reaches one AVAILABLE run, or new records)
+META_READ_RECORDS = 64  # with key ordering or delayed delivery, new records read at once (some may wait)
 
 
 @dataclass(eq=False)
@@ -124,6 +132,7 @@ class SharePartitionManager:
         self._tasks: set[asyncio.Task] = set()
         self._loading: dict[tuple[str, uuid.UUID, int], asyncio.Future] = {}
         self.dead_letters = DeadLetterWriter(server, self)
+        self.controls = DeliveryControls(self)
 
     # ------------------------------------------------------------------ lookup and creation
     def loaded(self, group_id: str, topic_id: uuid.UUID, index: int) -> ShareContext | None:
@@ -203,8 +212,10 @@ class SharePartitionManager:
                 return None
             share_partition = SharePartition(start)
         else:
+            to_monotonic = self.controls.to_monotonic
             share_partition = SharePartition(max(read.start_offset, plog.log_start_offset),
-                                [StateBatch(*b) for b in read.state_batches])
+                                             [StateBatch(*b[:4], to_monotonic(b[4]) if len(b) > 4 else 0)
+                                              for b in read.state_batches], read.failed_keys)
         if self.server.state.topics_by_id.get(topic.topic_id) is not topic:
             return None  # deleted while its state was read
         ctx = ShareContext(group_id, topic, index, plog, share_partition, (group_id, topic.topic_id, index), state_epoch)
@@ -217,6 +228,7 @@ class SharePartitionManager:
             self._watched_logs[log_key] = plog
         if share_partition.start_offset < plog.log_start_offset:
             self.execute(ctx, share_partition.move_start_offset(plog.log_start_offset))
+        self.controls.prepare(ctx, group_config, monotonic_ms())  # quafka's delivery controls, before serving
         self.execute(ctx, share_partition.resume_dead_letters())  # ARCHIVING when the broker last stopped
         return ctx
 
@@ -236,6 +248,7 @@ class SharePartitionManager:
         self.by_log.get((ctx.topic_id, ctx.index), set()).discard(ctx)
         self.lock_timers.cancel(ctx.key)
         self.purgatory.wake_all(ctx.key)
+        self.controls.forget(ctx.key)
 
     def drop_topic(self, topic_id: uuid.UUID) -> None:
         """The topic was deleted: its share partitions go, and so does their durable state."""
@@ -262,6 +275,15 @@ class SharePartitionManager:
                 self._drop(ctx)
         for key in [k for k in self.known_partitions if k[0] == group_id and (topic_ids is None or k[1] in topic_ids)]:
             del self.known_partitions[key]
+
+    def on_group_config_changed(self, group_id: str) -> None:
+        """A group's configs changed: its loaded share partitions take the new delivery policy now
+        (a control turned off frees what it held, and parked fetches are served)."""
+        group_config = self.server.state.group_config(group_id)
+        now_ms = monotonic_ms()
+        for ctx in list(self.by_group.get(group_id, ())):
+            if self.contexts.get(ctx.key) is ctx:
+                self.controls.prepare(ctx, group_config, now_ms)
 
     def close(self) -> None:
         self.lock_timers.close()
@@ -298,31 +320,43 @@ class SharePartitionManager:
         """Acquire records of one share partition and read the batches that hold them."""
         share_partition = ctx.share_partition
         plog = ctx.log
+        self.controls.prepare(ctx, group_config, now_ms)
         self.maybe_expire(ctx, group_config, now_ms)
         max_locks = group_config.partition_max_record_locks
+        with_meta = share_partition.policy.needs_record_meta  # keys or delivery headers are read
         parts: list[bytes] = []
         acquired: list[AcquiredRange] = []
         total = 0
         sent_upto = -1  # the offset after the last batch put in `parts`
         for _ in range(MAX_READS_PER_FETCH):
-            offset = share_partition.fetch_offset(max_locks)
-            if offset is None or offset >= plog.log_end_offset or total >= max_records:
+            offset = share_partition.fetch_offset(max_locks, now_ms)
+            if offset is None:
+                self.controls.note_stall(ctx, max_locks, now_ms)
+                break
+            if offset >= plog.log_end_offset or total >= max_records:
                 break
             if offset < plog.log_start_offset:
                 self.execute(ctx, share_partition.move_start_offset(plog.log_start_offset))
                 continue
-            read = plog.read_batches(offset, max(max_bytes, 1), share_partition.read_stop_offset(offset, max_records - total))
+            want = max_records - total
+            read = plog.read_batches(offset, max(max_bytes, 1),
+                                     share_partition.read_stop_offset(offset, max(want, META_READ_RECORDS) if with_meta
+                                                                      else want))
             extents = read.extents
             if not extents:
                 break
+            before = share_partition.next_offset
             got = share_partition.acquire(
                 member_id, [(e.base_offset, e.last_offset) for e in extents],
-                max_records=max_records - total, record_limit=record_limit,
+                max_records=want, record_limit=record_limit,
                 lock_duration_ms=group_config.record_lock_duration_ms,
                 delivery_limit=group_config.delivery_count_limit, max_in_flight=max_locks, now_ms=now_ms,
+                record_meta=self.controls.record_meta(ctx, read, now_ms) if with_meta else None,
             )
             self.execute(ctx, got.effects)
             if not got.ranges:
+                if share_partition.next_offset > before and not got.throttled:
+                    continue  # new records entered the window waiting (delivery time, key): read on
                 break
             data = read.data
             last_acquired = got.ranges[-1].last_offset
@@ -347,7 +381,8 @@ class SharePartitionManager:
 
     def acquirable(self, ctx: ShareContext) -> bool:
         """Something in this share partition can be acquired now (O(log n))."""
-        offset = ctx.share_partition.fetch_offset(self.server.state.group_config(ctx.group_id).partition_max_record_locks)
+        offset = ctx.share_partition.fetch_offset(self.server.state.group_config(ctx.group_id).partition_max_record_locks,
+                                                  monotonic_ms())
         return offset is not None and offset < ctx.log.log_end_offset
 
     async def wait(self, session: "ShareSession", member_id: str, params: FetchParams,
@@ -389,6 +424,7 @@ class SharePartitionManager:
         Returns once the change is durable — by then the partition's parked fetches have been
         served with whatever the acknowledgement freed."""
         now_ms = monotonic_ms()
+        self.controls.prepare(ctx, group_config, now_ms)
         self.maybe_expire(ctx, group_config, now_ms)
         result = ctx.share_partition.acknowledge(
             member_id, batches, delivery_limit=group_config.delivery_count_limit,
@@ -411,10 +447,11 @@ class SharePartitionManager:
         """The member's share session ended: release what it holds (delivery counts kept)."""
         now_ms = monotonic_ms()
         dlq_enabled = self.dead_letters.enabled(group_id)
+        group_config = self.server.state.group_config(group_id)
         for ctx in list(self.by_group.get(group_id, ())):
-            limit = self.server.state.group_config(group_id).delivery_count_limit
-            self.execute(ctx, ctx.share_partition.release_member(member_id, delivery_limit=limit, now_ms=now_ms,
-                                                    dlq_enabled=dlq_enabled))
+            self.controls.prepare(ctx, group_config, now_ms)
+            self.execute(ctx, ctx.share_partition.release_member(member_id, delivery_limit=group_config.delivery_count_limit,
+                                                                 now_ms=now_ms, dlq_enabled=dlq_enabled))
 
     def maybe_expire(self, ctx: ShareContext, group_config: "cfg.ShareGroupConfig", now_ms: int) -> None:
         deadline = ctx.share_partition.next_deadline_ms()
@@ -447,9 +484,14 @@ class SharePartitionManager:
     def _submit_write(self, ctx: ShareContext, write: PersistWrite) -> asyncio.Future:
         """Queue the write at once, so writes reach the share coordinator in the order the share
         partition started them (each carries the delivery-complete count as of its start)."""
+        batches = write.state_batches
+        if any(b.due_ms for b in batches):  # quafka's backoff due times are stored as epoch ms
+            to_wall = self.controls.to_wall
+            batches = tuple(b._replace(due_ms=to_wall(b.due_ms)) if b.due_ms else b for b in batches)
         return self.server.share_coordinator.write(
             ctx.state_key, state_epoch=ctx.state_epoch, start_offset=write.start_offset,
-            delivery_complete_count=write.delivery_complete_count, state_batches=write.state_batches)
+            delivery_complete_count=write.delivery_complete_count, state_batches=batches,
+            failed_keys=write.failed_keys)
 
     async def _persist(self, ctx: ShareContext, write: PersistWrite, fut: asyncio.Future | None = None) -> ErrorCode:
         """Wait for the write, then tell the share partition (commit or roll back); the error."""
@@ -484,6 +526,7 @@ class SharePartitionManager:
         if self.contexts.get(ctx.key) is not ctx:
             return
         group_config = self.server.state.group_config(ctx.group_id)
+        self.controls.prepare(ctx, group_config, now_ms)
         self.execute(ctx, ctx.share_partition.on_lock_timer(delivery_limit=group_config.delivery_count_limit, now_ms=now_ms,
                                                dlq_enabled=self.dead_letters.enabled(ctx.group_id, group_config)))
 

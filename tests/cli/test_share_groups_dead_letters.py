@@ -150,7 +150,7 @@ def test_redrive_dry_run_to_another_topic_overlapping_ranges_and_all_once(dlq, c
 @pytest.mark.parametrize("options, error", [
     (["--dead-letters", "--redrive", "--group", "g"],
      "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets, "
-     "--dead-letters, --redrive."),
+     "--dead-letters, --redrive, --release, --archive."),
     (["--redrive", "--group", "g", "--from-dlq", "d", "--all"], "Option --redrive takes the option: --execute or "
                                                                 "--dry-run"),
     (["--redrive", "--group", "g", "--from-dlq", "d", "--all", "--dry-run", "--execute"],
@@ -166,9 +166,9 @@ def test_redrive_dry_run_to_another_topic_overlapping_ranges_and_all_once(dlq, c
     (["--redrive", "--group", "g", "--all", "--execute"], "Option --redrive takes the option: --from-dlq"),
     (["--redrive", "--from-dlq", "d", "--all", "--execute"], "Option --redrive takes the option: --group"),
     (["--dead-letters", "--group", "g", "--all"], "Option --all can only be used with --redrive"),
-    (["--dead-letters", "--group", "g", "--execute"], "Option --execute can only be used with --reset-offsets or --redrive"),
+    (["--dead-letters", "--group", "g", "--execute"], "Option --execute can only be used with --reset-offsets, --redrive, --release or --archive"),
     (["--redrive", "--group", "g", "--from-dlq", "d", "--all", "--dry-run", "--output", "json"],
-     "Option --output can only be used with --dead-letters"),
+     "Option --output can only be used with --dead-letters or --describe --in-flight"),
     (["--describe", "--group", "g", "--from-dlq", "d"],
      "Option --from-dlq can only be used with --dead-letters or --redrive"),
     (["--describe", "--group", "g", "--offsets", "1-2"], "Option --describe does not take a value for --offsets"),

@@ -11,6 +11,11 @@ groups only, so they work against Apache Kafka 4.4 too (client/dead_letters.py d
 REASON DIED-AT DLQ-PARTITION DLQ-OFFSET COPY``, or JSON with ``--output json``), and ``--redrive``
 produces them again, each once, printing ``GROUP DLQ-PARTITION DLQ-OFFSET TOPIC PARTITION OFFSET
 TO-TOPIC PAYLOAD STATUS`` and a summary line.
+
+quafka's in-flight tools need a quafka broker (its API extension; `_in_flight.py` holds them):
+``--describe --in-flight`` shows a share group's records in flight, ``--offset`` where one record
+is, and ``--release`` / ``--archive`` force records of one share partition (a dry run unless
+``--execute``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from . import _in_flight
 from ._common import Progress, ToolError, add_bootstrap, kafka_parser_errors, open_admin, run_tool
 
 EXAMPLES = """
@@ -53,14 +59,15 @@ examples:
   quafka share-groups --redrive --group orders --from-dlq dlq.orders --all --dry-run
   quafka share-groups --redrive --group orders --from-dlq dlq.orders --offsets 120-180 --execute
   quafka share-groups --redrive --group orders --from-dlq dlq.orders --to-topic jobs.retry --all --execute
-"""
+""" + _in_flight.EXAMPLES
 
 SHARE_GROUP_STATES = ("Empty", "Stable", "Dead")
 KAFKA_ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
-ACTIONS = KAFKA_ACTIONS + ("dead_letters", "redrive")  # the last two are quafka's own
-#: quafka's own options and the actions that take them
+ACTIONS = KAFKA_ACTIONS + ("dead_letters", "redrive", "release", "archive")  # the last four are quafka's own
+#: quafka's own options and the actions that take them; QUAFKA_OPTION_USES: how an error names a use
 QUAFKA_OPTIONS = {"from_dlq": ("dead_letters", "redrive"), "to_topic": ("redrive",), "all": ("redrive",),
-                  "output": ("dead_letters",)}
+                  "output": ("dead_letters", "describe")}
+QUAFKA_OPTION_USES = {"output": "--dead-letters or --describe --in-flight"}
 SCENARIOS = ("to_earliest", "to_latest", "to_datetime", "to_offset", "to_current", "from_file")
 MISSING = "-"
 DLQ_TOPIC_CONFIG = "errors.deadletterqueue.topic.name"
@@ -81,7 +88,7 @@ def add_parser(sub) -> None:
     actions = p.add_argument_group("actions (exactly one)")
     actions.add_argument("--list", action="store_true", help="list the share groups")
     actions.add_argument("--describe", action="store_true",
-                         help="describe share groups: offsets (default), --members or --state")
+                         help="describe share groups: offsets (default), --members, --state or --in-flight")
     actions.add_argument("--delete", action="store_true", help="delete share groups (they must be empty)")
     actions.add_argument("--reset-offsets", action="store_true",
                          help="reset the start offsets of one inactive share group; needs --dry-run or "
@@ -95,19 +102,23 @@ def add_parser(sub) -> None:
                          help="produce the group's dead letters again, each at most once (the progress is kept "
                               "as committed offsets of the consumer group quafka-redrive.GROUP): needs --from-dlq, "
                               "--offsets A-B or --all, and --dry-run or --execute (quafka's own action)")
+    _in_flight.add_actions(actions)
     scope = p.add_argument_group("scope")
     scope.add_argument("--group", metavar="GROUP", action="append", default=[],
                        help="the share group id (repeatable for --describe and --delete)")
     scope.add_argument("--all-groups", action="store_true", help="apply to every share group (--describe, --delete)")
     scope.add_argument("--topic", metavar="TOPIC", action="append", default=[],
                        help="a topic (repeatable); for --reset-offsets 'topic:0,1,2' names partitions; for "
-                            "--dead-letters the source topic whose dead letters to list (one)")
+                            "--dead-letters the source topic whose dead letters to list (one); for --in-flight the "
+                            "topics to show; for --release and --archive the topic (one, with --partition)")
     scope.add_argument("--all-topics", action="store_true",
                        help="--reset-offsets: every topic the group has offsets for")
     views = p.add_argument_group("--describe and --list options")
     views.add_argument("--offsets", nargs="?", const=True, default=None, metavar="A-B",
                        help="--describe: partitions with START-OFFSET and LAG (default); --redrive: the dead "
-                            "letters at DLQ offsets A to B (inclusive) on every partition of the DLQ topic")
+                            "letters at DLQ offsets A to B (inclusive) on every partition of the DLQ topic; "
+                            "--release and --archive: the records at offsets A to B (inclusive, or one offset A) "
+                            "of --topic and --partition")
     views.add_argument("--members", action="store_true", help="--describe: the members and their assignments")
     views.add_argument("--state", nargs="?", const="", metavar="STATES",
                        help="--describe: the group's state; --list: a STATE column, or only the groups in "
@@ -116,8 +127,10 @@ def add_parser(sub) -> None:
                        help="--describe: add LEADER-EPOCH, GROUP-EPOCH/ASSIGNMENT-EPOCH or MEMBER-EPOCH")
     reset = p.add_argument_group("--reset-offsets options")
     reset.add_argument("--dry-run", action="store_true",
-                       help="show the new offsets (--redrive: what would be sent) without changing anything")
-    reset.add_argument("--execute", action="store_true", help="reset the offsets (--redrive: send the records)")
+                       help="show the new offsets (--redrive: what would be sent; --release, --archive: what "
+                            "would change, their default) without changing anything")
+    reset.add_argument("--execute", action="store_true",
+                       help="reset the offsets (--redrive: send the records; --release, --archive: apply)")
     reset.add_argument("--export", action="store_true",
                        help="print the new offsets as CSV (topic,partition,offset), for --from-file")
     reset.add_argument("--to-earliest", action="store_true", help="reset to the earliest offset")
@@ -140,7 +153,8 @@ def add_parser(sub) -> None:
                            "partitioner picks the partition by key)")
     dead.add_argument("--all", action="store_true", help="--redrive: every dead letter of the group")
     dead.add_argument("--output", choices=("table", "json"), default=None,
-                      help="--dead-letters: a table (default) or a JSON array")
+                      help="--dead-letters, --describe --in-flight: a table (default) or JSON")
+    _in_flight.add_options(p)
     p.add_argument("--timeout", type=int, default=30000, metavar="MS",
                    help="timeout of each request to the broker, in ms (default 30000)")
     kafka_parser_errors(p)
@@ -157,29 +171,33 @@ def check_args(args: argparse.Namespace) -> str:
     """Kafka's ShareGroupCommandOptions.checkArgs: the action, and the options it allows."""
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
-        # Kafka's words when only Kafka's actions are involved; quafka's two added otherwise
+        # Kafka's words when only Kafka's actions are involved; quafka's added otherwise
         listed = KAFKA_ACTIONS if chosen and set(chosen) <= set(KAFKA_ACTIONS) else ACTIONS
         raise ToolError(f"Command must include exactly one action: {', '.join(_opt(a) for a in listed)}.")
     action = chosen[0]
     topics_given = bool(args.topic)
     offsets_given = args.offsets is not None
-    if action == "redrive" and (args.members or args.verbose):
+    if action in ("redrive", "release", "archive") and (args.members or args.verbose):
         raise ToolError("Options --members and --verbose can only be used with --describe")
-    if action not in ("describe", "redrive") and (args.members or offsets_given or args.verbose):
+    if action not in ("describe", "redrive", "release", "archive") and (args.members or offsets_given or args.verbose):
         raise ToolError("Options --members, --offsets and --verbose can only be used with --describe")
     if action == "describe" and isinstance(args.offsets, str):
         raise ToolError("Option --describe does not take a value for --offsets")
     for name, allowed in QUAFKA_OPTIONS.items():
         if getattr(args, name) not in (None, False) and action not in allowed:
-            raise ToolError(f"Option {_opt(name)} can only be used with {' or '.join(_opt(a) for a in allowed)}")
+            uses = QUAFKA_OPTION_USES.get(name) or " or ".join(_opt(a) for a in allowed)
+            raise ToolError(f"Option {_opt(name)} can only be used with {uses}")
+    if args.output is not None and action == "describe" and not args.in_flight:
+        raise ToolError(f"Option --output can only be used with {QUAFKA_OPTION_USES['output']}")
+    _in_flight.check_usage(args, action)
     if action not in ("describe", "list") and args.state is not None:
         raise ToolError("Option --state can only be used with --describe or --list")
     if action != "reset_offsets":
         used = [s for s in SCENARIOS if getattr(args, s) not in (None, False)]
-        used += [o for o in (("export",) if action == "redrive" else ("dry_run", "execute", "export"))
-                 if getattr(args, o)]
+        forcing = action in ("redrive", "release", "archive")
+        used += [o for o in (("export",) if forcing else ("dry_run", "execute", "export")) if getattr(args, o)]
         if used:
-            also = " or --redrive" if used[0] in ("dry_run", "execute") else ""
+            also = ", --redrive, --release or --archive" if used[0] in ("dry_run", "execute") else ""
             raise ToolError(f"Option {_opt(used[0])} can only be used with --reset-offsets{also}")
     if args.group and args.all_groups:
         raise ToolError("Option --group cannot be used with --all-groups")
@@ -188,11 +206,12 @@ def check_args(args: argparse.Namespace) -> str:
     if action == "describe":
         if not args.group and not args.all_groups:
             raise ToolError("Option --describe takes one of these options: --all-groups, --group")
-        if sum(bool(x) for x in (args.members, args.offsets, args.state is not None)) > 1:
-            raise ToolError("Option --describe takes at most one of these options: --members, --offsets, --state")
+        if sum(bool(x) for x in (args.in_flight, args.members, args.offsets, args.state is not None)) > 1:
+            raise ToolError("Option --describe takes at most one of these options: --in-flight, --members, "
+                            "--offsets, --state")
         if args.state:
             raise ToolError("Option --describe does not take a value for --state")
-        if topics_given or args.all_topics:
+        if (topics_given or args.all_topics) and not args.in_flight:
             raise ToolError("Option --describe does not take --topic or --all-topics")
     if action == "delete":
         if not args.group and not args.all_groups:
@@ -231,9 +250,10 @@ def check_args(args: argparse.Namespace) -> str:
         raise ToolError("Option --all-topics can only be used with --reset-offsets")
     if action in ("dead_letters", "redrive"):
         _check_dead_letter_args(args, action)
+    _in_flight.check_args(args, action)
     if args.timeout < 1:
         raise ToolError("--timeout must be at least 1 (ms)")
-    if action in ("reset_offsets", "delete_offsets", "dead_letters", "redrive"):
+    if action in ("reset_offsets", "delete_offsets", "dead_letters", "redrive", "release", "archive"):
         args.group = args.group[0]
     return action
 
@@ -742,6 +762,8 @@ def run(args: argparse.Namespace) -> int:
         with open_admin(args, timeout_ms=args.timeout) as admin:
             if action == "list":
                 _list(admin, args)
+            elif action == "describe" and args.in_flight:
+                return _in_flight.describe(admin, args)
             elif action == "describe":
                 _describe(admin, args)
             elif action == "delete":
@@ -752,6 +774,8 @@ def run(args: argparse.Namespace) -> int:
                 _dead_letters(admin, args)
             elif action == "redrive":
                 _redrive(admin, args)
+            elif action in ("release", "archive"):
+                return _in_flight.force(admin, args, action)
             else:
                 _reset(admin, args)
         return 0

@@ -9,6 +9,13 @@ errors, and ``coordinator_records`` (the codecs of the share-state and group rec
 """
 
 from . import coordinator_records
+from ._admin_in_flight import (
+    AlterInFlightResult,
+    ExtensionUnavailable,
+    FailedKeyView,
+    InFlightPartitionView,
+    InFlightRange,
+)
 from ._share_acks import AcknowledgeType
 from ._share_fetch import AcquiredBatches
 from .admin import (
@@ -43,6 +50,11 @@ __all__ = [
     "AcknowledgeType",
     "AcquiredBatches",
     "Admin",
+    "AlterInFlightResult",
+    "ExtensionUnavailable",
+    "FailedKeyView",
+    "InFlightPartitionView",
+    "InFlightRange",
     "AsyncAdmin",
     "AsyncPartitionReader",
     "AsyncShareConsumer",

@@ -33,6 +33,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from quafka.protocol import extensions
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.fallback import fallback_entity_reader
 from quafka.protocol.framing import DECODE_ERRORS
@@ -64,13 +65,16 @@ class WireError(KafkaException):
 
 
 def api_name(api_key: int) -> str:
-    name = api_key_map.get(api_key)
+    name = api_key_map.get(api_key) or extensions.EXTENSION_API_NAMES.get(api_key)
     return f"{name} (key {api_key})" if name else f"api key {api_key}"
 
 
 @functools.lru_cache(maxsize=None)
 def kio_version_range(api_key: int) -> tuple[int, int]:
-    """(lowest, highest) version of an API that kio has schemas for."""
+    """(lowest, highest) version of an API that kio has schemas for (quafka's API extension
+    included: `protocol.extensions`)."""
+    if api_key in extensions.VERSION_RANGES:
+        return extensions.VERSION_RANGES[api_key]
     try:
         versions = schema_name_map[api_key_map[api_key]]
     except KeyError:
@@ -80,6 +84,8 @@ def kio_version_range(api_key: int) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def request_class(api_key: int, version: int) -> type:
+    if (api_key, version) in extensions.REQUESTS:
+        return extensions.REQUESTS[(api_key, version)]
     try:
         return load_request_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):
@@ -88,6 +94,8 @@ def request_class(api_key: int, version: int) -> type:
 
 @functools.lru_cache(maxsize=None)
 def response_class(api_key: int, version: int) -> type:
+    if (api_key, version) in extensions.RESPONSES:
+        return extensions.RESPONSES[(api_key, version)]
     try:
         return load_response_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):

@@ -31,6 +31,7 @@ from quafka.protocol.errors import ErrorCode
 
 from . import dead_letters
 from ._admin_groups import ConsumerGroupOffsetsMixin
+from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
 from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._transport import BrokerConnection
@@ -195,7 +196,7 @@ def _offset_spec(spec: Any, where: str) -> int:
     raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
 
 
-class AsyncAdmin(ConsumerGroupOffsetsMixin, AsyncClient):
+class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
     CONFIG = ADMIN_CONFIG
@@ -722,6 +723,17 @@ class Admin(SyncClient):
     def update_features(self, levels: Mapping[str, int], upgrade_type: str = "upgrade",
                         validate_only: bool = False) -> dict[str, KafkaException | None]:
         return self._run(self._async.update_features(levels, upgrade_type, validate_only))
+
+    def describe_in_flight(self, group_id: str, topics: Any = None, *, offset: int | None = None,
+                           max_rows: int = 1000) -> dict[tuple[str, int], InFlightPartitionView]:
+        return self._run(self._async.describe_in_flight(group_id, topics, offset=offset, max_rows=max_rows))
+
+    def alter_in_flight(self, group_id: str, topic: str, partition: int, action: str, *, first_offset: int = -1,
+                        last_offset: int = -1, reset_delivery_count: bool = False, key: bytes | None = None,
+                        validate_only: bool = False) -> AlterInFlightResult:
+        return self._run(self._async.alter_in_flight(
+            group_id, topic, partition, action, first_offset=first_offset, last_offset=last_offset,
+            reset_delivery_count=reset_delivery_count, key=key, validate_only=validate_only))
 
     def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
                           topic: str | None = None) -> list[DeadLetterRecord]:

@@ -31,6 +31,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.serial.errors import DecodeError
 
+from . import extensions
 from .errors import ErrorCode, ProtocolError
 from .fallback import fallback_entity_reader, length_checker
 
@@ -68,13 +69,17 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 
 def _api_label(api_key: int, version: int) -> str:
-    name = api_key_map.get(api_key)
+    name = api_key_map.get(api_key) or extensions.EXTENSION_API_NAMES.get(api_key)
     return f"{name} (key {api_key}) v{version}" if name else f"api key {api_key} v{version}"
 
 
 @functools.lru_cache(maxsize=None)
 def request_class(api_key: int, version: int) -> type:
-    """kio's request class for (api_key, version); ProtocolError if kio has none."""
+    """kio's request class for (api_key, version) — or quafka's, for its API extension
+    (`extensions`); ProtocolError if there is none."""
+    extension = extensions.REQUESTS.get((api_key, version))
+    if extension is not None:
+        return extension
     try:
         return load_request_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):

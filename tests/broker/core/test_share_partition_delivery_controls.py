@@ -184,13 +184,34 @@ def test_turning_backoff_off_frees_the_waiting_records():
     assert fetchable(sp, 10) == 0
 
 
-def test_waiting_records_fill_the_window_as_kafka_counts_available_records():
+def test_waiting_records_count_in_the_window_as_kafka_counts_available_records():
     sp = configured(BACKOFF)
     acquire(sp, "m", [(0, 99)], now=0, max_in_flight=100)
     commit_ack(sp, "m", [(0, 99, [RELEASE])], now=0)
     assert sp.in_flight_count == 100 and sp.runs.waiting_counts[WAIT_BACKOFF] == 100
     assert sp.fetch_offset(100, 100) is None  # window full, nothing acquirable: a fetch parks
     assert sp.fetch_offset(200, 100) == 100  # a larger window lets new records flow
+
+
+def test_settled_records_behind_a_waiting_one_do_not_hold_the_window_shut():
+    # Kafka counts every offset from the start offset: one record waiting at the head would stop
+    # the partition once the cap's worth of later records were done. With a control on, the cap
+    # counts unsettled records only.
+    sp = configured(BACKOFF)
+    acquire(sp, "m", [(0, 0)], now=0)
+    commit_ack(sp, "m", [(0, 0, [RELEASE])], now=0)  # waits 200 ms at the head
+    for base in range(1, 1_001, 10):
+        got = acquire(sp, "m", [(base, base + 9)], now=1, max_in_flight=100)
+        assert got == [AcquiredRange(base, base + 9, 1)]
+        commit_ack(sp, "m", [(base, base + 9, [ACCEPT])], now=1)
+    assert (sp.start_offset, sp.in_flight_count, sp.window_used()) == (0, 1_001, 1)
+    assert len(sp.runs) == 2  # the settled records behind it merged into one run
+    kafka = SharePartition(0)
+    acquire(kafka, "m", [(0, 0)], now=0)
+    commit_ack(kafka, "m", [(0, 0, [RELEASE])], now=0)
+    acquire(kafka, "m", [(0, 0)], now=0)  # held: Kafka's window counts every offset
+    acquire(kafka, "m", [(1, 99)], now=0, max_in_flight=100)
+    assert kafka.fetch_offset(100, 0) is None
 
 
 # ---------------------------------------------------------------- delayed delivery

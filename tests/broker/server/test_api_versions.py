@@ -10,6 +10,8 @@ from kio.index import load_request_schema
 from support import RawClient
 
 from quafka.broker.server.registry import REGISTRY, advertised_ranges
+from quafka.protocol import extensions
+from quafka.protocol.framing import request_class
 
 
 
@@ -36,9 +38,23 @@ def test_group_and_offset_apis_are_advertised_at_kafka_4_2_ranges(broker):
 
 
 def test_every_advertised_version_has_a_kio_schema():
+    """Kafka's APIs have kio's schemas; quafka's API extension has its own (protocol/extensions.py),
+    under keys far outside Kafka's range."""
     for key, lo, hi in advertised_ranges():
         for version in range(lo, hi + 1):
-            assert load_request_schema(key, version).__version__ == version
+            if key in extensions.VERSION_RANGES:
+                assert request_class(key, version) is extensions.REQUESTS[(key, version)]
+                assert key >= 32000
+            else:
+                assert load_request_schema(key, version).__version__ == version
+
+
+def test_the_quafka_api_extension_is_advertised(broker):
+    with RawClient(broker.bootstrap_servers) as raw:
+        resp = raw.request(ApiVersionsRequestV0())
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert ranges[extensions.QUAFKA_DESCRIBE_IN_FLIGHT] == (0, 0)
+    assert ranges[extensions.QUAFKA_ALTER_IN_FLIGHT] == (0, 0)
 
 
 def test_versions_clients_need_are_served():

@@ -40,6 +40,9 @@ FAILURE_ONLY = {"quafka_log_flush_failures_total", "quafka_log_dir_failures_tota
                 "quafka_flush_scheduler_errors_total"}
 # A refused DLQ append: tests/interop/test_dead_letters.py::test_a_dead_letter_over_the_dlq_topic_max_message_bytes...
 DLQ_FAILURE_ONLY = {"kafka_server_sharegroupmetrics_deadletterqueuefailedproducerequests_total"}
+# quafka's delivery controls: test_delivery_control_metrics_count_waits_blocks_refusals_and_force_actions
+DELIVERY_CONTROLS = {f"quafka_share_partition_{n}_total" for n in (
+    "failed_keys_over_cap", "window_stalls", "delivery_headers_refused", "force_actions", "forced_records")}
 # Consumer-group counters: test_group_coordinator_metrics_count_groups_offsets_and_rebalances moves them.
 GROUP_WORKLOAD = {f"kafka_server_group_coordinator_metrics_{n}_total" for n in (
     "offset_commit", "offset_expiration", "offset_deletion", "group_completed_rebalance", "consumer_group_rebalance")}
@@ -159,7 +162,7 @@ def test_scrape_lists_every_documented_metric_and_counters_move(broker):
         family = after.family(name, type_)
         assert family is not None and family.samples, f"{name} has no samples after the workload"
     moved = [name for name, type_ in metrics.items() if type_ in ("counter", "histogram")
-             and name not in FAILURE_ONLY | GROUP_WORKLOAD | DLQ_FAILURE_ONLY]
+             and name not in FAILURE_ONLY | GROUP_WORKLOAD | DLQ_FAILURE_ONLY | DELIVERY_CONTROLS]
     assert len(moved) >= 10
     for name in moved:
         type_ = metrics[name]
@@ -278,3 +281,104 @@ def test_group_coordinator_metrics_count_groups_offsets_and_rebalances(make_brok
     assert after.total(counter.format("offset_deletion"), "counter") == 1
     assert after.total(counter.format("offset_expiration"), "counter") >= 1
     assert after.total("kafka_server_group_coordinator_metrics_consumer_group_count", "gauge", state="Empty") == 1
+
+
+def test_delivery_control_metrics_count_waits_blocks_refusals_and_force_actions(make_broker):
+    """quafka's delivery controls (docs/metrics.md "Delivery controls"): records waiting for a
+    backoff or a delivery time, records and keys blocked by key ordering, a parked key, a refused
+    header, force actions and a window full of waiting records each show in their series."""
+    from quafka.client import Admin
+
+    broker = make_broker(config={"metrics.listener": "http://127.0.0.1:0"})
+    bootstrap = broker.bootstrap_servers
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for topic in ("mc-backoff", "mc-delay", "mc-keys"):
+        create_topic(bootstrap, topic)
+    set_group_configs(bootstrap, "mc-backoff", {"share.auto.offset.reset": "earliest",
+                                                "share.partition.max.record.locks": "100",
+                                                "quafka.share.redelivery.backoff.ms": "600000"})
+    set_group_configs(bootstrap, "mc-delay", {"share.auto.offset.reset": "earliest",
+                                              "quafka.share.delivery.delay.enable": "true"})
+    set_group_configs(bootstrap, "mc-keys", {"share.auto.offset.reset": "earliest", "quafka.share.key.ordering": "true",
+                                             "quafka.share.key.ordering.on.failure": "park"})
+    for i in range(100):
+        producer.produce("mc-backoff", f"job-{i}".encode())
+    producer.produce("mc-delay", b"later", headers={"quafka.deliver.after.ms": b"600000"})
+    producer.produce("mc-delay", b"bad header", headers={"quafka.deliver.after.ms": b"soon"})
+    for key in (b"a", b"a", b"b"):
+        producer.produce("mc-keys", b"v", key=key)
+    assert producer.flush(10) == 0
+
+    def consume(group: str, topic: str, wanted: int, verdict) -> list:
+        got: list = []
+        with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                            "share.acknowledgement.mode": "explicit"}) as consumer:
+            consumer.subscribe([topic])
+
+            def step() -> bool:
+                for record in consumer.poll(0.5):
+                    got.append(record)
+                    consumer.acknowledge(record, verdict(record))
+                consumer.commit_sync(5)
+                return len(got) >= wanted
+
+            wait_until(step, 15, 0, message=f"{wanted} records of {topic}")
+        return got
+
+    consume("mc-backoff", "mc-backoff", 100, lambda r: AcknowledgeType.RELEASE)  # all wait 10 minutes: window full
+    assert [r.value for r in consume("mc-delay", "mc-delay", 1, lambda r: AcknowledgeType.ACCEPT)] == [b"bad header"]
+    keyed = consume("mc-keys", "mc-keys", 2, lambda r: AcknowledgeType.REJECT if r.offset == 0 else
+                    AcknowledgeType.ACCEPT)
+    assert sorted(r.offset for r in keyed) == [0, 2]  # offset 1 waits behind offset 0 of key a, then is parked
+    producer.produce("mc-backoff", b"one more")  # cannot enter the full window: a stall
+    assert producer.flush(10) == 0
+    with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "mc-backoff"}) as consumer:
+        consumer.subscribe(["mc-backoff"])
+        wait_until(lambda: not consumer.poll(0.2) and scrape(broker).total(
+            "quafka_share_partition_window_stalls_total", "counter", group="mc-backoff") >= 1, 15, 0,
+            message="a stall counted")
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.alter_in_flight("mc-keys", "mc-keys", 0, "release-key", key=b"a")
+        admin.alter_in_flight("mc-backoff", "mc-backoff", 0, "release", first_offset=0, last_offset=9)
+    after = scrape(broker)
+    waiting = "quafka_share_partition_waiting_records"
+    assert after.total(waiting, "gauge", group="mc-backoff", reason="backoff") == 90
+    assert after.total(waiting, "gauge", group="mc-delay", reason="delivery_time") == 1
+    assert after.total("quafka_share_partition_delivery_headers_refused_total", "counter", group="mc-delay",
+                       outcome="ignored") == 1
+    assert after.total("quafka_share_partition_failed_keys", "gauge", group="mc-keys") == 0  # released
+    assert after.total("quafka_share_partition_force_actions_total", "counter", group="mc-keys",
+                       action="release-key") == 1
+    assert after.total("quafka_share_partition_forced_records_total", "counter", group="mc-backoff",
+                       action="release") == 10
+    assert after.total("quafka_share_partition_blocked_records", "gauge", group="mc-keys") == 0
+
+
+def test_a_parked_key_shows_as_a_failed_key_with_its_blocked_record(make_broker):
+    broker = make_broker(config={"metrics.listener": "http://127.0.0.1:0"})
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "mk")
+    set_group_configs(bootstrap, "mk", {"share.auto.offset.reset": "earliest", "quafka.share.key.ordering": "true",
+                                        "quafka.share.key.ordering.on.failure": "park"})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for key in (b"a", b"a", b"b"):
+        producer.produce("mk", b"v", key=key)
+    assert producer.flush(10) == 0
+    seen: list[int] = []
+    with ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "mk",
+                        "share.acknowledgement.mode": "explicit"}) as consumer:
+        consumer.subscribe(["mk"])
+
+        def step() -> bool:
+            for record in consumer.poll(0.5):
+                seen.append(record.offset)
+                consumer.acknowledge(record, AcknowledgeType.REJECT if record.offset == 0 else AcknowledgeType.ACCEPT)
+            consumer.commit_sync(5)
+            return sorted(seen) == [0, 2]
+
+        wait_until(step, 15, 0, message="offsets 0 and 2")
+        after = scrape(broker)
+        assert after.total("quafka_share_partition_failed_keys", "gauge", group="mk") == 1
+        assert after.total("quafka_share_partition_blocked_records", "gauge", group="mk") == 1
+        assert after.total("quafka_share_partition_blocked_keys", "gauge", group="mk") == 1
+        assert not consumer.poll(0.5)  # offset 1 stays parked

@@ -63,13 +63,16 @@ class Run:
     def size(self) -> int:
         return self.last - self.first + 1
 
-    def same_as(self, other: "Run") -> bool:
-        """Equal in everything but extent: neighbours like this may be one run."""
+    def same_as(self, other: "Run", settled_across_batches: bool = False) -> bool:
+        """Equal in everything but extent: neighbours like this may be one run. The batch matters
+        only to records that may be delivered again (throttling halves it); with
+        `settled_across_batches`, settled neighbours of different batches are equal too (a
+        restored run's batch may be a log batch's base, with another size)."""
         return (self.state == other.state and self.delivery_count == other.delivery_count
                 and self.member_id == other.member_id and self.deadline_ms == other.deadline_ms
-                and self.batch == other.batch and self.batch_records == other.batch_records  # a restored run's batch may
-                and self.due_ms == other.due_ms and self.wait == other.wait  # (be a log batch's base,
-                and self.blocked == other.blocked  # with another size)
+                and ((settled_across_batches and self.state in _TERMINAL)
+                     or (self.batch == other.batch and self.batch_records == other.batch_records))
+                and self.due_ms == other.due_ms and self.wait == other.wait and self.blocked == other.blocked
                 and not self.pending and not other.pending)
 
 

@@ -53,6 +53,11 @@ class DeliveryPolicy(NamedTuple):
     dead_letters: bool = False  # the group has a DLQ (share.version 2 and a topic): where `dead-letter` sends
 
     @property
+    def active(self) -> bool:
+        """Whether any control is on (off: the share partition is exactly Kafka's)."""
+        return self.backoff_ms > 0 or self.key_ordering or self.delayed_delivery
+
+    @property
     def needs_record_meta(self) -> bool:
         """Whether acquiring new records needs their keys or headers (the shell reads them)."""
         return self.key_ordering or self.delayed_delivery

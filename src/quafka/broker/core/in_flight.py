@@ -148,6 +148,27 @@ def _range(sp: SharePartition, first: int, last: int) -> tuple[ErrorCode, str | 
     return ErrorCode.none, None, lo, hi, not_fetched
 
 
+def preview(sp: SharePartition, first: int, last: int, *, key: bytes | None = None) -> ForceResult:
+    """What a force action would change, changing nothing (a dry run): for a range, the records a
+    release or an archive would move and those it would skip; for `key`, whether it is failed."""
+    if key is not None:
+        if key not in sp.keys.failed:
+            return release_key(sp, key, 0)  # the same refusal, and nothing changes
+        return ForceResult(ErrorCode.none, None, None, [], 0, 0, 0, 1)
+    error, message, lo, hi, not_fetched = _range(sp, first, last)
+    if error != ErrorCode.none:
+        return ForceResult(error, message, None, [], 0, 0, 0, 0)
+    movable = skipped = 0
+    for run in sp.runs.overlapping(lo, hi):
+        n = min(run.last, hi) - max(run.first, lo) + 1
+        if run.state in (ACQUIRED, AVAILABLE) and not run.pending:
+            movable += n
+        else:
+            skipped += n
+    heads = sum(1 for k, _ in sp.keys.failed_items() if (h := sp.keys.head(k)) is not None and lo <= h <= hi)
+    return ForceResult(ErrorCode.none, None, None, [], movable, skipped, not_fetched, heads)
+
+
 def _targets(sp: SharePartition, lo: int, hi: int) -> tuple[list[Run], int]:
     """The runs in [lo, hi] a force action may move (ACQUIRED or AVAILABLE, no write in flight),
     isolated to the range, and how many records it must skip."""

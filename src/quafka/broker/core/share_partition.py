@@ -139,6 +139,10 @@ class Acknowledgement(NamedTuple):
 
 Snapshot = tuple  # (state, delivery count, member id, deadline, due, wait) of a run before a pending change
 _TAKE, _WAIT, _BLOCK = 0, 1, 2  # what a new record does as it enters the window (`_admit`)
+# With a delivery control on, settled records past a waiting one stay in the window as runs; equal
+# neighbours merge, but past this many runs per unsettled record the cap counts them all again.
+MAX_RUNS_PER_LOCK = 8
+MAX_RUNS_SLACK = 10_000
 
 
 class SharePartition:
@@ -191,6 +195,19 @@ class SharePartition:
     def delivery_complete_count(self) -> int:
         return self.runs.terminal_count
 
+    def window_used(self) -> int:
+        """What counts against `share.partition.max.record.locks`. Kafka's rule
+        (`SharePartition.canAcquireRecords`): every offset from the start offset to the end offset,
+        settled or not. With a quafka delivery control on, only the records not yet settled: a
+        record waiting an hour at the head of the window would otherwise hold the window shut
+        behind it once the cap's worth of later records were done (docs/share-groups.md)."""
+        span = self.next_offset - self.start_offset
+        if not self.policy.active:
+            return span
+        if len(self.runs) > MAX_RUNS_PER_LOCK * max(span - self.runs.terminal_count, 1) + MAX_RUNS_SLACK:
+            return span  # settled records that do not merge (their delivery counts differ) fill memory
+        return span - self.runs.terminal_count
+
     def fetch_offset(self, max_in_flight: int, now_ms: int | None = None) -> int | None:
         """Where the next acquisition would start: the first acquirable offset in the window, else
         the end of the window — or None when the window is full and nothing in it is acquirable.
@@ -200,7 +217,7 @@ class SharePartition:
         run = self.runs.first_available()
         if run is not None:
             return run.first
-        if self.in_flight_count >= max_in_flight:
+        if self.window_used() >= max_in_flight:
             return None
         return self.next_offset
 
@@ -326,7 +343,7 @@ class SharePartition:
         heads: list[int] = []  # new heads of failed keys (key ordering), handled once admitted
         if not throttled:
             for base, last in log_batches:
-                if total >= limit or self.in_flight_count >= max_in_flight:
+                if total >= limit or self.window_used() >= max_in_flight:
                     break
                 if last < self.next_offset:
                     continue
@@ -365,7 +382,8 @@ class SharePartition:
         taken = 0
         segment: list | None = None  # [first, last, kind, due]
         offset = self.next_offset
-        while offset <= last and offset - self.start_offset < max_in_flight:
+        room = max_in_flight - self.window_used()
+        while offset <= last and offset - self.next_offset < room:
             m = meta.get(offset)
             if m is None:  # no record at this offset (compacted): goes with its neighbours
                 kind, due = (segment[2], segment[3]) if segment is not None else (_TAKE, 0)
@@ -375,8 +393,8 @@ class SharePartition:
                 queued = keys is not None and key is not None and keys.head(key) is not None
                 failed = keys is not None and key is not None and failed_blocks and key in keys.failed
                 kind = _BLOCK if queued or failed else _WAIT if due else _TAKE
-                if kind == _TAKE and record_limit and taken >= budget:
-                    break
+                if kind == _TAKE and (record_limit or keys is not None) and taken >= budget:
+                    break  # key ordering splits batches per record anyway: MaxRecords is a hard cap
                 if keys is not None and key is not None:
                     keys.add(offset, key)
                     if failed and not queued:
@@ -920,14 +938,15 @@ class SharePartition:
         """Join `run` with every equal neighbour on either side (runs of one batch, same state,
         count, holder and deadline, no write pending)."""
         runs = self.runs
+        loose = self.policy.active  # settled records past a waiting one stay in the window: keep them few
         while True:
             after = runs.neighbours(run)[1]
-            if after is None or after.first != run.last + 1 or not run.same_as(after):
+            if after is None or after.first != run.last + 1 or not run.same_as(after, loose):
                 break
             runs.merge(run, after)
         while True:
             before = runs.neighbours(run)[0]
-            if before is None or before.last + 1 != run.first or not before.same_as(run):
+            if before is None or before.last + 1 != run.first or not before.same_as(run, loose):
                 break
             runs.merge(before, run)
             run = before

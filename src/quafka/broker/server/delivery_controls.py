@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import zlib
+from bisect import bisect_left
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from quafka.broker.core._runs import WAIT_BACKOFF, WAIT_DELIVERY
@@ -48,18 +50,36 @@ log = logging.getLogger("quafka.share")
 _HEADER_NAMES = frozenset(DELIVERY_HEADERS)
 _META_READ_BYTES = 4 * 1024 * 1024  # one read of the window's records at a time
 _LOG_EVERY_MS = 60_000
+_CACHED_BATCHES = 64  # decoded batches kept per share partition (a batch is read by many fetches)
+
+
+class ReadMeta:
+    """{offset: (key, due time)} of the records of one read, looked up batch by batch: each batch
+    is decoded once (`DeliveryControls` caches them), so a batch of hundreds of records read by
+    hundreds of one-record fetches is not decoded hundreds of times."""
+
+    __slots__ = ("_lasts", "_batches")
+
+    def __init__(self, lasts: list[int], batches: list[dict]) -> None:
+        self._lasts = lasts
+        self._batches = batches
+
+    def get(self, offset: int):
+        i = bisect_left(self._lasts, offset)
+        return self._batches[i].get(offset) if i < len(self._batches) else None
 
 
 class DeliveryControls:
     def __init__(self, manager: "SharePartitionManager") -> None:
         self.manager = manager
         self._policies: dict[str, tuple[object, bool, DeliveryPolicy]] = {}
-        # counters (metrics.py renders them)
-        self.header_outcomes: dict[str, list[int]] = {}  # group -> [ignored (bad), capped]
-        self.force_records: dict[tuple[str, str], int] = {}  # (group, action) -> records
-        self.force_actions: dict[tuple[str, str], int] = {}  # (group, action) -> requests
-        self.window_stalls: dict[tuple, int] = {}  # share partition key -> fetches that found it stalled
+        # counters per share partition key (metrics.py renders them; `forget` drops them with it)
+        self.header_outcomes: dict[tuple, list[int]] = {}  # -> [ignored (bad), capped]
+        self.force_actions: dict[tuple, dict[str, list[int]]] = {}  # -> {action: [requests, records]}
+        self.window_stalls: dict[tuple, int] = {}  # -> fetches that found the window full of waiting records
         self._logged: dict[tuple, int] = {}  # what was last warned about, and when (monotonic ms)
+        # share partition key -> {batch base offset: its records' meta}, least recently used first
+        self._batches: dict[tuple, OrderedDict[int, dict]] = {}
 
     # ------------------------------------------------------------------ the policy
     def policy(self, group_id: str, group_config: "ShareGroupConfig", dlq_enabled: bool) -> DeliveryPolicy:
@@ -84,6 +104,7 @@ class DeliveryControls:
         sp = ctx.share_partition
         policy = self.policy(ctx.group_id, group_config, self.manager.dead_letters.enabled(ctx.group_id, group_config))
         if sp.policy is not policy:
+            self._batches.pop(ctx.key, None)  # decoded under the old policy (keys, headers, cap)
             self.manager.execute(ctx, sp.configure(policy, now_ms))
         if sp.record_meta_missing:
             meta = self.read_window_meta(ctx, now_ms)
@@ -99,17 +120,43 @@ class DeliveryControls:
             read = plog.read_batches(offset, _META_READ_BYTES, last)
             if not read.extents:
                 break
-            meta.update(self.record_meta(ctx, read, now_ms))
+            meta.update(self._decode(ctx, memoryview(read.data), now_ms))
             offset = read.extents[-1].last_offset + 1
         return meta
 
-    def record_meta(self, ctx: "ShareContext", read: "BatchRead", now_ms: int) -> dict[int, tuple[bytes | None, int]]:
-        """{offset: (key, due time in monotonic ms, 0 when none)} of the records of one read."""
+    def record_meta(self, ctx: "ShareContext", read: "BatchRead", now_ms: int) -> ReadMeta:
+        """{offset: (key, due time in monotonic ms, 0 when none)} of the records of one read (only
+        batches that reach past the window's end: the window's own records are known)."""
+        sp = ctx.share_partition
+        cache = self._batches.get(ctx.key)
+        if cache is None:
+            cache = self._batches[ctx.key] = OrderedDict()
+        lasts, batches = [], []
+        data = None
+        start = 0
+        for extent in read.extents:
+            if extent.last_offset >= sp.next_offset:
+                found = cache.get(extent.base_offset)
+                if found is None:
+                    if data is None:
+                        data = memoryview(read.data)
+                    found = self._decode(ctx, data[start:extent.end], now_ms)
+                    cache[extent.base_offset] = found
+                    if len(cache) > _CACHED_BATCHES:
+                        cache.popitem(last=False)
+                else:
+                    cache.move_to_end(extent.base_offset)
+                lasts.append(extent.last_offset)
+                batches.append(found)
+            start = extent.end
+        return ReadMeta(lasts, batches)
+
+    def _decode(self, ctx: "ShareContext", data, now_ms: int) -> dict[int, tuple[bytes | None, int]]:
+        """The meta of the records of the batches in `data`; bad headers counted and logged."""
         policy = ctx.share_partition.policy
         names = _HEADER_NAMES if policy.delayed_delivery else frozenset()
         wall_now = wall_clock_ms()
         meta: dict[int, tuple[bytes | None, int]] = {}
-        data = memoryview(read.data)
         bad = capped = 0
         example = None
         for pos, header in iter_headers(data):
@@ -135,7 +182,7 @@ class DeliveryControls:
                            "they are delivered without key ordering or delivery times",
                            ctx.group_id, ctx.topic.name, ctx.index, header.base_offset, exc)
         if bad or capped:
-            counts = self.header_outcomes.setdefault(ctx.group_id, [0, 0])
+            counts = self.header_outcomes.setdefault(ctx.key, [0, 0])
             counts[0] += bad
             counts[1] += capped
             self._warn(("header", ctx.group_id), now_ms,
@@ -190,5 +237,13 @@ class DeliveryControls:
         self._logged[what] = now_ms
         log.warning(message, *args)
 
+    def count_force(self, key: tuple, action: str, records: int) -> None:
+        counts = self.force_actions.setdefault(key, {}).setdefault(action, [0, 0])
+        counts[0] += 1
+        counts[1] += records
+
     def forget(self, key: tuple) -> None:
         self.window_stalls.pop(key, None)
+        self.header_outcomes.pop(key, None)
+        self.force_actions.pop(key, None)
+        self._batches.pop(key, None)

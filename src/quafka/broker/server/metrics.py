@@ -34,6 +34,7 @@ from kio.schema.index import api_key_map
 
 from quafka._exposition import CONTENT_TYPE, TextWriter
 from quafka.broker._config_defs import parse_metrics_listener
+from quafka.protocol.extensions import EXTENSION_API_NAMES
 
 if TYPE_CHECKING:
     from .server import BrokerServer
@@ -53,7 +54,7 @@ WRITE_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.
 
 def api_name(api_key: int) -> str:
     """Kafka's request name for an API key ("ShareFetch"), as in RequestMetrics' `request` tag."""
-    snake = api_key_map.get(api_key)
+    snake = api_key_map.get(api_key) or EXTENSION_API_NAMES.get(api_key)
     if snake is None:
         return f"Unknown{api_key}"
     return "".join(part.capitalize() for part in snake.split("_"))
@@ -207,6 +208,44 @@ def render(server: "BrokerServer") -> str:
                "State batches in the in-flight window (kafka.server:type=SharePartitionMetrics,"
                "name=InFlightBatchCount,...).",
                [(labels, len(c.share_partition.runs)) for c, labels in per_partition])
+
+    # ---- quafka's delivery controls, per share partition (docs/metrics.md "Delivery controls")
+    controls = manager.controls
+    out.family("quafka_share_partition_waiting_records", "gauge",
+               "AVAILABLE records of the window that wait for a due time, by reason: backoff "
+               "(quafka.share.redelivery.backoff.*) or delivery_time (quafka.deliver.* headers).",
+               [(labels + (("reason", reason),), c.share_partition.runs.waiting_counts[index])
+                for c, labels in per_partition for index, reason in ((1, "backoff"), (2, "delivery_time"))])
+    out.family("quafka_share_partition_blocked_records", "gauge",
+               "AVAILABLE records waiting behind an earlier record of their key (quafka.share.key.ordering).",
+               [(labels, c.share_partition.runs.blocked_count) for c, labels in per_partition])
+    failed_blocks = {c.key: c.share_partition.policy.on_failure != "continue" for c, _ in per_partition}
+    out.family("quafka_share_partition_blocked_keys", "gauge",
+               "Keys with a record waiting behind another of the key, or behind the key's failure.",
+               [(labels, c.share_partition.keys.blocked_keys(failed_blocks[c.key])) for c, labels in per_partition])
+    out.family("quafka_share_partition_failed_keys", "gauge",
+               "Keys parked or dead-lettering after a failure (quafka.share.key.ordering.on.failure), until released.",
+               [(labels, len(c.share_partition.keys.failed)) for c, labels in per_partition])
+    out.family("quafka_share_partition_failed_keys_over_cap_total", "counter",
+               "Key failures not parked because the share partition already holds the most failed keys (10,000).",
+               [(labels, c.share_partition.failed_keys_over_cap) for c, labels in per_partition])
+    out.family("quafka_share_partition_window_stalls_total", "counter",
+               "Fetches that found the in-flight window full and nothing in it deliverable while records waited.",
+               [(labels, controls.window_stalls.get(c.key, 0)) for c, labels in per_partition])
+    out.family("quafka_share_partition_delivery_headers_refused_total", "counter",
+               "quafka.deliver.* headers ignored (not a non-negative decimal number) or capped at "
+               "quafka.share.delivery.delay.max.ms.",
+               [(labels + (("outcome", outcome),), controls.header_outcomes.get(c.key, (0, 0))[index])
+                for c, labels in per_partition for index, outcome in ((0, "ignored"), (1, "capped"))])
+    actions = ("release", "archive", "release-key")
+    out.family("quafka_share_partition_force_actions_total", "counter",
+               "Force actions applied by operators (QuafkaAlterInFlight), by action.",
+               [(labels + (("action", a),), controls.force_actions.get(c.key, {}).get(a, (0, 0))[0])
+                for c, labels in per_partition for a in actions])
+    out.family("quafka_share_partition_forced_records_total", "counter",
+               "Records moved by force actions, by action.",
+               [(labels + (("action", a),), controls.force_actions.get(c.key, {}).get(a, (0, 0))[1])
+                for c, labels in per_partition for a in actions])
 
     # ---- kafka.server:type=ShareSessionCache
     sessions = server.share_sessions

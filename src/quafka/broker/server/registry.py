@@ -45,6 +45,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         consumer_offsets,
         features,
         fetch,
+        in_flight,
         metadata,
         offsets,
         produce,

@@ -67,6 +67,7 @@ from .delivery_controls import DeliveryControls
 from .timers import TimerService
 
 if TYPE_CHECKING:
+    from quafka.broker.core.in_flight import ForceResult
     from quafka.broker.core.share_session import ShareSession
 
     from .server import BrokerServer
@@ -442,6 +443,23 @@ class SharePartitionManager:
                     else ErrorCode.invalid_record_state
         self.server.metrics.count_acknowledgements(batches)
         return ErrorCode.none
+
+    async def force(self, ctx: ShareContext, operation) -> "ForceResult":
+        """Run a force action of `core.in_flight` (`operation(share_partition, now_ms)`) with the
+        group's current policy, carry out its effects and await its write: the caller answers once
+        the change is durable (or says why it is not)."""
+        now_ms = monotonic_ms()
+        group_config = self.server.state.group_config(ctx.group_id)
+        self.controls.prepare(ctx, group_config, now_ms)
+        self.maybe_expire(ctx, group_config, now_ms)
+        result = operation(ctx.share_partition, now_ms)
+        self.execute(ctx, result.effects)
+        if result.error == ErrorCode.none and result.write is not None:
+            error = await self._persist(ctx, result.write)
+            if error != ErrorCode.none:  # rolled back
+                return result._replace(error=error, message=f"the share state write failed ({error.name}); "
+                                                            "nothing changed")
+        return result
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member's share session ended: release what it holds (delivery counts kept)."""

@@ -5,7 +5,8 @@ controls"; docs/job-queues.md cites the window rows).
 A `python -m quafka broker` child process; confluent-kafka ShareConsumers, each in its own spawned
 process, explicit acknowledgement; the group configs set with confluent's AdminClient. Rows:
 
-- window: 20,000 records consumed by 4 consumers at max.poll.records=100, ACCEPT each — with the
+- window: 20,000 records consumed by 4 consumers at max.poll.records=100, ACCEPT each (counted
+  once `commit_sync()` returned: the broker has the acknowledgements) — with the
   window empty, and with 1,000 records waiting in a one-hour redelivery backoff at the head of the
   partition (half of share.partition.max.record.locks=2000); then with 2,500 waiting (more than the
   window holds: nothing new can be delivered, the broker logs why and counts the stall) and the
@@ -110,6 +111,7 @@ def _consume(bootstrap: str, topic: str, group: str, conf: dict, mode: str, expe
     end = time.monotonic() + deadline_s
     try:
         while counter.value < expected and time.monotonic() < end:
+            done = 0
             for m in c.poll(0.1):
                 if m.error() is not None:
                     continue
@@ -125,10 +127,16 @@ def _consume(bootstrap: str, topic: str, group: str, conf: dict, mode: str, expe
                         ack = AcknowledgeType.RELEASE
                 c.acknowledge(m, ack)
                 if ack == AcknowledgeType.ACCEPT or mode == "release":
-                    handled += 1
-                    with counter.get_lock():
-                        counter.value += 1
-            c.commit_async()
+                    done += 1
+            if mode == "accept":
+                c.commit_sync()  # counted once the broker has the acknowledgements
+            else:
+                c.commit_async()
+            if done:
+                handled += done
+                with counter.get_lock():
+                    counter.value += done
+                done = 0
         c.commit_sync(30)
     finally:
         c.close()

@@ -296,3 +296,73 @@ def test_describe_reports_group_overrides_and_static_broker_values_with_their_so
 def test_describe_can_be_limited_to_named_keys():
     assert [e.name for e in describe_group_configs(DEFAULT, {}, ["share.isolation.level", "nope"])] == [
         "share.isolation.level"]
+
+
+# --------------------------------------------------------------------------- quafka's delivery controls
+
+QUAFKA_KEYS = {
+    "quafka.share.redelivery.backoff.ms": "0", "quafka.share.redelivery.backoff.max.ms": "3600000",
+    "quafka.share.redelivery.backoff.multiplier": "2.0", "quafka.share.redelivery.backoff.jitter": "0.0",
+    "quafka.share.delivery.delay.enable": "false", "quafka.share.delivery.delay.max.ms": "604800000",
+    "quafka.share.key.ordering": "false", "quafka.share.key.ordering.on.failure": "continue",
+}
+
+
+def test_quafkas_keys_are_off_by_default_and_described_as_extensions():
+    assert {k for k in GROUP_KEYS if k.startswith("quafka.")} == set(QUAFKA_KEYS)
+    described = {e.name: e for e in describe_group_configs(DEFAULT, {})}
+    for name, default in QUAFKA_KEYS.items():
+        assert described[name].value == default, name
+        assert described[name].documentation == GROUP_KEYS[name].doc and GROUP_KEYS[name].doc, name
+        assert "quafka extension" in GROUP_KEYS[name].note, name
+    resolved = resolve_group_config(DEFAULT, {})
+    assert (resolved.redelivery_backoff_ms, resolved.delivery_delay_enable, resolved.key_ordering) == (0, False, False)
+
+
+@pytest.mark.parametrize("configs, key, fragment", [
+    ({"quafka.share.redelivery.backoff.ms": "-1"}, "quafka.share.redelivery.backoff.ms",
+     "Value must be in the range 0 to 604800000 inclusive"),
+    ({"quafka.share.redelivery.backoff.ms": "700000000"}, "quafka.share.redelivery.backoff.ms", "0 to 604800000"),
+    ({"quafka.share.redelivery.backoff.ms": "soon"}, "quafka.share.redelivery.backoff.ms", "Not a number of type LONG"),
+    ({"quafka.share.redelivery.backoff.max.ms": "0"}, "quafka.share.redelivery.backoff.max.ms",
+     "Value must be in the range 1 to 604800000 inclusive"),
+    ({"quafka.share.redelivery.backoff.ms": "7200000"}, "quafka.share.redelivery.backoff.ms",
+     "quafka.share.redelivery.backoff.max.ms (3600000) must be at least quafka.share.redelivery.backoff.ms (7200000)"),
+    ({"quafka.share.redelivery.backoff.ms": "5000", "quafka.share.redelivery.backoff.max.ms": "1000"},
+     "quafka.share.redelivery.backoff.max.ms", "must be at least quafka.share.redelivery.backoff.ms (5000)"),
+    ({"quafka.share.redelivery.backoff.multiplier": "0.5"}, "quafka.share.redelivery.backoff.multiplier",
+     "Value must be in the range 1.0 to 100.0 inclusive"),
+    ({"quafka.share.redelivery.backoff.multiplier": "NaN"}, "quafka.share.redelivery.backoff.multiplier",
+     "1.0 to 100.0"),
+    ({"quafka.share.redelivery.backoff.jitter": "1.5"}, "quafka.share.redelivery.backoff.jitter",
+     "Value must be in the range 0.0 to 1.0 inclusive"),
+    ({"quafka.share.delivery.delay.enable": "yes"}, "quafka.share.delivery.delay.enable", "either true or false"),
+    ({"quafka.share.delivery.delay.max.ms": "0"}, "quafka.share.delivery.delay.max.ms",
+     "Value must be in the range 1 to 31536000000 inclusive"),
+    ({"quafka.share.key.ordering": "1"}, "quafka.share.key.ordering", "either true or false"),
+    ({"quafka.share.key.ordering": "true", "quafka.share.key.ordering.on.failure": "stop"},
+     "quafka.share.key.ordering.on.failure", "String must be one of: continue, park, dead-letter"),
+    ({"quafka.share.key.ordering.on.failure": "park"}, "quafka.share.key.ordering.on.failure",
+     "needs quafka.share.key.ordering=true"),
+])
+def test_bad_values_of_quafkas_keys_are_refused_naming_the_allowed_range(configs, key, fragment):
+    with pytest.raises(ConfigError) as info:
+        validate_group_configs(DEFAULT, configs)
+    assert info.value.key == key and fragment in str(info.value), str(info.value)
+
+
+def test_unknown_quafka_keys_are_refused_not_stored():
+    with pytest.raises(ConfigError, match="Unknown group config name: quafka.share.redelivery.backoff"):
+        validate_group_configs(DEFAULT, {"quafka.share.redelivery.backoff": "100"})
+
+
+def test_good_values_of_quafkas_keys_resolve():
+    resolved = resolve_group_config(DEFAULT, {
+        "quafka.share.redelivery.backoff.ms": "200", "quafka.share.redelivery.backoff.max.ms": "1600",
+        "quafka.share.redelivery.backoff.multiplier": "2", "quafka.share.redelivery.backoff.jitter": "0.25",
+        "quafka.share.delivery.delay.enable": "true", "quafka.share.delivery.delay.max.ms": "86400000",
+        "quafka.share.key.ordering": "true", "quafka.share.key.ordering.on.failure": "dead-letter"})
+    assert (resolved.redelivery_backoff_ms, resolved.redelivery_backoff_max_ms, resolved.redelivery_backoff_multiplier,
+            resolved.redelivery_backoff_jitter, resolved.delivery_delay_enable, resolved.delivery_delay_max_ms,
+            resolved.key_ordering, resolved.key_ordering_on_failure) == (
+        200, 1600, 2.0, 0.25, True, 86_400_000, True, "dead-letter")

@@ -2,10 +2,13 @@
 `quafka worker examples.job_processor:app --processes 4 --concurrency 4` against a `quafka broker`
 process reached only through bootstrap.servers (acceptance 1 and 4), and the same app stopped by
 SIGTERM part-way and started again (acceptance 2). The broker's lock is 1 s (JOBS_LOCK_MS=1000),
-so the long jobs run 3 s and are renewed.
+so the long jobs run 3 s and are renewed; the flaky jobs' backoff is 1.5 s (JOBS_BACKOFF_MS), longer
+than the lock, so the broker waits it out; a welcome job's reminder is enqueued 0.8 s ahead
+(JOBS_REMINDER_MS). The example's own values (a 30 s backoff on a 15 s lock, reminders a minute
+later) are checked by the group configs the app sets, without waiting for them.
 
 Every job's fate is read back from the journals the app writes (one file per worker process) and
-from the broker: the dead-letter topic and the share group's start offset."""
+from the broker: the dead-letter topic, the share group's start offset and its configs."""
 
 from __future__ import annotations
 
@@ -29,16 +32,19 @@ REPO = Path(__file__).resolve().parents[2]
 LOCK_MS = 1000
 BROKER = {"group.share.min.record.lock.duration.ms": str(LOCK_MS), "group.share.record.lock.duration.ms": str(LOCK_MS),
           "group.share.assignment.interval.ms": "0"}
-BACKOFF_S = 0.1  # the example's first backoff
+BACKOFF_MS = 1500  # the flaky jobs' first backoff: longer than the lock, so only the broker can wait it out
+REMINDER_MS = 800  # a welcome job's reminder is delivered this long after it was enqueued
 
 
 def kind_of(job_id: int) -> str:
     if job_id % 50 == 0:
-        return "poison"  # 2 %
+        return "poison"   # 2 %
     if job_id % 10 == 1:
-        return "flaky"   # 10 %
+        return "flaky"    # 10 %
     if job_id % 100 == 2:
-        return "long"    # 1 %
+        return "long"     # 1 %
+    if job_id % 100 == 3:
+        return "welcome"  # 1 %, each enqueues a reminder
     return "ok"
 
 
@@ -54,26 +60,40 @@ def produce_jobs(bootstrap: str, topic: str, ids) -> None:
     assert producer.flush(60) == 0
 
 
-def start_workers(bootstrap: str, names: dict[str, str], journal: Path) -> subprocess.Popen:
-    env = {**os.environ, "QUAFKA_BOOTSTRAP": bootstrap, "JOBS_TOPIC": names["topic"], "JOBS_GROUP": names["group"],
-           "JOBS_DLQ": names["dlq"], "JOBS_LOCK_MS": str(LOCK_MS), "JOBS_JOURNAL": str(journal),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+def start_workers(bootstrap: str, names: dict[str, str], journal: Path | None, *, processes: int = 4,
+                  env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The example as a user runs it; ``env`` None: the test's short lock, backoff and reminder
+    delay, else these settings (the example's defaults for what it leaves out)."""
+    settings = {"JOBS_LOCK_MS": str(LOCK_MS), "JOBS_BACKOFF_MS": str(BACKOFF_MS),
+                "JOBS_REMINDER_MS": str(REMINDER_MS)} if env is None else env
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}, **settings,
+           "QUAFKA_BOOTSTRAP": bootstrap, "JOBS_TOPIC": names["topic"], "JOBS_GROUP": names["group"],
+           "JOBS_DLQ": names["dlq"], "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    if journal is not None:
+        env["JOBS_JOURNAL"] = str(journal)
     return subprocess.Popen([sys.executable, "-m", "quafka", "worker", "examples.job_processor:app",
-                             "--processes", "4", "--concurrency", "4", "--log-interval", "5"],
+                             "--processes", str(processes), "--concurrency", "4", "--log-interval", "5"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def read_journal(journal: Path) -> list[tuple[str, int, str, int, float, float]]:
+def read_journal(journal: Path) -> list[tuple[str, int, str, int, float, float, int]]:
+    """(what, id, kind, attempt, started, ended, the message's timestamp in ms) per run."""
     runs = []
     for path in journal.glob("*.log"):
         for line in path.read_text().splitlines():
-            what, job_id, kind, attempt, started, ended = line.split()
-            runs.append((what, int(job_id), kind, int(attempt), float(started), float(ended)))
+            what, job_id, kind, attempt, started, ended, timestamp_ms = line.split()
+            runs.append((what, int(job_id), kind, int(attempt), float(started), float(ended), int(timestamp_ms)))
     return runs
 
 
-def settled_ids(journal: Path) -> set[int]:
-    return {job_id for what, job_id, *_ in read_journal(journal) if what in ("done", "rejected")}
+def expected_jobs(total: int) -> set[tuple[int, str]]:
+    """(id, kind) of every job: the ``total`` produced, and a reminder per welcome job."""
+    jobs = {(j, kind_of(j)) for j in range(total)}
+    return jobs | {(j, "reminder") for j, kind in jobs if kind == "welcome"}
+
+
+def settled_jobs(journal: Path) -> set[tuple[int, str]]:
+    return {(job_id, kind) for what, job_id, kind, *_ in read_journal(journal) if what in ("done", "rejected")}
 
 
 def stop(workers: subprocess.Popen) -> str:
@@ -90,32 +110,36 @@ def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal
     delivery count of a released record: SharePartition.releaseAcquiredRecords, DeliveryCountOps.NO_OP)
     and it succeeds without failing first."""
     runs = read_journal(journal)
-    done = Counter(job_id for what, job_id, *_ in runs if what == "done")
-    rejected = Counter(job_id for what, job_id, *_ in runs if what == "rejected")
+    done = Counter((job_id, kind) for what, job_id, kind, *_ in runs if what == "done")
+    rejected = Counter((job_id, kind) for what, job_id, kind, *_ in runs if what == "rejected")
     failed = defaultdict(list)
-    for what, job_id, kind, attempt, started, ended in runs:
+    for what, job_id, kind, attempt, started, ended, _ in runs:
         if what == "failed":
             failed[job_id].append(ended)
-    assert set(done) | set(rejected) == set(range(total))
+    assert set(done) | set(rejected) == expected_jobs(total)
     assert not set(done) & set(rejected)
-    assert [j for j, n in done.items() if n > 1] == []  # none processed twice, flaky ones included
+    assert [j for j, n in done.items() if n > 1] == []  # none processed twice, flaky ones and reminders included
     assert [j for j, n in rejected.items() if n > 1] == []
-    assert set(rejected) == {j for j in range(total) if kind_of(j) == "poison"}
+    assert {j for j, _ in rejected} == {j for j in range(total) if kind_of(j) == "poison"}
     flaky = {j for j in range(total) if kind_of(j) == "flaky"}
     assert set(failed) <= flaky and (stopped or set(failed) == flaky)  # each failed once...
     assert all(len(v) == 1 for v in failed.values())
-    retried = {job_id: (attempt, started) for what, job_id, kind, attempt, started, _ in runs
+    retried = {job_id: (attempt, started) for what, job_id, kind, attempt, started, *_ in runs
                if what == "done" and kind == "flaky"}
     for job_id, ends in failed.items():  # ...and succeeded on a later delivery, after at least the backoff
-        attempt, started = retried[job_id]
-        assert attempt >= 2 and started - ends[0] >= BACKOFF_S, (job_id, attempt, started - ends[0])
-    long_runs = [(attempt, ended - started) for what, _, kind, attempt, started, ended in runs if kind == "long"]
+        attempt, started = retried[job_id]  # (longer than the lock: the broker held it back, no worker did)
+        assert attempt >= 2 and started - ends[0] >= BACKOFF_MS / 1000, (job_id, attempt, started - ends[0])
+    long_runs = [(attempt, ended - started) for what, _, kind, attempt, started, ended, _ in runs if kind == "long"]
     assert long_runs and all(a == 1 and d >= 3 * LOCK_MS / 1000 for a, d in long_runs)  # renewed, never redelivered
+    reminders = [(started, timestamp_ms) for what, _, kind, _, started, _, timestamp_ms in runs if kind == "reminder"]
+    early = [started - timestamp_ms / 1000 for started, timestamp_ms in reminders
+             if started < (timestamp_ms + REMINDER_MS) / 1000 - 0.002]  # the broker keeps whole milliseconds
+    assert reminders and early == []  # none before its time
     letters = read_topic(bootstrap, names["dlq"])
-    assert sorted(int(dict(r.headers)["__dlq.errors.offset"]) for r in letters) == sorted(rejected)  # offsets = ids
+    assert sorted(int(dict(r.headers)["__dlq.errors.offset"]) for r in letters) == sorted(j for j, _ in rejected)
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         offsets = admin.list_share_group_offsets(names["group"], [names["topic"]])
-    assert offsets[(names["topic"], 0)][0] == total  # nothing left in flight or available
+    assert offsets[(names["topic"], 0)][0] == total + len(reminders)  # nothing left in flight or available
 
 
 def set_up(broker_process, tmp_path, tag: str, total: int) -> tuple[str, dict[str, str], Path]:
@@ -132,17 +156,52 @@ def set_up(broker_process, tmp_path, tag: str, total: int) -> tuple[str, dict[st
     return bootstrap, names, journal
 
 
+def group_configs(bootstrap: str, group: str) -> dict[str, str | None]:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        return admin.describe_configs("group", group)
+
+
 def test_four_processes_of_four_workers_process_20000_jobs(broker_process, tmp_path):
     total = 20_000
     bootstrap, names, journal = set_up(broker_process, tmp_path, "a", total)
     workers = start_workers(bootstrap, names, journal)
     try:
-        wait_until(lambda: workers.poll() is not None or len(settled_ids(journal)) == total, 300, interval_s=0.5,
-                   message="every job settled")
+        wait_until(lambda: workers.poll() is not None or len(settled_jobs(journal)) == len(expected_jobs(total)), 300,
+                   interval_s=0.5, message="every job settled")
     finally:
         log = stop(workers) if workers.poll() is None else workers.communicate()[1].decode(errors="replace")
-    assert "dead letters written by the broker" in log
+    assert "dead letters written by the broker" in log and "retries wait in the broker" in log
     check_every_job_accounted_for(bootstrap, names, journal, total)
+
+
+def test_the_example_sets_a_30_s_broker_backoff_and_delayed_delivery_on_its_15_s_lock_group(make_broker):
+    """The example's own values, without waiting for them: its group gets the route's 30 s backoff
+    and delayed delivery for its reminders; the 15 s lock is the group's, as the example's
+    docstring has the operator set it."""
+    broker = make_broker()  # Kafka's lock bounds: 15 s is the least a group may have
+    bootstrap = broker.bootstrap_servers
+    names = {"topic": "jobs-w", "group": "job-workers-w", "dlq": "dlq.jobs-w"}
+    create_topic(bootstrap, names["topic"])
+    share_group_from_earliest(bootstrap, names["group"], **{"share.record.lock.duration.ms": "15000"})
+    workers = start_workers(bootstrap, names, None, processes=1, env={})
+
+    def set_up_by_the_app() -> dict[str, str | None] | None:
+        assert workers.poll() is None, "the worker exited"
+        configs = group_configs(bootstrap, names["group"])
+        return configs if configs["quafka.share.redelivery.backoff.ms"] != "0" else None
+    try:
+        configs = wait_until(set_up_by_the_app, 30, interval_s=0.1, message="the group's configs set")
+    finally:
+        log = stop(workers)
+    assert {k: configs[k] for k in ("share.record.lock.duration.ms", "quafka.share.redelivery.backoff.ms",
+                                    "quafka.share.redelivery.backoff.max.ms",
+                                    "quafka.share.redelivery.backoff.multiplier",
+                                    "quafka.share.redelivery.backoff.jitter",
+                                    "quafka.share.delivery.delay.enable")} == {
+        "share.record.lock.duration.ms": "15000", "quafka.share.redelivery.backoff.ms": "30000",
+        "quafka.share.redelivery.backoff.max.ms": "240000", "quafka.share.redelivery.backoff.multiplier": "2.0",
+        "quafka.share.redelivery.backoff.jitter": "0.0", "quafka.share.delivery.delay.enable": "true"}
+    assert "route job-workers-w/jobs-w: retries wait in the broker" in log and "past the 15000 ms lock" in log
 
 
 def test_sigterm_part_way_loses_nothing_and_a_restart_completes_the_rest(broker_process, tmp_path):
@@ -150,19 +209,19 @@ def test_sigterm_part_way_loses_nothing_and_a_restart_completes_the_rest(broker_
     bootstrap, names, journal = set_up(broker_process, tmp_path, "b", total)
     workers = start_workers(bootstrap, names, journal)
     try:
-        wait_until(lambda: workers.poll() is not None or len(settled_ids(journal)) >= total // 3, 120, interval_s=0.2,
-                   message="a third of the jobs settled")
+        wait_until(lambda: workers.poll() is not None or len(settled_jobs(journal)) >= total // 3, 120,
+                   interval_s=0.2, message="a third of the jobs settled")
     finally:
         log = stop(workers)  # graceful: running jobs finish, what did not start is released
-    first_run = settled_ids(journal)
-    assert len(first_run) < total and "worker stopped (status 0)" in log
+    first_run = settled_jobs(journal)
+    assert len(first_run) < len(expected_jobs(total)) and "worker stopped (status 0)" in log
     with Admin({"bootstrap.servers": bootstrap}) as admin:  # nothing left acquired by the stopped workers
         described = admin.describe_share_groups([names["group"]])[names["group"]]
     assert described.members == ()
     workers = start_workers(bootstrap, names, journal)
     try:
-        wait_until(lambda: workers.poll() is not None or len(settled_ids(journal)) == total, 120, interval_s=0.5,
-                   message="the rest settled after the restart")
+        wait_until(lambda: workers.poll() is not None or len(settled_jobs(journal)) == len(expected_jobs(total)), 120,
+                   interval_s=0.5, message="the rest settled after the restart")
     finally:
         stop(workers)
     check_every_job_accounted_for(bootstrap, names, journal, total, stopped=True)

@@ -61,15 +61,65 @@ def test_unknown_key_names_the_route_and_suggests():
         "route 'workers/jobs': max_pol_records: is not a route setting; did you mean 'max_poll_records'?")
 
 
-def test_backoff_longer_than_the_lock_minus_the_margin():
-    message = problem_of(share_app(lock_duration_ms=10_000, backoff=Backoff(1000, 2.0, 9_500)),
+def test_a_paused_backoff_longer_than_the_lock_minus_the_margin():
+    message = problem_of(share_app(lock_duration_ms=10_000, backoff=Backoff(1000, 2.0, 9_500), backoff_mode="pause"),
                          BackoffExceedsLockDuration)
     assert message == ("route 'workers/jobs': backoff: max_ms 9500 exceeds the longest backoff a lock allows, "
-                       "9000 ms (lock_duration_ms 10000 - backoff_margin_ms 1000)")
+                       "9000 ms (lock_duration_ms 10000 - backoff_margin_ms 1000); backoff_mode='auto' lets the "
+                       "broker wait it out")
 
 
 def test_backoff_within_the_lock_is_fine():
-    assert share_app(lock_duration_ms=10_000, backoff=Backoff(1000, 2.0, 9_000)).validate()
+    assert share_app(lock_duration_ms=10_000, backoff=Backoff(1000, 2.0, 9_000), backoff_mode="pause").validate()
+
+
+def test_a_backoff_longer_than_the_lock_is_fine_when_the_broker_may_wait_it_out():
+    for mode in ("auto", "broker"):
+        [route] = share_app(lock_duration_ms=15_000, backoff=Backoff(30_000, 2.0, 240_000), backoff_mode=mode).validate()
+        assert route.settings["backoff_mode"] == mode and route.settings["delayed_delivery"] is True
+
+
+def two_routes_of_one_group(first: dict, second: dict, group2: str = "workers") -> App:
+    app = App(NOWHERE)
+    app.share_group("workers").topic("jobs", Jobs, **first)
+    app.share_group(group2).topic("mail", Jobs, **second)
+    return app
+
+
+@pytest.mark.parametrize(("first", "second", "key", "text"), [
+    ({"backoff": Backoff(1000, 2.0, 10_000)}, {"backoff": Backoff(500, 2.0, 10_000)}, "backoff",
+     "backoff=Backoff(initial_ms=500, multiplier=2.0, max_ms=10000) differs from route 'workers/jobs''s "
+     "backoff=Backoff(initial_ms=1000, multiplier=2.0, max_ms=10000); routes of share group 'workers' share its "
+     "redelivery backoff (quafka.share.redelivery.backoff.ms), so they must declare the same backoff, "
+     "on_error='retry' or not, and backoff_mode"),
+    ({}, {"backoff": None}, "backoff", "no backoff (backoff=None, on_error='retry') differs from route "
+                                      "'workers/jobs''s backoff=Backoff(initial_ms=1000"),
+    ({}, {"on_error": "release"}, "backoff", "no backoff (backoff=Backoff(initial_ms=1000, multiplier=2.0, "
+                                             "max_ms=10000), on_error='release') differs"),
+    ({}, {"backoff_mode": "pause"}, "backoff_mode", "backoff_mode='pause' differs from route 'workers/jobs''s "
+                                                    "backoff=Backoff("),
+    ({}, {"delayed_delivery": False}, "delayed_delivery", "False differs from route 'workers/jobs''s True; "
+                                                          "quafka.share.delivery.delay.enable is one setting of "
+                                                          "share group 'workers'"),
+])
+def test_routes_of_one_share_group_that_ask_different_things_of_it_are_refused(first, second, key, text):
+    message = problem_of(two_routes_of_one_group(first, second))
+    assert message.startswith(f"route 'workers/mail': {key}: ") and text in message, message
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ({"backoff": Backoff(1000, 2.0, 10_000)}, {"backoff": Backoff(1000, 2.0, 10_000), "max_attempts": 3}),
+    ({"backoff": None}, {"on_error": "release"}),  # both: again at once
+    ({"backoff_mode": "auto"}, {"backoff_mode": "broker"}),  # both: the broker waits
+    ({"backoff_mode": "pause", "backoff": Backoff(100, 1.0, 100)}, {"backoff_mode": "pause"}),  # the workers wait
+])
+def test_routes_of_one_share_group_that_agree_are_fine(first, second):
+    assert len(two_routes_of_one_group(first, second).validate()) == 2
+
+
+def test_routes_of_different_groups_may_differ():
+    assert len(two_routes_of_one_group({"backoff": Backoff(1, 1.0, 1)}, {"backoff": None, "delayed_delivery": False},
+                                       group2="mailers").validate()) == 2
 
 
 def test_consumer_group_only_option_on_a_share_route():
@@ -92,6 +142,10 @@ def test_share_only_option_on_a_consumer_group_route():
     ({"ack_mode": "later"}, "ack_mode", "must be one of auto, manual"),
     ({"on_error": "ignore"}, "on_error", "must be one of retry, reject, release"),
     ({"backoff": 500}, "backoff", "must be a Backoff(...) or None"),
+    ({"backoff": Backoff(1000, 101.0, 10_000)}, "backoff", "multiplier 101.0 exceeds 100.0, the broker's largest"),
+    ({"backoff": Backoff(1000, 2.0, 8 * 86_400_000)}, "backoff", "exceeds 7 days (604800000 ms), the most the broker"),
+    ({"backoff_mode": "later"}, "backoff_mode", "must be one of auto, broker, pause; got 'later'"),
+    ({"delayed_delivery": "yes"}, "delayed_delivery", "must be true or false; got 'yes'"),
     ({"max_attempts": 0}, "max_attempts", "must be an integer >= 1"),
     ({"max_attempts": 6}, "max_attempts", "6 exceeds delivery_count_limit 5"),
     ({"dead_letter_topic": "__dlq"}, "dead_letter_topic", "not starting with __"),

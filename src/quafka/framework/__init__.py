@@ -15,6 +15,8 @@ Run it with ``quafka worker my_module:app``.
 """
 
 from .consumers import Consumer, ConsumerGroupConsumer, ShareGroupConsumer
+from .delivery_controls import DeliveryControlsError
+from .enqueue import Enqueued, EnqueueError
 from .instrumentation import EVENTS, Event, EventBus
 from .messages import Message
 from .policies import Backoff, Verdict, VerdictKind
@@ -23,7 +25,7 @@ from .settings import ROUTE_SETTINGS, BackoffExceedsLockDuration, RouteConfigErr
 from .worker import Worker, run_processes
 
 __all__ = [
-    "App", "Backoff", "BackoffExceedsLockDuration", "Consumer", "ConsumerGroupConsumer", "EVENTS", "Event", "EventBus",
-    "Message", "ROUTE_SETTINGS", "Route", "RouteConfigError", "RouteProblem", "ShareGroupConsumer", "Verdict",
-    "VerdictKind", "Worker", "run_processes",
+    "App", "Backoff", "BackoffExceedsLockDuration", "Consumer", "ConsumerGroupConsumer", "DeliveryControlsError",
+    "EVENTS", "EnqueueError", "Enqueued", "Event", "EventBus", "Message", "ROUTE_SETTINGS", "Route",
+    "RouteConfigError", "RouteProblem", "ShareGroupConsumer", "Verdict", "VerdictKind", "Worker", "run_processes",
 ]

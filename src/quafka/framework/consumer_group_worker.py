@@ -439,7 +439,8 @@ class ConsumerGroupWorker(threading.Thread):
             return
         events = self.runtime.events
         if events.wants("job.backoff"):
-            events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=verdict.backoff_ms)
+            events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=verdict.backoff_ms,
+                           waiter="worker")
         self._go_back(tp, message, verdict.backoff_ms)
         self._published(message, "backoff")
 

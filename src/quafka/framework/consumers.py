@@ -6,7 +6,8 @@ others do not (calling one says why).
   ``shutdown()``; either may be ``async def``.
 - share-group routes: ``accept``, ``release``, ``reject``, ``renew``, ``pause(message, backoff_ms)``
   (hold the record and stop fetching until the worker's jobs are done and the backoff has passed,
-  then release it; the backoff must end inside the lock).
+  then release it; the backoff must end inside the lock. The retry policy's backoffs are the
+  broker's where it has quafka's redelivery backoff: delivery_controls.py).
 - consumer-group routes: ``mark_as_consumed``, ``seek``, ``pause(message, backoff_ms)`` (go back to
   the message and pause its partition for the backoff), ``resume``, and the ``revoked(partitions)``
   hook.

@@ -11,7 +11,7 @@ Events (payload keys after ``route``):
 | `job.finished` | a job returned | `messages`, `duration_s` |
 | `job.failed` | a job raised | `messages`, `duration_s`, `error`, `verdicts` (one per message) |
 | `message.settled` | a message's outcome was sent | `message`, `outcome` (accepted, released, rejected, dead-lettered, backoff; lock-lost: its renewal failed, so the broker has it back) |
-| `job.backoff` | a message waits before it is released | `message`, `backoff_ms` |
+| `job.backoff` | a failed message waits `backoff_ms` before its next delivery | `message`, `backoff_ms`, `waiter` (`worker`: held, then released; `broker`: released at once, the broker holds it back) |
 | `job.renewed` / `job.renew_failed` | a lock renewal answered | `messages`, `error` |
 | `dead_letter.produced` | the worker produced a dead letter itself | `message`, `topic` |
 | `rebalance` | a consumer-group route's partitions changed | `assigned`, `revoked` |

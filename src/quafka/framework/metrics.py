@@ -12,7 +12,7 @@ Every series has the label ``route`` (the route's name, ``group/topic``); the in
 | `quafka_framework_job_duration_seconds` | histogram | `route` (+ `le`) | `duration_s` of `job.finished` and `job.failed` |
 | `quafka_framework_job_failures_total` | counter | `route` | `job.failed` events |
 | `quafka_framework_renewals_total` | counter | `route`, `result` (`ok`, `failed`) | `job.renewed` / `job.renew_failed` events |
-| `quafka_framework_backoffs_total` | counter | `route` | `job.backoff` events (a message paused before its release) |
+| `quafka_framework_backoffs_total` | counter | `route` | `job.backoff` events (a failed message waiting out a backoff, in the worker or in the broker) |
 | `quafka_framework_dead_letters_produced_total` | counter | `route` | `dead_letter.produced` events (dead letters the worker produced itself) |
 | `quafka_framework_rebalances_total` | counter | `route` | `rebalance` events (consumer-group routes) |
 | `quafka_framework_messages_in_flight` | gauge | `route` | messages inside a running job, read when scraped |
@@ -192,7 +192,8 @@ class MetricsExporter:
                    [((("route", name), ("result", result)), counts[index]) for name, (counts, _, _, _) in snapshots
                     for result, index in (("ok", RENEWED), ("failed", RENEW_FAILED))])
         out.family("quafka_framework_backoffs_total", "counter",
-                   "Messages paused for a backoff before their release.",
+                   "Failed messages waiting out a backoff before their next delivery (held by the worker, or "
+                   "released for the broker to hold back).",
                    [((("route", name),), counts[BACKOFFS]) for name, (counts, _, _, _) in snapshots])
         out.family("quafka_framework_dead_letters_produced_total", "counter",
                    "Dead letters the worker produced itself (not those the broker writes).",

@@ -11,18 +11,37 @@ app.validate()   # every problem of every route, before anything connects
 
 A route's name is ``group/topic``. ``validate`` raises ``RouteConfigError`` (or its subclass
 ``BackoffExceedsLockDuration``) listing each problem with the route and the key.
+
+``enqueue`` produces a job to a topic, now or later (enqueue.py):
+
+```python
+app.enqueue("jobs", {"id": 7}, delay_ms=30_000)   # durable when it returns; delivered after 30 s
+```
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .consumers import Consumer, ConsumerGroupConsumer, ShareGroupConsumer, entry_point, is_async
+from .delivery_controls import group_problems
+from .enqueue import DEFAULT_TIMEOUT_S, Enqueued, JobProducer
 from .instrumentation import EventBus
-from .settings import CONSUMER, DESERIALIZERS, SHARE, BackoffExceedsLockDuration, RouteConfigError, RouteProblem, validate_route
+from .settings import (
+    CONSUMER,
+    DESERIALIZERS,
+    ROUTE_SETTINGS,
+    SHARE,
+    BackoffExceedsLockDuration,
+    RouteConfigError,
+    RouteProblem,
+    validate_route,
+)
 
 __all__ = ["App", "Route"]
 
@@ -84,6 +103,8 @@ class App:
         self.events = EventBus()
         self._declared: list[tuple[str, str, str, type, dict[str, Any]]] = []
         self._routes: list[Route] | None = None
+        self._jobs: JobProducer | None = None  # enqueue's producer, made on first use
+        self._jobs_lock = threading.Lock()
 
     def share_group(self, group: str) -> _GroupBuilder:
         return _GroupBuilder(self, SHARE, group)
@@ -104,6 +125,7 @@ class App:
                                              f"({', '.join(sorted(_CLIENT_KEYS))}); put consumer configs in a "
                                              "route's kafka={...}"))
         group_types: dict[str, str] = {}
+        whole: list[Route] = []  # the routes whose own settings hold
         for group_type, group, topic, consumer, settings in self._declared:
             name = f"{group}/{topic}"
             if not isinstance(group, str) or not group.strip():
@@ -131,6 +153,9 @@ class App:
                     problems.append(RouteProblem(name, "executor", f"'process' cannot run {consumer.__name__}'s async "
                                                                    "def methods; leave executor out (async is chosen)"))
             routes.append(Route(group_type, group, topic, consumer, full))
+            if not found:
+                whole.append(routes[-1])
+        problems.extend(group_problems(whole))  # the routes of one group must agree
         if not self._declared:
             problems.append(RouteProblem("(app)", "routes", "no routes: declare share_group(...).topic(...) or "
                                                             "consumer_group(...).topic(...)"))
@@ -139,6 +164,37 @@ class App:
             raise error(problems)
         self._routes = routes
         return routes
+
+    # ------------------------------------------------------------------ enqueueing jobs
+
+    def enqueue(self, topic: str, value: Any, key: Any = None, headers: Any = None, delay_ms: int | None = None,
+                at: dt.datetime | int | None = None, *, wait: bool = True,
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> Enqueued | None:
+        """Produce a job to ``topic`` (idempotent, acks=all); returns where it was written once the
+        broker has acknowledged it (EnqueueError if not within ``timeout_s``). ``delay_ms`` (after
+        now) or ``at`` (an aware datetime, or epoch ms) hold its delivery back on share groups that
+        honour delivery times (a route's ``delayed_delivery``); giving both, or a negative one, is a
+        ValueError. ``wait=False`` returns None at once: ``flush()`` then waits for every such job.
+        Values: bytes, str (UTF-8), None, or anything JSON can write."""
+        return self._job_producer().enqueue(topic, value, key, headers, delay_ms, at, wait=wait, timeout_s=timeout_s)
+
+    def flush(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Wait until every job enqueued with ``wait=False`` is written; EnqueueError if one failed."""
+        if self._jobs is not None:
+            self._jobs.flush(timeout_s)
+
+    def _job_producer(self) -> JobProducer:
+        with self._jobs_lock:
+            if self._jobs is None:
+                self._jobs = JobProducer(self.kafka, self._readers)
+            return self._jobs
+
+    def _readers(self, topic: str) -> list[tuple[str, str, bool]]:
+        """(group type, group, delayed_delivery) of each declared route reading ``topic`` (declared,
+        not validated: an app that only enqueues may declare no routes at all)."""
+        default = ROUTE_SETTINGS["delayed_delivery"].default
+        return [(kind, group, settings.get("delayed_delivery", default) is not False)
+                for kind, group, each, _, settings in self._declared if each == topic]
 
     @staticmethod
     def _consumer_problems(name: str, group_type: str, consumer: Any) -> list[RouteProblem]:

@@ -27,6 +27,10 @@ __all__ = [
 
 SHARE, CONSUMER = "share", "consumer"
 BOTH = frozenset({SHARE, CONSUMER})
+# the broker's ranges of quafka.share.redelivery.backoff.max.ms and .multiplier (a route whose backoff
+# the broker is to wait out must fit them; delivery_controls.py sets them)
+BROKER_BACKOFF_MAX_MS = 7 * 86_400_000
+BROKER_BACKOFF_MAX_MULTIPLIER = 100.0
 
 
 class RouteConfigError(ValueError):
@@ -39,8 +43,9 @@ class RouteConfigError(ValueError):
 
 
 class BackoffExceedsLockDuration(RouteConfigError):
-    """A backoff longer than the acquisition lock minus the safety margin: the record's lock would
-    expire (and another consumer get it) before the backoff ends (Karafka's seed design)."""
+    """A backoff the worker is to wait out (``backoff_mode="pause"``, or ``pause(message, ms)``)
+    longer than the acquisition lock minus the safety margin: the record's lock would expire (and
+    another consumer get it) before the backoff ends (Karafka's seed design)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,9 @@ ROUTE_SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "marked consumed (consumer group) when `consume` returns; `manual`: only what it settles is, and "
             "an unsettled share message is released.", check=_one_of("auto", "manual")),
     Setting("backoff", Backoff(), BOTH, "Wait before a failed message is tried again (exponential; "
-            "Backoff(initial_ms, multiplier, max_ms)). None: try again at once.", check=_backoff),
+            "Backoff(initial_ms, multiplier, max_ms)). None: try again at once. On a share route the broker "
+            "waits it out where it can (`backoff_mode`); routes of one share group declare the same one.",
+            check=_backoff),
     Setting("max_attempts", 5, BOTH, "Deliveries of a failing message before it is rejected (and "
             "dead-lettered when the route has a dead-letter topic).", kafka="share.delivery.count.limit",
             check=_int_at_least(1)),
@@ -149,10 +156,23 @@ ROUTE_SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("kafka", {}, BOTH, "Extra client configs for this route's consumers (checked against the "
             "client's config table for share routes).", check=_mapping),
     Setting("lock_duration_ms", 30_000, frozenset({SHARE}), "The acquisition lock the route expects "
-            "(the group's share.record.lock.duration.ms); backoffs and renewals are planned within it.",
+            "(the group's share.record.lock.duration.ms); renewals and the worker's pauses are planned within it.",
             kafka="share.record.lock.duration.ms", check=_int_at_least(1000), why_not=_SHARE_ONLY),
     Setting("backoff_margin_ms", 1000, frozenset({SHARE}), "Safety margin kept between a backoff's end "
             "and the lock's expiry (Karafka's share_backoff_buffer).", check=_int_at_least(0), why_not=_SHARE_ONLY),
+    Setting("backoff_mode", "auto", frozenset({SHARE}), "Who waits out a retry's backoff. `auto`: the broker "
+            "where it has quafka's redelivery backoff (the group's quafka.share.redelivery.backoff.* are set "
+            "from `backoff` at start, a failed message is released at once and not redelivered before its "
+            "backoff, which may outlast the lock), else the worker as with `pause`, the backoff capped to the "
+            "lock; `broker`: the broker, or refuse to start; `pause`: the worker holds the record under its "
+            "lock, then releases it (the backoff must fit in the lock).",
+            kafka="quafka.share.redelivery.backoff.ms", check=_one_of("auto", "broker", "pause"),
+            why_not=_SHARE_ONLY + " (a consumer group's retry pauses its partition, for as long as the backoff)"),
+    Setting("delayed_delivery", True, frozenset({SHARE}), "Honour the delivery times of jobs enqueued with "
+            "`App.enqueue(..., delay_ms=/at=)`: the group's quafka.share.delivery.delay.enable is set to true "
+            "when the worker starts (a quafka broker). False: leave it as it is.",
+            kafka="quafka.share.delivery.delay.enable",
+            check=lambda v: None if isinstance(v, bool) else f"must be true or false; got {v!r}", why_not=_SHARE_ONLY),
     Setting("delivery_count_limit", 5, frozenset({SHARE}), "The group's share.delivery.count.limit the "
             "route expects; max_attempts may not exceed it (the broker archives the record first).",
             kafka="share.delivery.count.limit", check=_int_at_least(2), why_not=_SHARE_ONLY),
@@ -216,11 +236,21 @@ def validate_route(route: str, group_type: str, settings: Mapping[str, Any]) -> 
         if margin >= lock:
             problems.append(RouteProblem(route, "backoff_margin_ms", f"{margin} ms leaves nothing of the "
                                                                      f"{lock} ms lock"))
-        elif backoff is not None and backoff.max_ms > lock - margin:
+        elif backoff is not None and full["backoff_mode"] == "pause" and backoff.max_ms > lock - margin:
             problems.append(RouteProblem(
                 route, "backoff", f"max_ms {backoff.max_ms} exceeds the longest backoff a lock allows, "
-                                  f"{lock - margin} ms (lock_duration_ms {lock} - backoff_margin_ms {margin})",
+                                  f"{lock - margin} ms (lock_duration_ms {lock} - backoff_margin_ms {margin}); "
+                                  "backoff_mode='auto' lets the broker wait it out",
                 backoff=True))
+        if backoff is not None and full["backoff_mode"] != "pause":
+            if backoff.max_ms > BROKER_BACKOFF_MAX_MS:
+                problems.append(RouteProblem(route, "backoff", f"max_ms {backoff.max_ms} exceeds 7 days "
+                                             f"({BROKER_BACKOFF_MAX_MS} ms), the most the broker holds a record back "
+                                             "(quafka.share.redelivery.backoff.max.ms)"))
+            if backoff.multiplier > BROKER_BACKOFF_MAX_MULTIPLIER:
+                problems.append(RouteProblem(route, "backoff", f"multiplier {backoff.multiplier} exceeds "
+                                             f"{BROKER_BACKOFF_MAX_MULTIPLIER}, the broker's largest "
+                                             "(quafka.share.redelivery.backoff.multiplier)"))
         if full["max_attempts"] > full["delivery_count_limit"]:
             problems.append(RouteProblem(route, "max_attempts", f"{full['max_attempts']} exceeds "
                                          f"delivery_count_limit {full['delivery_count_limit']}: the broker "

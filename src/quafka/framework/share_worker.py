@@ -8,6 +8,12 @@ A worker's cycle: poll → run the jobs (``consume(messages)`` once, or ``consum
 fetch) → if a message was paused, wait until the backoff has passed, then RELEASE it (the seed's
 pause: no fetching meanwhile) → poll.
 
+Backoffs: where the broker waits them out (delivery_controls.py: the group's redelivery backoff is
+the route's), a message that failed under the ``retry`` policy is RELEASEd at once with the outcome
+``backoff`` and the worker goes on; the broker delivers it again after its backoff. Otherwise it is
+paused as above, its backoff capped to the lock. A consumer's own ``pause(message, backoff_ms)`` is
+always the worker's pause.
+
 Locks: the process's ``Renewer`` renews a job's records once it has run half the lock (and the
 records a pause holds), from its own thread, while this thread is inside the job — quafka's
 client allows acknowledge and commit from a second thread then (docs/client.md, "renewing from a
@@ -36,6 +42,7 @@ from confluent_kafka import KafkaException as ConfluentKafkaException
 from quafka.client import AcknowledgeType, IllegalStateException, KafkaException, ShareConsumer, WakeupException
 
 from .consumers import bind
+from .delivery_controls import BROKER, WORKER
 from .messages import Message
 from .policies import Verdict, VerdictKind, decide
 
@@ -94,6 +101,8 @@ class ShareWorker(threading.Thread):
         self._lost: set[tuple[str, int, int]] = set()  # records whose renewal failed: not ours any more
         self.held_job: Job | None = None  # records a pause holds
         self._lock_warned = False
+        # the broker waits out the retry policy's backoffs (release at once), or this worker does (pause)
+        self._broker_backoff = runtime.delivery_controls.waiter(route) == BROKER
 
     # ------------------------------------------------------------------ thread
 
@@ -273,7 +282,10 @@ class ShareWorker(threading.Thread):
             if self._lost:
                 self._ack(message, record, AcknowledgeType.ACCEPT, "accepted")
             else:
-                self.consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+                try:
+                    self.consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+                except IllegalStateException:  # its lock was lost: _ack says so, and goes on
+                    self._ack(message, record, AcknowledgeType.ACCEPT, "accepted")
 
     def _run_job(self, instance, messages: list[Message], records: list, lock_from: float,
                  held: list[tuple[Message, Any, int, float]]) -> None:
@@ -334,10 +346,27 @@ class ShareWorker(threading.Thread):
                            error=error, verdicts=[v.kind.value for _, v in verdicts])
         for (message, verdict), record in zip(verdicts, records):
             if verdict.kind is VerdictKind.BACKOFF:
-                held.append((message, record, verdict.backoff_ms, job.lock_from))
+                if settled and message.coordinates in settled:  # the consumer's own pause(message, ms)
+                    backoff_ms = verdict.backoff_ms
+                elif self._broker_backoff:
+                    self._release_for_backoff(message, record, verdict.backoff_ms)
+                    continue
+                else:  # the retry policy's backoff, waited out here: within the lock (delivery_controls.py)
+                    backoff_ms = min(verdict.backoff_ms, route.max_backoff_ms())
+                held.append((message, record, backoff_ms, job.lock_from))
                 self._hold_visible(message, record, job.lock_from)
                 continue
             self._settle(message, record, verdict, error)
+
+    def _release_for_backoff(self, message: Message, record, backoff_ms: int) -> None:
+        """Release now; the broker holds the record back for the group's redelivery backoff, which
+        is the route's (``backoff_ms``: its wait at this delivery count)."""
+        events = self.runtime.events
+        if events.wants("job.backoff"):
+            events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=backoff_ms,
+                           waiter=BROKER)
+        with self.lock:
+            self._ack(message, record, AcknowledgeType.RELEASE, "backoff")
 
     def _settle(self, message: Message, record, verdict: Verdict, error: BaseException | None) -> None:
         outcome = _OUTCOME[verdict.kind]
@@ -407,7 +436,8 @@ class ShareWorker(threading.Thread):
         events = self.runtime.events
         for message, _record, backoff_ms, _ in held:
             if events.wants("job.backoff"):
-                events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=backoff_ms)
+                events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=backoff_ms,
+                               waiter=WORKER)
         try:
             until = now + max(h[2] for h in held) / 1000
             while not self.runtime.stopping.is_set():
@@ -436,11 +466,15 @@ class ShareWorker(threading.Thread):
         with self.lock:
             if job is not None and job is not self.job and job is not self.held_job:
                 return True  # the job ended meanwhile: nothing to renew
-            for record in records:
-                consumer.acknowledge(record, AcknowledgeType.RENEW)
-            results = self._commit(True, self.lock_ms / 2000)
-            wanted = {(r.topic, r.partition) for r in records}
-            errors = [e for tp, e in results.items() if e is not None and tuple(tp) in wanted]
+            try:
+                for record in records:
+                    consumer.acknowledge(record, AcknowledgeType.RENEW)
+            except IllegalStateException as exc:  # the client no longer holds it (its lock was lost)
+                errors: list = [exc]
+            else:
+                results = self._commit(True, self.lock_ms / 2000)
+                wanted = {(r.topic, r.partition) for r in records}
+                errors = [e for tp, e in results.items() if e is not None and tuple(tp) in wanted]
             if errors:  # the client dropped these records: their acknowledgement can only fail now
                 self._lost.update((r.topic, r.partition, r.offset) for r in records)
         self.renewed += 1

@@ -2,9 +2,11 @@
 the dead-letter sink; ``run_processes`` runs several such processes and passes signals on.
 
 Order of things: validate the routes (nothing connects before they are all right), set up the
-dead letters (connects), start the workers, log progress every ``log_interval_s``. On SIGTERM or
-SIGINT: stop fetching, let running jobs finish until ``shutdown_timeout_s``, acknowledge what
-finished and release what did not start, leave the groups. A second signal, or the deadline,
+dead letters and the share groups' delivery controls (connects), start the workers, log progress
+every ``log_interval_s``. On SIGTERM or SIGINT: stop fetching, let running jobs finish until
+``shutdown_timeout_s``, acknowledge what finished and release what did not start, leave the
+groups, write what the app enqueued without waiting (``enqueue(..., wait=False)``; a job that
+cannot be written is logged and makes the exit status 1). A second signal, or the deadline,
 forces: each consumer is closed at once (its unacknowledged records are released by the broker
 when the share session ends) and the process exits with status 1.
 """
@@ -22,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .dead_letters import DeadLetters
+from .delivery_controls import DeliveryControls
+from .enqueue import EnqueueError
 from .executors import ProcessJobs
 from .renewer import Renewer
 from .routing import App, Route
@@ -43,6 +47,7 @@ class Runtime:
         self.failed = threading.Event()
         self.renewer = Renewer(self.stopping)
         self.dead_letters = DeadLetters(app.kafka, app.events)
+        self.delivery_controls = DeliveryControls(app.kafka)  # share groups' redelivery backoff, delayed delivery
         self.process_jobs = ProcessJobs(process_workers)  # the process executor's pool, started on first use
 
     def worker_failed(self, worker: Any) -> None:
@@ -106,6 +111,7 @@ class Worker:
         modes = runtime.dead_letters.prepare(self.routes)
         for name, mode in modes.items():
             log.info("route %s: dead letters written by the %s", name, "broker" if mode == "broker" else "worker")
+        runtime.delivery_controls.prepare(self.routes)  # before the workers: each asks who waits out its backoffs
         if self.metrics_port is not None:
             from .metrics import MetricsExporter
 
@@ -172,6 +178,11 @@ class Worker:
                 worker.force_close()
         runtime.renewer.close()
         runtime.dead_letters.close()
+        try:
+            self.app.flush(timeout_s=10)  # jobs the consumers enqueued with wait=False
+        except EnqueueError as exc:
+            log.error("worker stopping: %s", exc)
+            runtime.failed.set()
         if not late:
             runtime.process_jobs.close()
         if self._metrics is not None:

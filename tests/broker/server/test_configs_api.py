@@ -80,3 +80,27 @@ def test_topic_config_operations_and_errors(broker):
         assert missing.error_code == 3
         assert describe(raw, TOPIC, "nope").error_code == 3
         assert describe(raw, 99, "x").error_code == 42
+
+
+GROUP = 32
+
+
+def test_quafkas_group_keys_over_the_wire_bad_values_get_invalid_config_and_nothing_is_stored(broker):
+    """quafka's delivery-control keys (docs/share-groups.md, "Extensions") through
+    IncrementalAlterConfigs and DescribeConfigs on a GROUP resource."""
+    with RawClient(broker.bootstrap_servers) as raw:
+        bad = alter(raw, GROUP, "g", ("quafka.share.redelivery.backoff.jitter", SET, "2"))
+        assert bad.error_code == 40  # INVALID_CONFIG
+        assert "Value must be in the range 0.0 to 1.0 inclusive" in bad.error_message
+        unknown = alter(raw, GROUP, "g", ("quafka.share.redelivery.delay.ms", SET, "5"))
+        assert unknown.error_code == 40 and "Unknown group config name" in unknown.error_message
+        described = describe(raw, GROUP, "g")
+        jitter = value_of(described, "quafka.share.redelivery.backoff.jitter")
+        assert (jitter.value, jitter.config_source) == ("0.0", 5)  # still the default
+        assert "quafka.share.redelivery.delay.ms" not in {c.name for c in described.configs}
+        assert "± this fraction" in jitter.documentation
+        good = alter(raw, GROUP, "g", ("quafka.share.redelivery.backoff.ms", SET, "250"))
+        assert good.error_code == 0
+        backoff = value_of(describe(raw, GROUP, "g"), "quafka.share.redelivery.backoff.ms")
+        assert (backoff.value, backoff.config_source) == ("250", 8)  # DYNAMIC_GROUP_CONFIG
+        assert "redelivery delay" in backoff.documentation

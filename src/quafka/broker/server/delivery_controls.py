@@ -155,7 +155,10 @@ class DeliveryControls:
         """The meta of the records of the batches in `data`; bad headers counted and logged."""
         policy = ctx.share_partition.policy
         names = _HEADER_NAMES if policy.delayed_delivery else frozenset()
-        wall_now = wall_clock_ms()
+        # the two clocks read together: a due time in epoch ms becomes the monotonic time that far
+        # ahead (`now_ms`, when the fetch began, may be older; 1 ms more covers the truncation of
+        # both readings, so that a record is never delivered before its time)
+        wall_now, mono_now = wall_clock_ms(), monotonic_ms()
         meta: dict[int, tuple[bytes | None, int]] = {}
         bad = capped = 0
         example = None
@@ -173,7 +176,7 @@ class DeliveryControls:
                             capped += 1
                             example = example or (record.offset, record.headers)
                         if due_wall > wall_now:
-                            due = due_wall - wall_now + now_ms
+                            due = due_wall - wall_now + mono_now + 1
                     meta[record.offset] = (bytes(record.key) if record.key is not None and policy.key_ordering
                                            else None, due)
             except (ValueError, IndexError) as exc:  # a body that does not decode: delivered as Kafka would
@@ -204,7 +207,7 @@ class DeliveryControls:
         if due_wall_ms <= 0:
             return 0
         left = due_wall_ms - wall_clock_ms()
-        return monotonic_ms() + left if left > 0 else 0
+        return monotonic_ms() + left + 1 if left > 0 else 0  # +1: never early (see `_decode`)
 
     # ------------------------------------------------------------------ saying why nothing moves
     def note_stall(self, ctx: "ShareContext", max_locks: int, now_ms: int) -> None:

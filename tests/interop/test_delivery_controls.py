@@ -24,7 +24,6 @@ import threading
 import time
 from collections import defaultdict
 
-import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from quafka.client import Admin

@@ -444,8 +444,8 @@ def _in_window(row: Any, view: Any, now_ms: int) -> tuple[str, str]:
         return row.state.lower(), row.state
     failed = {f.key for f in view.failed_keys}
     if row.blocked and row.key is not None and row.key in failed:
-        return "in-flight", (f"in flight, available but blocked: its key failed (key ordering); it waits until the key "
-                             f"is released with --release --key")
+        return "in-flight", ("in flight, available but blocked: its key failed (key ordering); it waits until the key "
+                             "is released with --release --key")
     if row.blocked:
         return "in-flight", "in flight, available but blocked behind an earlier record of its key (key ordering)"
     if row.wait_reason and row.due_at_ms is not None:

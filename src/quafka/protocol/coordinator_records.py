@@ -305,7 +305,7 @@ def _w_batches(buf: bytearray, batches: tuple) -> None:
     """The StateBatches array: each batch, then its tag section (quafka's due time, when set)."""
     _w_uvarint(buf, len(batches) + 1)
     for b in batches:
-        buf += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        buf += _BATCH.pack(b[0], b[1], b[2], b[3])
         due = b[4] if len(b) > 4 else 0
         if due:
             buf.append(1)
@@ -549,11 +549,16 @@ def _write_share_state_value(value: ShareSnapshotValue | ShareUpdateValue) -> by
     else:
         raise TypeError(f"not a share state value: {type(value).__name__}")
     _w_batches(buf, value.state_batches)
+    if value.failed_keys is None:  # Kafka's own tags only (the common case)
+        if value.delivery_complete_count == _NO_DCC:
+            buf.append(0)
+        else:  # one tagged field: tag 0, size 4, int32
+            buf += bytes((1, _TAG_DCC, 4)) + _I32.pack(value.delivery_complete_count)
+        return bytes(buf)
     tags: list[tuple[int, bytes]] = []  # in increasing tag order
     if value.delivery_complete_count != _NO_DCC:
         tags.append((_TAG_DCC, _I32.pack(value.delivery_complete_count)))
-    if value.failed_keys is not None:
-        tags.append((TAG_FAILED_KEYS, _w_failed_keys(value.failed_keys)))
+    tags.append((TAG_FAILED_KEYS, _w_failed_keys(value.failed_keys)))
     _w_uvarint(buf, len(tags))
     for tag, payload in tags:
         _w_uvarint(buf, tag)

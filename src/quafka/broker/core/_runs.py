@@ -210,6 +210,8 @@ class RunIndex:
 
     def earliest_due_ms(self) -> int | None:
         """The earliest due time of a run waiting for one (None when none waits)."""
+        if not self._waiting:
+            return None
         top = self._peek(self._waiting, _waiting_ok)
         return top.due_ms if top is not None else None
 
@@ -217,7 +219,7 @@ class RunIndex:
         """Runs whose due time is at or before `now_ms` stop waiting (they become acquirable);
         returns how many records did."""
         heap, promoted = self._waiting, 0
-        while heap:
+        while heap:  # (empty unless a delivery control is on)
             due, token, run = heap[0]
             if not _waiting_ok(run, token):
                 heapq.heappop(heap)
@@ -277,7 +279,8 @@ class RunIndex:
             self.terminal_count += run.size
         if run.state == ACQUIRED and run.member_id is not None:
             self._held.setdefault(run.member_id, set()).add(run)
-        self._count(run, 1)
+        if run.state is AVAILABLE:
+            self._count(run, 1)
         self._push(run)
         return run
 
@@ -291,14 +294,16 @@ class RunIndex:
             self.terminal_count += run.size if is_terminal else -run.size
         if run.state == ACQUIRED and run.member_id is not None:
             self._unhold(run)
-        self._count(run, -1)
+        if run.state is AVAILABLE:
+            self._count(run, -1)
         run.state, run.member_id, run.deadline_ms = state, member_id, deadline_ms
         run.due_ms, run.wait, run.blocked = (due_ms, wait, False) if due_ms > 0 else (0, 0, False)
         if delivery_count is not None:
             run.delivery_count = delivery_count
         if state == ACQUIRED and member_id is not None:
             self._held.setdefault(member_id, set()).add(run)
-        self._count(run, 1)
+        if state is AVAILABLE:
+            self._count(run, 1)
         self._push(run)
 
     def set_due(self, run: Run, due_ms: int, wait: int) -> None:
@@ -356,7 +361,8 @@ class RunIndex:
             self.terminal_count -= run.size
         if run.state == ACQUIRED and run.member_id is not None:
             self._unhold(run)
-        self._count(run, -1)
+        if run.state is AVAILABLE:
+            self._count(run, -1)
         return run
 
     def _count(self, run: Run, sign: int) -> None:

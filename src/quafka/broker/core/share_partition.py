@@ -160,6 +160,8 @@ class SharePartition:
         self.lock_timeout_count = 0  # records whose acquisition lock expired (a metric; only grows)
         self._dlq_reasons: dict[Run, str] = {}  # runs moving to ARCHIVING under a write in flight
         self.policy: DeliveryPolicy = KAFKA  # quafka's delivery controls (`configure`)
+        self._active = False  # policy.active, kept at hand (the hot paths ask it)
+        self._keyed = False  # policy.key_ordering, likewise
         self.keys = KeyOrder()  # key ordering: the window's keys, and the failed keys
         self.keys.restore_failed(failed_keys)
         self.meta_loaded = False  # whether the window's keys and delivery times are known (`load_record_meta`)
@@ -202,7 +204,7 @@ class SharePartition:
         record waiting an hour at the head of the window would otherwise hold the window shut
         behind it once the cap's worth of later records were done (docs/share-groups.md)."""
         span = self.next_offset - self.start_offset
-        if not self.policy.active:
+        if not self._active:
             return span
         if len(self.runs) > MAX_RUNS_PER_LOCK * max(span - self.runs.terminal_count, 1) + MAX_RUNS_SLACK:
             return span  # settled records that do not merge (their delivery counts differ) fill memory
@@ -217,7 +219,7 @@ class SharePartition:
         run = self.runs.first_available()
         if run is not None:
             return run.first
-        if self.window_used() >= max_in_flight:
+        if (self.window_used() if self._active else self.next_offset - self.start_offset) >= max_in_flight:
             return None
         return self.next_offset
 
@@ -343,7 +345,7 @@ class SharePartition:
         heads: list[int] = []  # new heads of failed keys (key ordering), handled once admitted
         if not throttled:
             for base, last in log_batches:
-                if total >= limit or self.window_used() >= max_in_flight:
+                if total >= limit or (self.window_used() if self._active else self.in_flight_count) >= max_in_flight:
                     break
                 if last < self.next_offset:
                     continue
@@ -506,7 +508,11 @@ class SharePartition:
                         self._note_failure(run)
                         if dlq_enabled:
                             event = self._to_dlq(run, event)
-                    self._set_state(run, next_state(run.state, event), now_ms)
+                    state = next_state(run.state, event)
+                    if state is AVAILABLE:  # released: may wait for a backoff
+                        self._set_state(run, state, now_ms)
+                    else:
+                        runs.set_state(run, state)
                     changes[run] = snapshot
         write = self._start_write(changes, None)
         self._timer_effect(effects)
@@ -619,7 +625,7 @@ class SharePartition:
         if first is not None and log_start_offset > first.first:
             for run in self._isolate(first.first, min(log_start_offset, self.next_offset) - 1):
                 runs.set_state(run, next_state(run.state, Event.START_OFFSET_MOVED))
-        settled = self.keys and self.start_offset < log_start_offset
+        settled = self._keyed and self.start_offset < log_start_offset
         while len(runs) and runs.first().last < log_start_offset:
             runs.pop_first()
         for write_id, changes in self._writes.items():  # what writes in flight still hold (rare path)
@@ -691,7 +697,7 @@ class SharePartition:
         write = PersistWrite(write_id, start, complete, batches, self._take_failed_keys(write_id))
         if effects is not None:
             effects.append(write)
-        if self.keys:  # released records of an ordered key wait behind it (splits keep the write's snapshots)
+        if self._keyed:  # released records of an ordered key wait behind it (splits keep the write's snapshots)
             for run in [r for r in changes if r.state == AVAILABLE]:
                 self._reblock(run)
         return write
@@ -711,7 +717,7 @@ class SharePartition:
         runs = self.runs
         wake = False
         reasons = self._dlq_reasons
-        keyed = bool(self.keys)
+        keyed = self._keyed
         settled: list[Run] = []  # runs that became terminal for good (key ordering settles them)
         for run, (state, count, member_id, deadline_ms, due_ms, wait) in changes.items():
             reason = reasons.pop(run, None) if reasons else None
@@ -763,6 +769,7 @@ class SharePartition:
         and the failed keys are forgotten. Turning key ordering or delayed delivery on makes
         `record_meta_missing` true: the shell then loads the window's keys and delivery times."""
         old, self.policy = self.policy, policy
+        self._active, self._keyed = policy.active, policy.key_ordering
         effects: list[Effect] = []
         if old == policy and (self.meta_loaded or not policy.needs_record_meta):
             return effects
@@ -917,9 +924,10 @@ class SharePartition:
     # ------------------------------------------------------------------ internals
     def _timer_effect(self, effects: list[Effect]) -> None:
         deadline = self.runs.earliest_deadline_ms()
-        due = self.runs.earliest_due_ms()
-        if due is not None and (deadline is None or due < deadline):
-            deadline = due
+        if self._active:  # records may wait for a due time
+            due = self.runs.earliest_due_ms()
+            if due is not None and (deadline is None or due < deadline):
+                deadline = due
         if deadline != self._armed_deadline_ms:
             self._armed_deadline_ms = deadline
             effects.append(LockTimer(deadline))
@@ -938,7 +946,7 @@ class SharePartition:
         """Join `run` with every equal neighbour on either side (runs of one batch, same state,
         count, holder and deadline, no write pending)."""
         runs = self.runs
-        loose = self.policy.active  # settled records past a waiting one stay in the window: keep them few
+        loose = self._active  # settled records past a waiting one stay in the window: keep them few
         while True:
             after = runs.neighbours(run)[1]
             if after is None or after.first != run.last + 1 or not run.same_as(after, loose):

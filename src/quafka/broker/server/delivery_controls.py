@@ -101,6 +101,8 @@ class DeliveryControls:
     def prepare(self, ctx: "ShareContext", group_config: "ShareGroupConfig", now_ms: int) -> None:
         """Give the share partition its group's current policy; load the window's keys and
         delivery times when the policy needs them and they are not loaded."""
+        if ctx.prepared_for is group_config:
+            return  # the policy is the one given last time (a feature change makes a new group config)
         sp = ctx.share_partition
         policy = self.policy(ctx.group_id, group_config, self.manager.dead_letters.enabled(ctx.group_id, group_config))
         if sp.policy is not policy:
@@ -109,6 +111,7 @@ class DeliveryControls:
         if sp.record_meta_missing:
             meta = self.read_window_meta(ctx, now_ms)
             self.manager.execute(ctx, sp.load_record_meta(meta, now_ms))
+        ctx.prepared_for = group_config
 
     # ------------------------------------------------------------------ reading the log
     def read_window_meta(self, ctx: "ShareContext", now_ms: int) -> dict[int, tuple[bytes | None, int]]:

@@ -90,6 +90,8 @@ class ShareContext:
     share_partition: SharePartition  # the pure machine (broker/core/share_partition.py)
     key: tuple = field(default=())
     state_epoch: int = 0
+    # the group config `DeliveryControls.prepare` last applied: unchanged, it has nothing to do
+    prepared_for: object = None
 
     @property
     def state_key(self) -> records.ShareStateKey:

@@ -458,8 +458,11 @@ class BrokerState:
         return self.feature_level("share.version")
 
     def set_feature_level(self, feature: str, level: int) -> None:
-        """Record a new finalized level (validated by the UpdateFeatures handler)."""
+        """Record a new finalized level (validated by the UpdateFeatures handler). The resolved
+        group configs are dropped: what depends on them and on a feature (a group's dead-letter
+        queue needs share.version 2) is worked out again."""
         self._commit([{"type": "feature_level", "feature": feature, "level": level}])
+        self._group_config_cache.clear()
 
     # ------------------------------------------------------------------ producers
     def allocate_producer_id(self) -> int:

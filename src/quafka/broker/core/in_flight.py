@@ -24,7 +24,7 @@ Pure, like `share_partition` (whose internals this module uses: it is part of th
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from quafka.protocol.dead_letter_headers import REASON_FORCE_ARCHIVED
 from quafka.protocol.errors import ErrorCode
@@ -158,20 +158,15 @@ def preview(sp: SharePartition, first: int, last: int, *, key: bytes | None = No
     error, message, lo, hi, not_fetched = _range(sp, first, last)
     if error != ErrorCode.none:
         return ForceResult(error, message, None, [], 0, 0, 0, 0)
-    movable = skipped = 0
-    for run in sp.runs.overlapping(lo, hi):
-        n = min(run.last, hi) - max(run.first, lo) + 1
-        if run.state in (ACQUIRED, AVAILABLE) and not run.pending:
-            movable += n
-        else:
-            skipped += n
+    movable, skipped = _movable(sp, lo, hi)
     heads = sum(1 for k, _ in sp.keys.failed_items() if (h := sp.keys.head(k)) is not None and lo <= h <= hi)
-    return ForceResult(ErrorCode.none, None, None, [], movable, skipped, not_fetched, heads)
+    return ForceResult(ErrorCode.none, None, None, [], sum(b - a + 1 for a, b in movable), skipped, not_fetched,
+                       heads)
 
 
-def _targets(sp: SharePartition, lo: int, hi: int) -> tuple[list[Run], int]:
-    """The runs in [lo, hi] a force action may move (ACQUIRED or AVAILABLE, no write in flight),
-    isolated to the range, and how many records it must skip."""
+def _movable(sp: SharePartition, lo: int, hi: int) -> tuple[list[tuple[int, int]], int]:
+    """The (first, last) spans of [lo, hi] a force action may move (ACQUIRED or AVAILABLE, no write
+    in flight), and how many records it must skip."""
     movable: list[tuple[int, int]] = []
     skipped = 0
     for run in sp.runs.overlapping(lo, hi):
@@ -180,27 +175,40 @@ def _targets(sp: SharePartition, lo: int, hi: int) -> tuple[list[Run], int]:
             movable.append((a, b))
         else:
             skipped += b - a + 1
-    parts: list[Run] = []
-    for a, b in movable:
-        parts.extend(sp._isolate(a, b))
-    return parts, skipped
+    return movable, skipped
+
+
+def _force(sp: SharePartition, first: int, last: int, move: Callable[[Run], None],
+           ) -> ForceResult | tuple[dict[Run, tuple], int, int, int, int]:
+    """The common part of the range actions: the range checked and clamped to the window, and
+    `move` applied to each movable run (isolated to the range, its snapshot kept for the write).
+    A refusal as a ForceResult, else (changes, skipped, not fetched, lo, hi)."""
+    error, message, lo, hi, not_fetched = _range(sp, first, last)
+    if error != ErrorCode.none:
+        return ForceResult(error, message, None, [], 0, 0, 0, 0)
+    changes: dict[Run, tuple] = {}
+    skipped = 0
+    if lo <= hi:
+        movable, skipped = _movable(sp, lo, hi)
+        for a, b in movable:
+            for part in sp._isolate(a, b):
+                changes[part] = _snapshot(part)
+                move(part)
+    return changes, skipped, not_fetched, lo, hi
 
 
 def force_release(sp: SharePartition, first: int, last: int, *, reset_delivery_count: bool,
                   now_ms: int) -> ForceResult:
     """Make the records of [first, last] acquirable at once (see the module docstring)."""
-    error, message, lo, hi, not_fetched = _range(sp, first, last)
-    if error != ErrorCode.none:
-        return ForceResult(error, message, None, [], 0, 0, 0, 0)
+    def move(part: Run) -> None:
+        count = 0 if reset_delivery_count else part.delivery_count
+        sp.runs.set_state(part, next_state(part.state, Event.FORCE_RELEASE), delivery_count=count)
+
+    forced = _force(sp, first, last, move)
+    if isinstance(forced, ForceResult):
+        return forced
+    changes, skipped, not_fetched, lo, hi = forced
     effects: list[Effect] = []
-    changes: dict[Run, tuple] = {}
-    skipped = 0
-    if lo <= hi:
-        parts, skipped = _targets(sp, lo, hi)
-        for part in parts:
-            changes[part] = _snapshot(part)
-            count = 0 if reset_delivery_count else part.delivery_count
-            sp.runs.set_state(part, next_state(part.state, Event.FORCE_RELEASE), delivery_count=count)
     heads: list[int] = []  # next records of the failed keys released
     for key, _failed_offset in sp.keys.failed_items():
         head = sp.keys.head(key)
@@ -220,20 +228,18 @@ def force_release(sp: SharePartition, first: int, last: int, *, reset_delivery_c
 
 def force_archive(sp: SharePartition, first: int, last: int, *, now_ms: int, dlq_enabled: bool) -> ForceResult:
     """Archive the records of [first, last] (to the dead-letter queue first when the group has one)."""
-    error, message, lo, hi, not_fetched = _range(sp, first, last)
-    if error != ErrorCode.none:
-        return ForceResult(error, message, None, [], 0, 0, 0, 0)
+    event = Event.FORCE_ARCHIVE_TO_DLQ if dlq_enabled else Event.FORCE_ARCHIVE
+
+    def move(part: Run) -> None:
+        if dlq_enabled:
+            sp._dlq_reasons[part] = REASON_FORCE_ARCHIVED
+        sp.runs.set_state(part, next_state(part.state, event))
+
+    forced = _force(sp, first, last, move)
+    if isinstance(forced, ForceResult):
+        return forced
+    changes, skipped, not_fetched, _lo, _hi = forced
     effects: list[Effect] = []
-    changes: dict[Run, tuple] = {}
-    skipped = 0
-    if lo <= hi:
-        parts, skipped = _targets(sp, lo, hi)
-        event = Event.FORCE_ARCHIVE_TO_DLQ if dlq_enabled else Event.FORCE_ARCHIVE
-        for part in parts:
-            changes[part] = _snapshot(part)
-            if dlq_enabled:
-                sp._dlq_reasons[part] = REASON_FORCE_ARCHIVED
-            sp.runs.set_state(part, next_state(part.state, event))
     write = sp._start_write(changes, None)
     sp._timer_effect(effects)
     return ForceResult(ErrorCode.none, None, write, effects, sum(r.size for r in changes), skipped, not_fetched, 0)

@@ -2,7 +2,8 @@
 `broker/core/delivery_policy.py`, docs/share-groups.md "Extensions").
 
 - `policy`: a share group's `DeliveryPolicy`, resolved from its group configs (and whether it has a
-  dead-letter queue), cached per configuration object so that every ShareFetch asks cheaply;
+  dead-letter queue); `prepare` asks for it only when the group config object changed, so every
+  ShareFetch asks cheaply;
 - `prepare`: gives a share partition its group's current policy before it serves anything, and, when
   the policy needs the window's keys or delivery times and they are not loaded (first use, a
   restart, a control just turned on), reads them from the log;
@@ -37,7 +38,7 @@ from quafka.broker.core.delivery_policy import (
 )
 from quafka.protocol.record_batch import LOG_OVERHEAD, iter_headers, iter_record_meta
 
-from .clock import monotonic_ms, wall_clock_ms
+from .clock import wall_clock_ms, wall_minus_monotonic_ms
 
 if TYPE_CHECKING:
     from quafka.broker.config import ShareGroupConfig
@@ -72,7 +73,6 @@ class ReadMeta:
 class DeliveryControls:
     def __init__(self, manager: "SharePartitionManager") -> None:
         self.manager = manager
-        self._policies: dict[str, tuple[object, bool, DeliveryPolicy]] = {}
         # counters per share partition key (metrics.py renders them; `forget` drops them with it)
         self.header_outcomes: dict[tuple, list[int]] = {}  # -> [ignored (bad), capped]
         self.force_actions: dict[tuple, dict[str, list[int]]] = {}  # -> {action: [requests, records]}
@@ -82,21 +82,16 @@ class DeliveryControls:
         self._batches: dict[tuple, OrderedDict[int, dict]] = {}
 
     # ------------------------------------------------------------------ the policy
-    def policy(self, group_id: str, group_config: "ShareGroupConfig", dlq_enabled: bool) -> DeliveryPolicy:
-        cached = self._policies.get(group_id)
-        if cached is not None and cached[0] is group_config and cached[1] == dlq_enabled:
-            return cached[2]
+    @staticmethod
+    def policy(group_id: str, group_config: "ShareGroupConfig", dlq_enabled: bool) -> DeliveryPolicy:
+        """The group's `DeliveryPolicy` (built only when its group config changed: `prepare`)."""
         c = group_config
-        policy = DeliveryPolicy(
+        return DeliveryPolicy(
             backoff_ms=c.redelivery_backoff_ms, backoff_max_ms=c.redelivery_backoff_max_ms,
             backoff_multiplier=c.redelivery_backoff_multiplier, backoff_jitter=c.redelivery_backoff_jitter,
             key_ordering=c.key_ordering, on_failure=c.key_ordering_on_failure,
             delayed_delivery=c.delivery_delay_enable, delivery_delay_max_ms=c.delivery_delay_max_ms,
             jitter_seed=zlib.crc32(group_id.encode()), dead_letters=dlq_enabled)
-        if cached is not None and cached[2] == policy:
-            policy = cached[2]  # the same object: share partitions compare by identity first
-        self._policies[group_id] = (group_config, dlq_enabled, policy)
-        return policy
 
     def prepare(self, ctx: "ShareContext", group_config: "ShareGroupConfig", now_ms: int) -> None:
         """Give the share partition its group's current policy; load the window's keys and
@@ -105,7 +100,7 @@ class DeliveryControls:
             return  # the policy is the one given last time (a feature change makes a new group config)
         sp = ctx.share_partition
         policy = self.policy(ctx.group_id, group_config, self.manager.dead_letters.enabled(ctx.group_id, group_config))
-        if sp.policy is not policy:
+        if sp.policy != policy:
             self._batches.pop(ctx.key, None)  # decoded under the old policy (keys, headers, cap)
             self.manager.execute(ctx, sp.configure(policy, now_ms))
         if sp.record_meta_missing:
@@ -158,10 +153,11 @@ class DeliveryControls:
         """The meta of the records of the batches in `data`; bad headers counted and logged."""
         policy = ctx.share_partition.policy
         names = _HEADER_NAMES if policy.delayed_delivery else frozenset()
-        # the two clocks read together: a due time in epoch ms becomes the monotonic time that far
-        # ahead (`now_ms`, when the fetch began, may be older; 1 ms more covers the truncation of
-        # both readings, so that a record is never delivered before its time)
-        wall_now, mono_now = wall_clock_ms(), monotonic_ms()
+        # a due time in epoch ms on the monotonic clock: one offset between the clocks (`now_ms`,
+        # when the fetch began, is older than the wall clock read here), and 1 ms more for the
+        # truncation of both readings, so that a record is never delivered before its time
+        offset = wall_minus_monotonic_ms()
+        wall_now = wall_clock_ms()
         meta: dict[int, tuple[bytes | None, int]] = {}
         bad = capped = 0
         example = None
@@ -179,7 +175,7 @@ class DeliveryControls:
                             capped += 1
                             example = example or (record.offset, record.headers)
                         if due_wall > wall_now:
-                            due = due_wall - wall_now + mono_now + 1
+                            due = due_wall - offset + 1
                     meta[record.offset] = (bytes(record.key) if record.key is not None and policy.key_ordering
                                            else None, due)
             except (ValueError, IndexError) as exc:  # a body that does not decode: delivered as Kafka would
@@ -202,15 +198,14 @@ class DeliveryControls:
     @staticmethod
     def to_wall(due_ms: int) -> int:
         """A due time of the share partition (monotonic ms) as epoch ms (0 stays 0)."""
-        return due_ms - monotonic_ms() + wall_clock_ms() if due_ms else 0
+        return due_ms + wall_minus_monotonic_ms() if due_ms else 0
 
     @staticmethod
     def to_monotonic(due_wall_ms: int) -> int:
         """An epoch-ms due time as the share partition's (0, or one already past, is 0: now)."""
-        if due_wall_ms <= 0:
+        if due_wall_ms <= wall_clock_ms():
             return 0
-        left = due_wall_ms - wall_clock_ms()
-        return monotonic_ms() + left + 1 if left > 0 else 0  # +1: never early (see `_decode`)
+        return due_wall_ms - wall_minus_monotonic_ms() + 1  # +1: never early (see `_decode`)
 
     # ------------------------------------------------------------------ saying why nothing moves
     def note_stall(self, ctx: "ShareContext", max_locks: int, now_ms: int) -> None:

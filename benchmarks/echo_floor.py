@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The echo floor: the CPU a bare asyncio server spends per request/response on this machine — the
+yardstick of the job-queue goal (broker CPU per one-at-a-time job ≤ 3× this).
+
+A server child process (asyncio streams, as the broker's connections are: read a 4-byte size, read
+the frame, write a 16-byte answer) and one client sending `--requests` requests one at a time over
+loopback, each waiting for its answer, like a consumer at max.poll.records=1. Printed: the
+server's CPU (utime + stime from /proc) per request, and the round trips per second. Compare the
+broker's µs per record of `benchmarks/share_jobs.py` at one consumer, max.poll.records=1 (one
+ShareFetch per record, its acknowledgement riding on the next one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import arg_parser, free_port, port_open, process_cpu_seconds  # noqa: E402
+
+REQUEST = b"\0" * 100  # about a one-record ShareFetch with an acknowledgement on it
+ANSWER = b"\0" * 16
+
+
+async def _serve(port: int) -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                await reader.readexactly(size)
+                writer.write(struct.pack(">i", len(ANSWER)) + ANSWER)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the echo server closed the connection")
+        data += chunk
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        asyncio.run(_serve(int(sys.argv[2])))
+        return 0
+    parser = arg_parser(__doc__)
+    parser.add_argument("--requests", type=int, default=20_000, help="round trips to time (default 20,000)")
+    args = parser.parse_args(argv)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
+    try:
+        deadline = time.monotonic() + 10
+        while not port_open(port):
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the echo server did not start")
+            time.sleep(0.02)
+        frame = struct.pack(">i", len(REQUEST)) + REQUEST
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for _ in range(1000):  # warm up
+                sock.sendall(frame)
+                _recv_exactly(sock, 4 + len(ANSWER))
+            cpu0, t0 = process_cpu_seconds(server.pid), time.monotonic()
+            for _ in range(args.requests):
+                sock.sendall(frame)
+                _recv_exactly(sock, 4 + len(ANSWER))
+            wall, cpu = time.monotonic() - t0, process_cpu_seconds(server.pid) - cpu0
+    finally:
+        server.terminate()
+        server.wait(10)
+    print(f"echo floor: {cpu / args.requests * 1e6:.1f} µs of server CPU per request/response, "
+          f"{args.requests / wall:,.0f} round trips/s ({args.requests:,} requests)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

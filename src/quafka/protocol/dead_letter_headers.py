@@ -40,9 +40,26 @@ REASON_RECOVERED = "recovered"                    # found ARCHIVING at start-up;
 REASON_FORCE_ARCHIVED = "force-archived"          # an operator archived it (quafka share-groups --archive)
 REASON_KEY_FAILED = "key-failed"                  # an earlier record of its key was dead-lettered
 #                                                   (quafka.share.key.ordering.on.failure=dead-letter)
+# written by a client that gives up on a record itself (quafka.framework's workers)
+REASON_MAX_ATTEMPTS = "max-attempts"              # the job failed on its route's last attempt
+REASON_DESERIALIZE_FAILED = "deserialize-failed"  # the key or value could not be deserialized
 REASONS = (REASON_REJECTED, REASON_RELEASED_AT_LIMIT, REASON_LOCK_EXPIRED_AT_LIMIT, REASON_RECOVERED,
-           REASON_FORCE_ARCHIVED, REASON_KEY_FAILED)
+           REASON_FORCE_ARCHIVED, REASON_KEY_FAILED, REASON_MAX_ATTEMPTS, REASON_DESERIALIZE_FAILED)
 HEADER_STATE_EPOCH = "quafka.dlq.state.epoch"
+
+# why a client (quafka.framework) gave up on the record: on the dead letters it writes itself, never
+# on the broker's (the broker never sees the exception). UTF-8 text; the message and traceback are
+# cut to a bounded size (framework/errors.py).
+HEADER_ERROR_CLASS = "quafka.error.class"          # the exception's class, module-qualified unless builtin
+HEADER_ERROR_MESSAGE = "quafka.error.message"      # str(exception), truncated
+HEADER_ERROR_TRACEBACK = "quafka.error.traceback"  # the formatted traceback, its last lines kept
+HEADER_ERROR_ATTEMPTS = "quafka.error.attempts"    # the delivery attempt that failed last
+HEADER_ERROR_ROUTE = "quafka.error.route"          # the framework route (group/topic)
+HEADER_ERROR_HOST = "quafka.error.host"            # the worker's host name
+HEADER_ERROR_PID = "quafka.error.pid"              # the worker's process id
+HEADER_ERROR_ID = "quafka.error.id"                # an id of the failure, also in the worker's log line
+ERROR_HEADERS = (HEADER_ERROR_CLASS, HEADER_ERROR_MESSAGE, HEADER_ERROR_TRACEBACK, HEADER_ERROR_ATTEMPTS,
+                 HEADER_ERROR_ROUTE, HEADER_ERROR_HOST, HEADER_ERROR_PID, HEADER_ERROR_ID)
 
 # what `--redrive` puts on a record it re-produces
 HEADER_REDRIVE_TOPIC = "quafka.redrive.dlq.topic"

@@ -11,7 +11,11 @@ Each job is a JSON object ``{"id": 7, "kind": "ok"}`` on the topic ``jobs``. Kin
   worker holds it under its lock instead, the backoff capped to the lock (a line in the log says so);
 - ``long``: runs three times the acquisition lock; the worker renews the lock until it is done;
 - ``poison``: cannot be processed; the consumer rejects it and it goes to the dead-letter topic
-  ``dlq.jobs`` (written by the broker on share.version 2, else by the worker);
+  ``dlq.jobs`` at once;
+- ``bad``: raises ``ValueError("bad size")`` at every delivery (a bug, or data the code cannot
+  handle): each failed attempt is logged with its traceback, and after the third (``max_attempts``)
+  the job goes to ``dlq.jobs`` with the error in its headers (``quafka.error.class``,
+  ``quafka.error.message``, ``quafka.error.traceback``);
 - ``welcome``: done, and enqueues a ``reminder`` job for the same id, to be delivered a minute
   later (``app.enqueue(..., delay_ms=...)``: the worker turned on the group's
   ``quafka.share.delivery.delay.enable`` at start);
@@ -63,6 +67,9 @@ class JobConsumer(Consumer):
         if job["kind"] == "flaky" and message.delivery_attempt == 1:
             self._note("failed", job, message, started)
             raise TransientError(f"job {job['id']}: the service timed out")
+        if job["kind"] == "bad":
+            self._note("failed", job, message, started)
+            raise ValueError("bad size")  # at every delivery: dead-lettered after max_attempts
         if job["kind"] == "long":
             time.sleep(3 * LOCK_MS / 1000)  # the worker renews the lock meanwhile
         if job["kind"] == "welcome":
@@ -90,6 +97,6 @@ app.share_group(os.environ.get("JOBS_GROUP", "job-workers")).topic(
     lock_duration_ms=LOCK_MS,
     backoff=Backoff(initial_ms=BACKOFF_MS, multiplier=2.0, max_ms=8 * BACKOFF_MS),  # the broker waits it out
     backoff_margin_ms=500,
-    max_attempts=5,
+    max_attempts=3,                          # a job that fails three times goes to the dead-letter topic
     dead_letter_topic=os.environ.get("JOBS_DLQ", "dlq.jobs"),
 )

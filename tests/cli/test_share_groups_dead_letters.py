@@ -66,14 +66,15 @@ def test_dead_letters_table_json_topic_filter_and_the_group_config(dlq, capsys):
     code, out, err = cli(capsys, *sg, "--dead-letters", "--group", "g", "--from-dlq", DLQ)
     assert (code, err) == (0, "")
     died = "2023-11-14T22:13:20.123Z"
+    # the broker's letters carry no error: ERROR-CLASS and ERROR are "-"
     assert table(out) == [
         ["GROUP", "TOPIC", "PARTITION", "OFFSET", "DELIVERY-COUNT", "REASON", "DIED-AT", "DLQ-PARTITION",
-         "DLQ-OFFSET", "COPY"],
-        ["g", "old", "0", "0", "5", "lock-expired-at-limit", died, "1", "2", "no"],
-        ["g", "orders", "0", "0", "1", "rejected", died, "0", "0", "no"],
-        ["g", "orders", "0", "1", "5", "released-at-limit", died, "0", "1", "yes"],
-        ["g", "orders", "1", "0", "2", "rejected", died, "1", "0", "no"],        # inferred from the message
-        ["g", "orders", "1", "2", "5", "delivery-limit", died, "0", "3", "no"]]  # inferred from the message
+         "DLQ-OFFSET", "COPY", "ERROR-CLASS", "ERROR"],
+        ["g", "old", "0", "0", "5", "lock-expired-at-limit", died, "1", "2", "no", "-", "-"],
+        ["g", "orders", "0", "0", "1", "rejected", died, "0", "0", "no", "-", "-"],
+        ["g", "orders", "0", "1", "5", "released-at-limit", died, "0", "1", "yes", "-", "-"],
+        ["g", "orders", "1", "0", "2", "rejected", died, "1", "0", "no", "-", "-"],   # inferred from the message
+        ["g", "orders", "1", "2", "5", "delivery-limit", died, "0", "3", "no", "-", "-"]]  # inferred too
     assert out.splitlines()[1].startswith("GROUP           TOPIC           PARTITION  OFFSET     DELIVERY-COUNT")
 
     code, out, _ = cli(capsys, *sg, "--dead-letters", "--group", "g", "--from-dlq", DLQ, "--topic", "orders",
@@ -85,16 +86,19 @@ def test_dead_letters_table_json_topic_filter_and_the_group_config(dlq, capsys):
         "group": "g", "topic": "orders", "partition": 0, "offset": 1, "delivery_count": 5,
         "reason": "released-at-limit", "message": h.MESSAGE_DELIVERY_COUNT_EXCEEDED, "died_at": died,
         "timestamp_ms": DIED_AT, "dlq_topic": DLQ, "dlq_partition": 0, "dlq_offset": 1, "copy": True,
-        "key": "ck", "value": "copy"}
+        "key": "ck", "value": "copy", "error_class": None, "error_message": None, "error_traceback": None,
+        "error_id": None, "route": None}
     assert letters[0]["copy"] is False and letters[0]["key"] is None
 
     # without --from-dlq: the group's errors.deadletterqueue.topic.name, or an error when it is unset
     assert cli(capsys, *sg, "--dead-letters", "--group", "g") == (
-        1, "", "Error: Share group g has no dead-letter queue topic (errors.deadletterqueue.topic.name is not set).\n")
+        1, "", "Error: Share group g has no errors.deadletterqueue.topic.name (no dead-letter queue topic); pass "
+               "--from-dlq TOPIC\n")
     assert cli(capsys, *["configs", "--bootstrap-server", dlq], "--alter", "--entity-type", "groups",
                "--entity-name", "g", "--add-config", f"errors.deadletterqueue.topic.name={DLQ}")[0] == 0
     code, out, _ = cli(capsys, *sg, "--dead-letters", "--group", "g", "--topic", "old")
-    assert code == 0 and table(out)[1:] == [["g", "old", "0", "0", "5", "lock-expired-at-limit", died, "1", "2", "no"]]
+    assert code == 0 and table(out)[1:] == [
+        ["g", "old", "0", "0", "5", "lock-expired-at-limit", died, "1", "2", "no", "-", "-"]]
 
     assert cli(capsys, *sg, "--dead-letters", "--group", "g", "--topic", "none") == (
         0, f"\nShare group 'g' has no dead letters of topic 'none' in topic '{DLQ}'.\n", "")
@@ -163,7 +167,10 @@ def test_redrive_dry_run_to_another_topic_overlapping_ranges_and_all_once(dlq, c
      "Invalid offset range '5-2': expected A-B with 0 <= A <= B (DLQ offsets, both included), e.g. 120-180"),
     (["--redrive", "--group", "g", "--from-dlq", "d", "--offsets", "--execute"],
      "Option --offsets of --redrive takes a range of DLQ offsets, e.g. --offsets 120-180"),
-    (["--redrive", "--group", "g", "--all", "--execute"], "Option --redrive takes the option: --from-dlq"),
+    (["--redrive", "--group", "g", "--all", "--dry-run", "--failing-window-s", "-1"],
+     "Option --failing-window-s takes a number of seconds >= 0, got -1.0"),
+    (["--dead-letters", "--group", "g", "--failing-window-s", "60"],
+     "Option --failing-window-s can only be used with --redrive"),
     (["--redrive", "--from-dlq", "d", "--all", "--execute"], "Option --redrive takes the option: --group"),
     (["--dead-letters", "--group", "g", "--all"], "Option --all can only be used with --redrive"),
     (["--dead-letters", "--group", "g", "--execute"], "Option --execute can only be used with --reset-offsets, --redrive, --release or --archive"),

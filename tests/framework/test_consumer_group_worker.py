@@ -160,7 +160,7 @@ def test_a_failed_message_is_retried_after_the_backoff_before_the_rest_of_its_pa
     (_, failed_at), (_, retried_at) = journal.runs(b"flaky")
     assert retried_at - failed_at >= 0.2
     assert journal.values(1) == [b"x", b"y"]
-    assert outcomes(events, b"flaky") == ["backoff", "accepted"]
+    assert outcomes(events, b"flaky") == ["retried", "accepted"]
     stats = worker.stats()[f"{group}/{TOPIC}"]
     assert stats["failed"] == 1 and stats["done"] == 6 and stats["renewed"] == 0
     assert committed(bs, group) == {0: 4, 1: 2}
@@ -183,7 +183,7 @@ def test_a_poison_message_is_dead_lettered_after_max_attempts_and_the_partition_
     worker = run(app, lambda: b"b" in journal.values())
     assert journal.values(0) == [b"a", b"poison", b"poison", b"b"]
     assert [a for a, _ in journal.runs(b"poison")] == [1, 2]
-    assert outcomes(events, b"poison") == ["backoff", "dead-lettered"]
+    assert outcomes(events, b"poison") == ["retried", "dead-lettered"]
     assert worker.stats()[f"{group}/{TOPIC}"]["dead_lettered"] == 1
     letters = read_topic(bs, "dlq.orders")
     assert [r.value for r in letters] == [b"poison"]
@@ -191,7 +191,10 @@ def test_a_poison_message_is_dead_lettered_after_max_attempts_and_the_partition_
     assert headers[:6] == [(h.HEADER_TOPIC, TOPIC), (h.HEADER_PARTITION, "0"), (h.HEADER_OFFSET, "1"),
                            (h.HEADER_GROUP, group), (h.HEADER_DELIVERY_COUNT, "2"),
                            (h.HEADER_MESSAGE, h.MESSAGE_DELIVERY_COUNT_EXCEEDED)]
-    assert "ValueError: cannot parse the order" in dict(headers)["quafka.dlq.error"]
+    assert dict(headers)["quafka.error.class"] == "ValueError"
+    assert dict(headers)["quafka.error.message"] == "cannot parse the order"
+    assert dict(headers)[h.HEADER_REASON] == h.REASON_MAX_ATTEMPTS
+    assert "Traceback (most recent call last)" in dict(headers)["quafka.error.traceback"]
     assert committed(bs, group) == {0: 3}
 
 
@@ -213,7 +216,7 @@ def test_pause_delays_the_message_and_its_partition(make_broker):
     (_, paused_at), (_, again_at) = journal.runs(b"wait")
     assert again_at - paused_at >= 0.3
     assert journal.runs(b"next")[0][1] >= again_at
-    assert outcomes(events, b"wait") == ["backoff", "accepted"]
+    assert outcomes(events, b"wait") == ["retried", "accepted"]
     assert [e["backoff_ms"] for name, e in events if name == "job.backoff"] == [300]
     assert committed(bs, group) == {0: 2}
 

@@ -91,14 +91,14 @@ def test_a_routes_backoff_becomes_the_groups_and_the_broker_waits_it_out_past_th
     worker = Worker(app, handle_signals=False, shutdown_timeout_s=10)
     worker.start()
     try:
-        wait_until(lambda: events.outcomes(value) == ["backoff", "accepted"], 20, message="failed, then accepted")
+        wait_until(lambda: events.outcomes(value) == ["retried", "accepted"], 20, message="failed, then accepted")
     finally:
         stop(worker)
     configs = group_configs(bs, group)
     assert [configs[k] for k in BACKOFF_KEYS] == ["1500", "1500", "1.0", "0.0"]
     [(failed_attempt, _, failed_end), (retry_attempt, retry_start, _)] = JOURNAL.by_value()[value]
     assert (failed_attempt, retry_attempt) == (1, 2)  # the broker's delivery count is the attempt
-    [released_at] = [t for t, e in events.named("message.settled") if e["outcome"] == "backoff"]
+    [released_at] = [t for t, e in events.named("message.settled") if e["outcome"] == "retried"]
     [(_, backoff)] = events.named("job.backoff")
     assert (backoff["backoff_ms"], backoff["waiter"]) == (1500, "broker")
     assert released_at - failed_end < 0.5  # released at once: no worker held it for the backoff
@@ -125,8 +125,8 @@ def test_max_attempts_counts_the_brokers_deliveries_and_each_wait_grows(make_bro
     worker = Worker(app, handle_signals=False, shutdown_timeout_s=10)
     worker.start()
     try:
-        wait_until(lambda: events.outcomes(value) == ["backoff", "backoff", "rejected"], 20,
-                   message="two retries, then rejected")
+        wait_until(lambda: events.outcomes(value) == ["retried", "retried", "dead-lettered"], 20,
+                   message="two retries, then given up")
     finally:
         stop(worker)
     runs = JOURNAL.by_value()[value]
@@ -165,7 +165,7 @@ def test_without_the_extension_the_worker_pauses_within_the_lock_and_says_so_onc
     with caplog.at_level(logging.INFO, logger="quafka.framework"):
         worker.start()
         try:
-            wait_until(lambda: events.outcomes(value) == ["backoff", "accepted"], 20, message="failed, then accepted")
+            wait_until(lambda: events.outcomes(value) == ["retried", "accepted"], 20, message="failed, then accepted")
         finally:
             stop(worker)
     lines = {route: [r for r in caplog.records if r.getMessage().startswith(f"route {route}: the broker has no")]
@@ -220,7 +220,7 @@ def test_backoff_mode_pause_leaves_the_group_alone_and_holds_the_record(make_bro
     worker = Worker(app, handle_signals=False, shutdown_timeout_s=10)
     worker.start()
     try:
-        wait_until(lambda: events.outcomes(value) == ["backoff", "accepted"], 20, message="failed, then accepted")
+        wait_until(lambda: events.outcomes(value) == ["retried", "accepted"], 20, message="failed, then accepted")
     finally:
         stop(worker)
     assert [group_configs(bs, group)[k] for k in BACKOFF_KEYS] == ["0", "3600000", "2.0", "0.0"]  # the defaults

@@ -69,15 +69,16 @@ def test_event_consumer_keeps_per_customer_totals_in_order_and_dead_letters_malf
     assert example.LEDGER.out_of_order == []
     assert {c: row["orders"] for c, row in example.LEDGER.rows.items()} == dict.fromkeys(CUSTOMERS, ORDERS)
     flaky = [(m.delivery_attempt, outcome) for m, outcome in events if m.key == "bob" and m.value["seq"] == 7]
-    assert flaky == [(1, "backoff"), (2, "accepted")]
-    assert [(m.raw_value, outcome) for m, outcome in events if outcome not in ("accepted", "backoff")] == [
-        (MALFORMED, "dead-lettered")]
+    assert flaky == [(1, "retried"), (2, "accepted")]
+    assert [(m.raw_value, outcome) for m, outcome in events if outcome not in ("accepted", "retried")] == [
+        (MALFORMED, "rejected")]  # it cannot be deserialized: rejected (its dead letter says why)
     letters = read_topic(bs, example.DLQ)
     assert [(r.key, r.value) for r in letters] == [(b"carol", MALFORMED)]
     headers = {name: value.decode() for name, value in letters[0].headers}
     assert headers["__dlq.errors.topic"] == example.TOPIC and headers["__dlq.errors.group"] == example.GROUP
     assert headers["__dlq.errors.message"] == "Offset rejected by client."
-    assert "JSONDecodeError" in headers["quafka.dlq.error"]
+    assert headers["quafka.error.class"] == "json.decoder.JSONDecodeError" and headers["quafka.error.message"]
+    assert headers["quafka.dlq.reason"] == "deserialize-failed"
     with Admin({"bootstrap.servers": bs}) as admin:
         offsets = admin.list_consumer_group_offsets(example.GROUP)
     assert sum(offset for (topic, _), (offset, _) in offsets.items() if topic == example.TOPIC) == total_records

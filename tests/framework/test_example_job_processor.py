@@ -15,12 +15,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from support import wait_until
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from support import free_port, wait_until
 from support.dlq import read_topic
 from support.framework_jobs import create_topic, share_group_from_earliest
 
@@ -34,6 +38,7 @@ BROKER = {"group.share.min.record.lock.duration.ms": str(LOCK_MS), "group.share.
           "group.share.assignment.interval.ms": "0"}
 BACKOFF_MS = 1500  # the flaky jobs' first backoff: longer than the lock, so only the broker can wait it out
 REMINDER_MS = 800  # a welcome job's reminder is delivered this long after it was enqueued
+MAX_ATTEMPTS = 3  # the example's
 
 
 def kind_of(job_id: int) -> str:
@@ -45,6 +50,8 @@ def kind_of(job_id: int) -> str:
         return "long"     # 1 %
     if job_id % 100 == 3:
         return "welcome"  # 1 %, each enqueues a reminder
+    if job_id % 100 == 4:
+        return "bad"      # 1 %, raises ValueError("bad size") at each of its 3 attempts
     return "ok"
 
 
@@ -61,7 +68,7 @@ def produce_jobs(bootstrap: str, topic: str, ids) -> None:
 
 
 def start_workers(bootstrap: str, names: dict[str, str], journal: Path | None, *, processes: int = 4,
-                  env: dict[str, str] | None = None) -> subprocess.Popen:
+                  env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> subprocess.Popen:
     """The example as a user runs it; ``env`` None: the test's short lock, backoff and reminder
     delay, else these settings (the example's defaults for what it leaves out)."""
     settings = {"JOBS_LOCK_MS": str(LOCK_MS), "JOBS_BACKOFF_MS": str(BACKOFF_MS),
@@ -72,7 +79,7 @@ def start_workers(bootstrap: str, names: dict[str, str], journal: Path | None, *
     if journal is not None:
         env["JOBS_JOURNAL"] = str(journal)
     return subprocess.Popen([sys.executable, "-m", "quafka", "worker", "examples.job_processor:app",
-                             "--processes", str(processes), "--concurrency", "4", "--log-interval", "5"],
+                             "--processes", str(processes), "--concurrency", "4", "--log-interval", "5", *args],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -93,7 +100,9 @@ def expected_jobs(total: int) -> set[tuple[int, str]]:
 
 
 def settled_jobs(journal: Path) -> set[tuple[int, str]]:
-    return {(job_id, kind) for what, job_id, kind, *_ in read_journal(journal) if what in ("done", "rejected")}
+    """Jobs done, rejected, or given up (a bad job's third failure)."""
+    return {(job_id, kind) for what, job_id, kind, attempt, *_ in read_journal(journal)
+            if what in ("done", "rejected") or (kind == "bad" and attempt >= MAX_ATTEMPTS)}
 
 
 def stop(workers: subprocess.Popen) -> str:
@@ -116,17 +125,26 @@ def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal
     for what, job_id, kind, attempt, started, ended, _ in runs:
         if what == "failed":
             failed[job_id].append(ended)
-    assert set(done) | set(rejected) == expected_jobs(total)
-    assert not set(done) & set(rejected)
+    bad = {j for j in range(total) if kind_of(j) == "bad"}
+    # (a stop part-way may release a bad job unstarted: its next delivery counts one more)
+    gave_up = {j for what, j, kind, attempt, *_ in runs if kind == "bad" and attempt >= MAX_ATTEMPTS}
+    assert set(done) | set(rejected) | {(j, "bad") for j in bad} == expected_jobs(total)
+    assert not set(done) & set(rejected) and not {j for j, _ in done} & bad
     assert [j for j, n in done.items() if n > 1] == []  # none processed twice, flaky ones and reminders included
     assert [j for j, n in rejected.items() if n > 1] == []
     assert {j for j, _ in rejected} == {j for j in range(total) if kind_of(j) == "poison"}
     flaky = {j for j in range(total) if kind_of(j) == "flaky"}
-    assert set(failed) <= flaky and (stopped or set(failed) == flaky)  # each failed once...
-    assert all(len(v) == 1 for v in failed.values())
+    assert set(failed) <= flaky | bad and (stopped or set(failed) == flaky | bad)
+    assert all(len(v) == 1 for j, v in failed.items() if j in flaky)  # each flaky one failed once...
+    attempts = defaultdict(list)
+    for what, job_id, kind, attempt, *_ in runs:
+        if kind == "bad":
+            attempts[job_id].append(attempt)
+    assert all(len(a) == len(set(a)) and (stopped or sorted(a) == [1, 2, 3]) for a in attempts.values())
+    assert stopped or gave_up == bad  # ...a bad one three times, then it was given up
     retried = {job_id: (attempt, started) for what, job_id, kind, attempt, started, *_ in runs
                if what == "done" and kind == "flaky"}
-    for job_id, ends in failed.items():  # ...and succeeded on a later delivery, after at least the backoff
+    for job_id, ends in ((j, e) for j, e in failed.items() if j in flaky):  # ...and succeeded later, after the backoff
         attempt, started = retried[job_id]  # (longer than the lock: the broker held it back, no worker did)
         assert attempt >= 2 and started - ends[0] >= BACKOFF_MS / 1000, (job_id, attempt, started - ends[0])
     long_runs = [(attempt, ended - started) for what, _, kind, attempt, started, ended, _ in runs if kind == "long"]
@@ -135,8 +153,9 @@ def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal
     early = [started - timestamp_ms / 1000 for started, timestamp_ms in reminders
              if started < (timestamp_ms + REMINDER_MS) / 1000 - 0.002]  # the broker keeps whole milliseconds
     assert reminders and early == []  # none before its time
-    letters = read_topic(bootstrap, names["dlq"])
-    assert sorted(int(dict(r.headers)["__dlq.errors.offset"]) for r in letters) == sorted(j for j, _ in rejected)
+    letters = read_topic(bootstrap, names["dlq"])  # one per job given up: rejected, or failed 3 times
+    assert sorted(int(dict(r.headers)["__dlq.errors.offset"]) for r in letters) == sorted(
+        [j for j, _ in rejected] + list(gave_up))
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         offsets = admin.list_share_group_offsets(names["group"], [names["topic"]])
     assert offsets[(names["topic"], 0)][0] == total + len(reminders)  # nothing left in flight or available
@@ -170,7 +189,8 @@ def test_four_processes_of_four_workers_process_20000_jobs(broker_process, tmp_p
                    interval_s=0.5, message="every job settled")
     finally:
         log = stop(workers) if workers.poll() is None else workers.communicate()[1].decode(errors="replace")
-    assert "dead letters written by the broker" in log and "retries wait in the broker" in log
+    assert "dead letters written by the worker (and by the broker's dead-letter queue" in log
+    assert "retries wait in the broker" in log
     check_every_job_accounted_for(bootstrap, names, journal, total)
 
 
@@ -225,3 +245,83 @@ def test_sigterm_part_way_loses_nothing_and_a_restart_completes_the_rest(broker_
     finally:
         stop(workers)
     check_every_job_accounted_for(bootstrap, names, journal, total, stopped=True)
+
+
+def consecutive_free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports (process i of --processes serves PORT+i)."""
+    for _ in range(50):
+        base = free_port()
+        try:
+            sockets = []
+            for port in range(base, base + count):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        return base
+    raise AssertionError("no run of free ports")
+
+
+def scrape_failures(port: int, processes: int) -> dict[tuple[str, str], float]:
+    """quafka_framework_failures_total summed over the processes, by (error class, outcome)."""
+    out: dict[tuple[str, str], float] = defaultdict(float)
+    for i in range(processes):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port + i}/metrics", timeout=5).read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "quafka_framework_failures_total":
+                    out[(sample.labels["error_class"], sample.labels["outcome"])] += sample.value
+    return dict(out)
+
+
+@pytest.mark.parametrize("broker_dlq", [True, False], ids=["broker-dlq", "worker-only"])
+def test_a_job_failing_three_times_is_logged_counted_and_dead_lettered_once_with_why(broker_process, tmp_path,
+                                                                                     broker_dlq):
+    """Acceptance 1 of the framework-in-production issue: 4 processes; each bad job raises
+    ValueError("bad size") at its three attempts — in the log with its traceback each time, in the
+    metrics under ValueError (retried twice, then dead-lettered), in the DLQ once with the error and
+    the payload (whether or not the broker has a dead-letter queue: the worker writes it, and then
+    accepts the record so that the broker does not write a second), and `--dead-letters` says why."""
+    total = 500
+    bootstrap, names, journal = set_up(broker_process, tmp_path, "f" if broker_dlq else "g", total)
+    if not broker_dlq:
+        with Admin({"bootstrap.servers": bootstrap}) as admin:
+            admin.update_features({"share.version": 1}, upgrade_type="safe_downgrade")
+    port = consecutive_free_ports(4)
+    workers = start_workers(bootstrap, names, journal, args=("--metrics-port", str(port)))
+    bad = sorted(j for j in range(total) if kind_of(j) == "bad")
+    try:
+        wait_until(lambda: workers.poll() is not None or len(settled_jobs(journal)) == len(expected_jobs(total)), 120,
+                   interval_s=0.5, message="every job settled")
+        failures = wait_until(lambda: (lambda f: f if f.get(("ValueError", "dead-lettered")) == len(bad) else None)(
+            scrape_failures(port, 4)), 10, message="the metrics of every process")
+    finally:
+        log = stop(workers) if workers.poll() is None else workers.communicate()[1].decode(errors="replace")
+    assert failures == {("ValueError", "retried"): 2 * len(bad), ("ValueError", "dead-lettered"): len(bad),
+                        ("examples.job_processor.TransientError", "retried"):
+                        len([j for j in range(total) if kind_of(j) == "flaky"])}
+    check_every_job_accounted_for(bootstrap, names, journal, total)
+    for job_id in bad:  # each attempt in the log, with the traceback
+        lines = [line for line in log.splitlines() if f"@{job_id}, attempt " in line and "ValueError: bad size" in line]
+        assert [line.split("attempt ")[1][:3] for line in lines] == ["1/3", "2/3", "3/3"], lines
+        assert " WARNING " in lines[0] and " ERROR " in lines[2] and "-> dead-lettered" in lines[2]
+    assert log.count('raise ValueError("bad size")') == 3 * len(bad)
+    letters = [r for r in read_topic(bootstrap, names["dlq"]) if dict(r.headers).get("quafka.error.class")]
+    assert sorted(int(dict(r.headers)["__dlq.errors.offset"]) for r in letters) == bad  # once each
+    for letter in letters:
+        headers = {k: v.decode() for k, v in letter.headers}
+        assert headers["quafka.error.message"] == "bad size" and headers["quafka.dlq.reason"] == "max-attempts"
+        assert json.loads(letter.value) == {"id": int(headers["__dlq.errors.offset"]), "kind": "bad"}
+        assert 'raise ValueError("bad size")' in headers["quafka.error.traceback"]
+    listing = subprocess.run([sys.executable, "-m", "quafka", "share-groups", "--bootstrap-server", bootstrap,
+                              "--dead-letters", "--group", names["group"],
+                              # without the broker's DLQ the group names no DLQ topic: the tool is told
+                              *(() if broker_dlq else ("--from-dlq", names["dlq"]))],
+                             capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+    rows = [line for line in listing.stdout.splitlines() if "max-attempts" in line]
+    assert len(rows) == len(bad) and all("ValueError" in row and "bad size" in row for row in rows)

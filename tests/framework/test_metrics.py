@@ -58,6 +58,7 @@ def test_a_fresh_exporter_renders_every_series_at_zero(exporter):
         "quafka_framework_messages": "counter",
         "quafka_framework_job_duration_seconds": "histogram",
         "quafka_framework_job_failures": "counter",
+        "quafka_framework_failures": "counter",
         "quafka_framework_renewals": "counter",
         "quafka_framework_backoffs": "counter",
         "quafka_framework_dead_letters_produced": "counter",
@@ -70,7 +71,8 @@ def test_a_fresh_exporter_renders_every_series_at_zero(exporter):
     for route in ("workers/jobs", "audit/orders"):
         assert value(parsed, "quafka_framework_jobs_total", route=route, status="finished") == 0
         assert value(parsed, "quafka_framework_jobs_total", route=route, status="failed") == 0
-        for outcome in ("accepted", "released", "rejected", "dead-lettered", "backoff"):
+        for outcome in ("accepted", "retried", "released", "rejected", "dead-lettered", "released-at-shutdown",
+                        "lock-lost"):
             assert value(parsed, "quafka_framework_messages_total", route=route, outcome=outcome) == 0
         assert value(parsed, "quafka_framework_job_duration_seconds_count", route=route) == 0
         assert value(parsed, "quafka_framework_job_duration_seconds_sum", route=route) == 0
@@ -90,7 +92,7 @@ def test_counts_each_event_for_its_route(bus, exporter):
     for _ in range(3):
         bus.publish("job.finished", route="workers/jobs", messages=[], duration_s=0.002)
     bus.publish("job.failed", route="workers/jobs", messages=[], duration_s=0.2, error=ValueError("x"), verdict="retry")
-    for outcome, n in (("accepted", 5), ("released", 2), ("rejected", 1), ("dead-lettered", 4), ("backoff", 3)):
+    for outcome, n in (("accepted", 5), ("released", 2), ("rejected", 1), ("dead-lettered", 4), ("retried", 3)):
         for _ in range(n):
             bus.publish("message.settled", route="workers/jobs", message=None, outcome=outcome)
     for _ in range(6):
@@ -109,8 +111,8 @@ def test_counts_each_event_for_its_route(bus, exporter):
     assert value(parsed, "quafka_framework_jobs_total", route=jobs, status="failed") == 1
     assert value(parsed, "quafka_framework_job_failures_total", route=jobs) == 1
     assert {o: value(parsed, "quafka_framework_messages_total", route=jobs, outcome=o)
-            for o in ("accepted", "released", "rejected", "dead-lettered", "backoff")} == {
-        "accepted": 5, "released": 2, "rejected": 1, "dead-lettered": 4, "backoff": 3}
+            for o in ("accepted", "released", "rejected", "dead-lettered", "retried")} == {
+        "accepted": 5, "released": 2, "rejected": 1, "dead-lettered": 4, "retried": 3}
     assert value(parsed, "quafka_framework_renewals_total", route=jobs, result="ok") == 6
     assert value(parsed, "quafka_framework_renewals_total", route=jobs, result="failed") == 1
     assert value(parsed, "quafka_framework_backoffs_total", route=jobs) == 2
@@ -294,3 +296,26 @@ def test_serves_metrics_over_http(bus, exporter):
         exporter.close()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=2)
+
+
+def test_failures_are_counted_by_exception_class_and_outcome_with_the_classes_bounded(bus, exporter):
+    from quafka.framework.metrics import ERROR_CLASSES_PER_ROUTE
+
+    def failed(error_class, outcome):
+        bus.publish("message.failed", route="workers/jobs", message=None, outcome=outcome, error_class=error_class,
+                    error_message="m", error_id="x", attempt=1, max_attempts=3)
+    for outcome in ("retried", "retried", "dead-lettered"):
+        failed("ValueError", outcome)
+    failed("myapp.errors.Timeout", "retried")
+    for i in range(ERROR_CLASSES_PER_ROUTE + 5):  # a flood of classes does not flood the series
+        failed(f"Generated{i}", "rejected")
+    parsed = samples(exporter.render())
+    labels = {"route": "workers/jobs"}
+    assert value(parsed, "quafka_framework_failures_total", error_class="ValueError", outcome="retried", **labels) == 2
+    assert value(parsed, "quafka_framework_failures_total", error_class="ValueError", outcome="dead-lettered",
+                 **labels) == 1
+    assert value(parsed, "quafka_framework_failures_total", error_class="myapp.errors.Timeout", outcome="retried",
+                 **labels) == 1
+    classes = {dict(k[1])["error_class"] for k in parsed if k[0] == "quafka_framework_failures_total"}
+    assert len(classes) == ERROR_CLASSES_PER_ROUTE + 1 and "other" in classes
+    assert value(parsed, "quafka_framework_failures_total", error_class="other", outcome="rejected", **labels) == 7

@@ -32,8 +32,10 @@ CASES = list(itertools.product(("retry", "reject", "release"), (1, 2, 3), (None,
 @pytest.mark.parametrize(("on_error", "attempt", "backoff"), CASES)
 def test_on_failure_for_every_policy_and_attempt(on_error, attempt, backoff):
     verdict = on_failure(on_error, attempt, 3, backoff)
-    if on_error == "reject" or attempt >= 3:
-        assert verdict == Verdict(VerdictKind.REJECT)
+    if on_error == "reject":  # the code's choice, at any attempt
+        assert verdict == Verdict(VerdictKind.REJECT) and not verdict.exhausted
+    elif attempt >= 3:  # the last attempt failed: given up (dead-lettered with reason max-attempts)
+        assert verdict == Verdict(VerdictKind.REJECT, 0, True) and verdict.exhausted
     elif on_error == "release" or backoff is None or backoff.max_ms == 0:
         assert verdict == Verdict(VerdictKind.RELEASE)
     else:

@@ -332,3 +332,18 @@ def run_tool(name: str, body: Callable[[], int | None]) -> int:
     except BrokenPipeError:
         return EXIT_OK
     return EXIT_ERROR
+
+
+MISSING = "-"  # a Kafka table's empty cell
+
+
+def kafka_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], min_widths: Sequence[int],
+                out: Any = None) -> None:
+    """Kafka's printf tables: a blank line first, then the header and the rows; each column but the
+    last padded to max(its minimum width, its widest cell) plus one space."""
+    rows = [[MISSING if c is None else str(c) for c in r] for r in rows]
+    widths = [max([m, len(h)] + [len(r[i]) for r in rows]) for i, (h, m) in enumerate(zip(headers, min_widths))]
+    lines = [""]
+    for r in [list(headers)] + rows:
+        lines.append(" ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + " " + r[-1])
+    print("\n".join(lines), file=out or sys.stdout)

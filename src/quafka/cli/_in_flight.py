@@ -463,8 +463,12 @@ def _find_letter(admin: Any, group: str, dlq: str, topic: str, partition: int, o
 def _letter_text(letter: Any) -> str:
     reason = letter.reason or letter.message or "unknown"
     count = letter.delivery_count if letter.delivery_count is not None else "unknown"
-    return (f"dead-lettered to {letter.dlq_topic} partition {letter.dlq_partition} offset {letter.dlq_offset} at "
+    text = (f"dead-lettered to {letter.dlq_topic} partition {letter.dlq_partition} offset {letter.dlq_offset} at "
             f"{letter.died_at}, reason {reason}, delivery count {count}")
+    if letter.error_class or letter.error_message:  # written by the worker framework: what the job raised
+        error = ": ".join(x for x in (letter.error_class, " ".join((letter.error_message or "").split())[:200]) if x)
+        text += f", error {error}"
+    return text
 
 
 def locate(admin: Any, args: argparse.Namespace, group: str) -> int:

@@ -5,7 +5,7 @@ committed offsets, with the options, output and exit codes of Kafka 4.4's kafka-
 Members, their assignments and the group's assignor come from DescribeGroups (classic groups; the
 assignment bytes decoded with Kafka's consumer protocol). Simple groups (consumers that assign()
 and commit) are type Classic, state Empty, with no members. Tables use Kafka's layout
-(`share_groups.kafka_table`: a blank line, the header, the rows; no trailing padding).
+(`_common.kafka_table`: a blank line, the header, the rows; no trailing padding).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 from quafka.client.errors import KafkaException
 
-from ._common import ToolError, add_bootstrap, kafka_parser_errors, open_admin, run_tool
-from .share_groups import (MISSING, _clamp, _coordinator, _describe_topics, _quoted, kafka_table, parse_datetime,
-                           parse_topic_partitions, read_reset_plan)
+from ._common import MISSING, ToolError, add_bootstrap, kafka_parser_errors, kafka_table, open_admin, run_tool
+from .share_groups import (_clamp, _coordinator, _describe_topics, _quoted, parse_datetime, parse_topic_partitions,
+                           read_reset_plan)
 
 EXAMPLES = """
 examples:

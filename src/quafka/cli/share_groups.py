@@ -6,11 +6,16 @@ Kafka's minimum widths. ``--reset-offsets`` prints ``GROUP TOPIC PARTITION NEW-O
 ``--export``, ``topic,partition,offset`` CSV lines that ``--from-file`` reads back).
 
 Two actions of quafka's own handle a share group's dead letters (KIP-1191), through topics and
-groups only, so they work against Apache Kafka 4.4 too (client/dead_letters.py does the work):
+groups only, so they work against Apache Kafka 4.4 too (`_dead_letters.py` holds them,
+client/dead_letters.py does the work):
 ``--dead-letters`` lists them from the DLQ topic (``GROUP TOPIC PARTITION OFFSET DELIVERY-COUNT
-REASON DIED-AT DLQ-PARTITION DLQ-OFFSET COPY``, or JSON with ``--output json``), and ``--redrive``
-produces them again, each once, printing ``GROUP DLQ-PARTITION DLQ-OFFSET TOPIC PARTITION OFFSET
-TO-TOPIC PAYLOAD STATUS`` and a summary line.
+REASON DIED-AT DLQ-PARTITION DLQ-OFFSET COPY ERROR-CLASS ERROR``, or JSON with ``--output json``),
+and ``--redrive`` produces them again, each once, printing ``GROUP DLQ-PARTITION DLQ-OFFSET TOPIC
+PARTITION OFFSET TO-TOPIC PAYLOAD STATUS`` and a summary line. Both find the DLQ topic in the
+group's ``errors.deadletterqueue.topic.name`` unless ``--from-dlq`` names it. Before it sends
+anything, ``--redrive`` warns on stderr when the workers were failing lately on the exception
+classes of the letters it redrives (``still_failing``): a redrive into broken workers only makes
+the jobs die again. It is a warning: the redrive goes on.
 
 quafka's in-flight tools need a quafka broker (its API extension; `_in_flight.py` holds them):
 ``--describe --in-flight`` shows a share group's records in flight, ``--offset`` where one record
@@ -22,14 +27,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import _in_flight
-from ._common import Progress, ToolError, add_bootstrap, kafka_parser_errors, open_admin, run_tool
+from quafka.client.dead_letters import FAILING_WINDOW_MS
+
+from . import _dead_letters, _in_flight
+from ._common import Progress, ToolError, add_bootstrap, kafka_parser_errors, kafka_table, open_admin, run_tool
 
 EXAMPLES = """
 examples:
@@ -55,10 +61,11 @@ examples:
   quafka share-groups --dead-letters --group orders
   quafka share-groups --dead-letters --group orders --topic jobs --from-dlq dlq.orders --output json
   # redrive them: to their source topics (or --to-topic), each dead letter at most once; --offsets
-  # is a range of DLQ offsets (inclusive) applied to every partition of the DLQ topic
-  quafka share-groups --redrive --group orders --from-dlq dlq.orders --all --dry-run
+  # is a range of DLQ offsets (inclusive) applied to every partition of the DLQ topic; it warns
+  # when the workers failed on the same exception within --failing-window-s (default 300)
+  quafka share-groups --redrive --group orders --all --dry-run
   quafka share-groups --redrive --group orders --from-dlq dlq.orders --offsets 120-180 --execute
-  quafka share-groups --redrive --group orders --from-dlq dlq.orders --to-topic jobs.retry --all --execute
+  quafka share-groups --redrive --group orders --to-topic jobs.retry --all --execute
 """ + _in_flight.EXAMPLES
 
 SHARE_GROUP_STATES = ("Empty", "Stable", "Dead")
@@ -66,12 +73,9 @@ KAFKA_ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets"
 ACTIONS = KAFKA_ACTIONS + ("dead_letters", "redrive", "release", "archive")  # the last four are quafka's own
 #: quafka's own options and the actions that take them; QUAFKA_OPTION_USES: how an error names a use
 QUAFKA_OPTIONS = {"from_dlq": ("dead_letters", "redrive"), "to_topic": ("redrive",), "all": ("redrive",),
-                  "output": ("dead_letters", "describe")}
+                  "output": ("dead_letters", "describe"), "failing_window_s": ("redrive",)}
 QUAFKA_OPTION_USES = {"output": "--dead-letters or --describe --in-flight"}
 SCENARIOS = ("to_earliest", "to_latest", "to_datetime", "to_offset", "to_current", "from_file")
-MISSING = "-"
-DLQ_TOPIC_CONFIG = "errors.deadletterqueue.topic.name"
-PROGRESS_ABOVE = 200  # a redrive of more dead letters than this shows a progress bar
 ALTER_CHUNK = 500  # partitions per AlterShareGroupOffsets request (the progress bar steps by this)
 
 
@@ -100,7 +104,7 @@ def add_parser(sub) -> None:
                               "source topic's (quafka's own action)")
     actions.add_argument("--redrive", action="store_true",
                          help="produce the group's dead letters again, each at most once (the progress is kept "
-                              "as committed offsets of the consumer group quafka-redrive.GROUP): needs --from-dlq, "
+                              "as committed offsets of the consumer group quafka-redrive.GROUP): needs "
                               "--offsets A-B or --all, and --dry-run or --execute (quafka's own action)")
     _in_flight.add_actions(actions)
     scope = p.add_argument_group("scope")
@@ -146,12 +150,15 @@ def add_parser(sub) -> None:
                             "group,topic,partition,offset lines), such as --export writes")
     dead = p.add_argument_group("--dead-letters and --redrive options")
     dead.add_argument("--from-dlq", metavar="TOPIC",
-                      help="the DLQ topic (--dead-letters: default the group's errors.deadletterqueue.topic.name; "
-                           "--redrive: required)")
+                      help="the DLQ topic (default: the group's errors.deadletterqueue.topic.name)")
     dead.add_argument("--to-topic", metavar="TOPIC",
                       help="--redrive: produce to this topic instead of each dead letter's source topic (the "
                            "partitioner picks the partition by key)")
     dead.add_argument("--all", action="store_true", help="--redrive: every dead letter of the group")
+    dead.add_argument("--failing-window-s", type=float, default=None, metavar="SECONDS",
+                      help=f"--redrive: warn when dead letters with the exception class of a letter being "
+                           f"redriven were written within this many seconds (default "
+                           f"{FAILING_WINDOW_MS // 1000}; 0: no check)")
     dead.add_argument("--output", choices=("table", "json"), default=None,
                       help="--dead-letters, --describe --in-flight: a table (default) or JSON")
     _in_flight.add_options(p)
@@ -272,8 +279,8 @@ def _check_dead_letter_args(args: argparse.Namespace, action: str) -> None:
         return
     if args.topic:
         raise ToolError("Option --redrive does not take --topic (--to-topic names the target topic)")
-    if not args.from_dlq:
-        raise ToolError("Option --redrive takes the option: --from-dlq")
+    if args.failing_window_s is not None and not args.failing_window_s >= 0:
+        raise ToolError(f"Option --failing-window-s takes a number of seconds >= 0, got {args.failing_window_s}")
     if args.dry_run and args.execute:
         raise ToolError("Option --redrive only accepts one of --execute and --dry-run")
     if not args.dry_run and not args.execute:
@@ -401,18 +408,6 @@ def read_reset_plan(path: str, group: str) -> dict[tuple[str, int], int]:
 
 
 # ----------------------------------------------------------------------------- output
-
-def kafka_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], min_widths: Sequence[int],
-                out: Any = None) -> None:
-    """Kafka's printf tables: a blank line first, then the header and the rows; each column but the
-    last padded to max(its minimum width, its widest cell) plus one space."""
-    rows = [[MISSING if c is None else str(c) for c in r] for r in rows]
-    widths = [max([m, len(h)] + [len(r[i]) for r in rows]) for i, (h, m) in enumerate(zip(headers, min_widths))]
-    lines = [""]
-    for r in [list(headers)] + rows:
-        lines.append(" ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + " " + r[-1])
-    print("\n".join(lines), file=out or sys.stdout)
-
 
 def _group_not_found(group: str) -> ToolError:
     return ToolError(f"Share group '{group}' does not exist.")
@@ -676,86 +671,6 @@ def _reset(admin: Any, args: argparse.Namespace) -> None:
                     [max(15, len(args.group)), 15, 10, 0])
 
 
-def _dlq_topic(admin: Any, args: argparse.Namespace) -> str:
-    """--from-dlq, else the group's errors.deadletterqueue.topic.name; an error when neither names one."""
-    if args.from_dlq:
-        return args.from_dlq
-    name = (admin.describe_configs("group", args.group).get(DLQ_TOPIC_CONFIG) or "").strip()
-    if not name:
-        raise ToolError(f"Share group {args.group} has no dead-letter queue topic ({DLQ_TOPIC_CONFIG} is not set).")
-    return name
-
-
-def _require_topic(admin: Any, topic: str) -> None:
-    from quafka.client.errors import ErrorCode, KafkaException
-
-    try:
-        admin.describe_topics([topic])
-    except KafkaException as exc:
-        if exc.code == ErrorCode.unknown_topic_or_partition:
-            raise ToolError(f"Topic '{topic}' does not exist.") from None
-        raise
-
-
-def _dead_letters(admin: Any, args: argparse.Namespace) -> None:
-    """--dead-letters: the group's dead letters, by source topic, partition and offset."""
-    dlq = _dlq_topic(admin, args)
-    _require_topic(admin, dlq)
-    letters = admin.list_dead_letters(args.group, dlq, args.topic[0] if args.topic else None)
-    letters = sorted(letters, key=lambda x: (x.topic, x.partition, x.offset, x.dlq_partition, x.dlq_offset))
-    if args.output == "json":
-        print(json.dumps([x.to_json() for x in letters], indent=2))
-        return
-    if not letters:
-        of_topic = f" of topic '{args.topic[0]}'" if args.topic else ""
-        print(f"\nShare group '{args.group}' has no dead letters{of_topic} in topic '{dlq}'.")
-        return
-    kafka_table(["GROUP", "TOPIC", "PARTITION", "OFFSET", "DELIVERY-COUNT", "REASON", "DIED-AT", "DLQ-PARTITION",
-                 "DLQ-OFFSET", "COPY"],
-                [[x.group, x.topic, x.partition, x.offset, x.delivery_count, x.reason, x.died_at, x.dlq_partition,
-                  x.dlq_offset, "yes" if x.has_copy else "no"] for x in letters],
-                [15, 15, 10, 10, 15, 22, 25, 14, 11, 0])
-
-
-def _redrive(admin: Any, args: argparse.Namespace) -> None:
-    """--redrive: a table of what is (or would be) sent and skipped, then a summary line."""
-    _require_topic(admin, args.from_dlq)
-    if args.to_topic:
-        _require_topic(admin, args.to_topic)
-    count = [0]
-    bar: list[Progress] = []
-
-    def delivered(n: int) -> None:  # a bar once the run turns out long (called by the producer's thread)
-        count[0] += n
-        if not bar and count[0] > PROGRESS_ABOVE:
-            bar.append(Progress(None, "Redriving dead letters"))
-            n = count[0]
-        if bar:
-            bar[0].update(n)
-
-    try:
-        result = admin.redrive_dead_letters(args.group, args.from_dlq, to_topic=args.to_topic, offsets=args.offsets,
-                                            dry_run=args.dry_run, progress=delivered if args.execute else None)
-    finally:
-        if bar:
-            bar[0].close()
-    status = {"send": "would-send"}
-    if result.planned:
-        kafka_table(["GROUP", "DLQ-PARTITION", "DLQ-OFFSET", "TOPIC", "PARTITION", "OFFSET", "TO-TOPIC", "PAYLOAD",
-                     "STATUS"],
-                    [[args.group, i.letter.dlq_partition, i.letter.dlq_offset, i.letter.topic, i.letter.partition,
-                      i.letter.offset, i.target_topic, i.payload, status.get(i.status, i.status)]
-                     for i in result.planned],
-                    [15, 14, 11, 15, 10, 10, 15, 9, 0])
-    count, already, missing = len(result.sent), len(result.skipped_already_redriven), len(result.skipped_missing)
-    skipped = f"{already} already redriven and {missing} whose source record is no longer in the log"
-    where = f"dead letter(s) of share group '{args.group}' from '{args.from_dlq}'"
-    if args.dry_run:
-        print(f"\nDry run: {count} {where} would be redriven; {skipped} would be skipped. Nothing was sent.")
-    else:
-        print(f"\nRedrove {count} {where}; skipped {skipped}.")
-
-
 def run(args: argparse.Namespace) -> int:
     def body() -> int:
         action = check_args(args)
@@ -771,9 +686,9 @@ def run(args: argparse.Namespace) -> int:
             elif action == "delete_offsets":
                 return _delete_offsets(admin, args)
             elif action == "dead_letters":
-                _dead_letters(admin, args)
+                _dead_letters.list_letters(admin, args)
             elif action == "redrive":
-                _redrive(admin, args)
+                _dead_letters.redrive(admin, args)
             elif action in ("release", "archive"):
                 return _in_flight.force(admin, args, action)
             else:

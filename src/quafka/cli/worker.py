@@ -3,8 +3,9 @@
 APP is ``module:attribute`` (attribute ``app`` when left out), imported with the current directory
 on the path. The routes are validated before anything connects. SIGTERM or SIGINT stops
 gracefully (running jobs finish within --shutdown-timeout; what did not start is released); a
-second signal forces. With --processes N the command starts N worker processes and passes the
-signals on.
+second signal forces. With --processes N the command supervises N worker processes
+(quafka.framework.supervisor): it passes the signals on, restarts one that dies (--restart-delay,
+--max-restarts, --restart-window), and the children stop when it is gone.
 """
 
 from __future__ import annotations
@@ -41,7 +42,16 @@ def add_parser(sub) -> None:
                    help="run only routes matching this group/topic glob or group name (repeatable)")
     p.add_argument("--concurrency", type=int, metavar="N", help="workers per route in each process "
                                                                 "(default: each route's concurrency setting)")
-    p.add_argument("--processes", type=int, default=1, metavar="N", help="worker processes to run (default 1)")
+    p.add_argument("--processes", type=int, default=1, metavar="N",
+                   help="worker processes to run and supervise (default 1): one that dies is restarted")
+    p.add_argument("--restart-delay", type=float, metavar="SECONDS",
+                   help="with --processes > 1: wait before restarting a worker process that died, doubled for "
+                        "each further restart within --restart-window, up to 30 (default 1)")
+    p.add_argument("--max-restarts", type=int, metavar="N",
+                   help="with --processes > 1: a worker process restarted more often than this within "
+                        "--restart-window stops every process with status 3 (default 5; 0: never restart)")
+    p.add_argument("--restart-window", type=float, metavar="SECONDS",
+                   help="the window --max-restarts counts restarts in (default 60)")
     p.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="how long running jobs may take to finish after SIGTERM (default 30)")
     p.add_argument("--log-interval", type=float, default=10.0, metavar="SECONDS",
@@ -54,6 +64,12 @@ def add_parser(sub) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT",
                    help="connect here instead of the app's bootstrap.servers")
     p.add_argument("--list-routes", action="store_true", help="print the validated routes and exit")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse to start when a route's topic does not exist (default: a warning at start and "
+                        "every minute)")
+    p.add_argument("--apply-group-configs", action="store_true",
+                   help="set the group configs the routes declare (group_configs={...}) on their groups at start, "
+                        "printing the diff first (default: a warning for each difference)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.set_defaults(func=run)
 
@@ -81,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from quafka.framework import RouteConfigError, Worker, run_processes
+    from quafka.framework import RestartPolicy, RouteConfigError, Worker, run_processes
+    from quafka.framework.group_check import GroupConfigError, group_config_problems
+    from quafka.framework.health import MissingTopicError
 
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = load_app(args.app)
@@ -95,10 +113,25 @@ def _run(args: argparse.Namespace) -> int:
         raise ToolError(f"--log-interval must be > 0 seconds, got {args.log_interval}")
     if args.shutdown_timeout < 0:
         raise ToolError(f"--shutdown-timeout must be >= 0 seconds, got {args.shutdown_timeout}")
+    restart = {"--restart-delay": args.restart_delay, "--max-restarts": args.max_restarts,
+               "--restart-window": args.restart_window}
+    given = [name for name, value in restart.items() if value is not None]
+    if given and args.processes == 1:
+        raise ToolError(f"{', '.join(given)}: only with --processes 2 or more (one process is not supervised; "
+                        f"leave its restarts to the service manager)")
+    if args.restart_delay is not None and not args.restart_delay >= 0:
+        raise ToolError(f"--restart-delay must be >= 0 seconds, got {args.restart_delay}")
+    if args.max_restarts is not None and args.max_restarts < 0:
+        raise ToolError(f"--max-restarts must be >= 0, got {args.max_restarts}")
+    if args.restart_window is not None and not args.restart_window > 0:
+        raise ToolError(f"--restart-window must be > 0 seconds, got {args.restart_window}")
     try:
         routes = app.routes(args.include_routes)
     except RouteConfigError as exc:
         raise ToolError(str(exc)) from exc
+    problems = group_config_problems(routes)  # routes of one group declaring different group configs
+    if problems:
+        raise ToolError(str(RouteConfigError(problems)))
     if args.list_routes:
         print_table(["ROUTE", "TYPE", "CONSUMER", "CONCURRENCY", "MAX-POLL-RECORDS", "DEAD-LETTER-TOPIC"],
                     [[r.name, r.group_type, r.consumer.__qualname__, str(args.concurrency or r.settings["concurrency"]),
@@ -106,17 +139,26 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.processes > 1:
         argv = _child_argv(args)
-        return run_processes(argv, args.processes)
+        default = RestartPolicy()  # for what is not given
+        return run_processes(
+            argv, args.processes, shutdown_timeout_s=args.shutdown_timeout,
+            restart_delay_s=default.restart_delay_s if args.restart_delay is None else args.restart_delay,
+            max_restarts=default.max_restarts if args.max_restarts is None else args.max_restarts,
+            restart_window_s=default.restart_window_s if args.restart_window is None else args.restart_window)
     index = int(os.environ.get("QUAFKA_WORKER_INDEX", "0"))
     metrics_port = None if args.metrics_port is None else args.metrics_port + (index if args.metrics_port else 0)
     worker = Worker(app, include_routes=args.include_routes, concurrency=args.concurrency,
                     shutdown_timeout_s=args.shutdown_timeout, log_interval_s=args.log_interval,
-                    metrics_port=metrics_port, metrics_host=args.metrics_host)
-    status = worker.run()
+                    metrics_port=metrics_port, metrics_host=args.metrics_host, strict=args.strict,
+                    apply_group_configs=args.apply_group_configs)
+    try:
+        status = worker.run()
+    except (MissingTopicError, GroupConfigError, RouteConfigError) as exc:  # refused at start, before the workers
+        raise ToolError(str(exc)) from exc
     sys.stdout.flush()
     sys.stderr.flush()
     if status != 0:
-        os._exit(status)  # a forced stop: threads still inside jobs are abandoned
+        os._exit(status)  # a forced stop: threads still inside jobs are abandoned (the pool's processes were ended)
     return status
 
 
@@ -131,4 +173,5 @@ def _child_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--metrics-port", str(args.metrics_port), "--metrics-host", args.metrics_host]
     if args.bootstrap_server:
         argv += ["--bootstrap-server", args.bootstrap_server]
+    argv += ["--strict"] * args.strict + ["--apply-group-configs"] * args.apply_group_configs
     return argv

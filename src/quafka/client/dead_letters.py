@@ -10,10 +10,18 @@ Kafka 4.4 alike:
   The reason is quafka's ``quafka.dlq.reason`` header; on a record without it (Apache Kafka's)
   it is inferred from ``__dlq.errors.message``: a client REJECT is "rejected", the delivery count
   exceeded is "delivery-limit" (which of RELEASE, lock expiry or session end cannot be told).
+  The error (exception class and message, error id, route) comes from the ``quafka.error.*``
+  headers of a letter the worker framework wrote; the broker never sees the exception, so its
+  letters have none (older framework letters carry "Class: message" in ``quafka.dlq.error``).
+- **Still failing**: ``still_failing`` tells, before a redrive sends anything, whether the
+  group's workers were failing on the same exception classes lately (letters written within a
+  window, and letters of jobs that had been redriven before and died again), so that a redrive
+  into broken workers is noticed.
 - **Redrive** produces each selected dead letter again: the DLQ record's key, value and headers
   (the ``__dlq.errors.*`` and ``quafka.dlq.*`` ones left out) when it holds a copy, otherwise the
   original record fetched from its source topic, partition and offset, with the original's
-  headers; a source record that retention (or compaction) removed is skipped as "source record no
+  headers (never the ``quafka.error.*`` ones of a dead letter the worker framework wrote: they
+  describe that letter's failure, not the job); a source record that retention (or compaction) removed is skipped as "source record no
   longer in the log" — once: such a letter can never be redriven, so it is then recorded as
   handled and does not hold the committed offset back. Either way the record gets the
   ``quafka.redrive.dlq.*`` headers naming the dead letter. The target is ``to_topic``, else the source topic; the producer's partitioner
@@ -37,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,9 +57,10 @@ from .errors import KafkaException
 from .reader import AsyncPartitionReader
 from .records import Record
 
-__all__ = ["DLQ_TOPIC_CONFIG", "DeadLetterRecord", "PartitionProgress", "REASON_DELIVERY_LIMIT", "RedriveItem",
-           "RedriveResult", "advance", "dead_letter_headers", "decode_dead_letter", "describe_progress", "dlq_topic_of", "format_redriven",
-           "infer_reason", "merge_ranges", "parse_redriven", "progress_group", "read_dead_letters", "redrive"]
+__all__ = ["DLQ_TOPIC_CONFIG", "DeadLetterRecord", "FAILING_WINDOW_MS", "FailingClass", "PartitionProgress",
+           "REASON_DELIVERY_LIMIT", "RedriveItem", "RedriveResult", "advance", "dead_letter_headers", "decode_dead_letter",
+           "describe_progress", "dlq_topic_of", "format_redriven", "infer_reason", "merge_ranges", "parse_redriven",
+           "pending_letters", "progress_group", "read_dead_letters", "redrive", "still_failing"]
 
 DLQ_TOPIC_CONFIG = "errors.deadletterqueue.topic.name"
 PROGRESS_GROUP_PREFIX = "quafka-redrive."
@@ -69,14 +79,19 @@ PAYLOAD_COPY = "dlq-copy"
 PAYLOAD_SOURCE = "source"
 
 HEADER_ERROR = "quafka.dlq.error"  # a client-written dead letter: what failed (the exception's text)
-_DROPPED_HEADER_PREFIXES = ("__dlq.errors.", "quafka.dlq.", "quafka.redrive.")
+# not copied onto a redriven record: they describe a dead letter (and an earlier redrive), not the job
+_DROPPED_HEADER_PREFIXES = ("__dlq.errors.", "quafka.dlq.", "quafka.redrive.", "quafka.error.")
+#: how far back ``still_failing`` looks for letters of the same exception class (5 minutes)
+FAILING_WINDOW_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True)
 class DeadLetterRecord:
     """One dead letter: where it lies in the DLQ topic, when it died (the DLQ record's timestamp,
     the broker's wall clock), the source record it stands for, and its key and value when the
-    broker copied them (``has_copy``; both None when only the headers were kept)."""
+    broker copied them (``has_copy``; both None when only the headers were kept). ``error_class``,
+    ``error_message``, ``error_id`` and ``route`` say why the worker framework gave up on it (None
+    on a letter the broker wrote: the broker never sees the exception)."""
 
     dlq_topic: str
     dlq_partition: int
@@ -92,10 +107,39 @@ class DeadLetterRecord:
     key: bytes | None = None
     value: bytes | None = None
     headers: tuple[tuple[str, bytes | None], ...] = ()  # every header of the DLQ record, in order
+    error_class: str | None = None
+    error_message: str | None = None
+    error_id: str | None = None
+    route: str | None = None
 
     @property
     def has_copy(self) -> bool:
         return self.key is not None or self.value is not None
+
+    def header(self, name: str) -> str | None:
+        """The first header ``name`` as text (UTF-8, bad bytes replaced); None when absent."""
+        for each, value in self.headers:
+            if each == name:
+                return None if value is None else value.decode("utf-8", errors="replace")
+        return None
+
+    @property
+    def error_traceback(self) -> str | None:
+        return self.header(h.HEADER_ERROR_TRACEBACK)
+
+    @property
+    def redriven_from(self) -> tuple[str, int, int] | None:
+        """(DLQ topic, partition, offset) of the earlier dead letter whose redrive this job was,
+        when the letter carries the source record's ``quafka.redrive.dlq.*`` headers (the worker
+        framework copies them; the broker does not); None otherwise."""
+        topic, partition, offset = (self.header(n) for n in (h.HEADER_REDRIVE_TOPIC, h.HEADER_REDRIVE_PARTITION,
+                                                              h.HEADER_REDRIVE_OFFSET))
+        if topic is None or partition is None or offset is None:
+            return None
+        try:
+            return topic, int(partition), int(offset)
+        except ValueError:
+            return None
 
     @property
     def died_at(self) -> str:
@@ -109,7 +153,9 @@ class DeadLetterRecord:
                 "delivery_count": self.delivery_count, "reason": self.reason, "message": self.message,
                 "died_at": self.died_at, "timestamp_ms": self.timestamp_ms, "dlq_topic": self.dlq_topic,
                 "dlq_partition": self.dlq_partition, "dlq_offset": self.dlq_offset, "copy": self.has_copy,
-                "key": _json_bytes(self.key), "value": _json_bytes(self.value)}
+                "key": _json_bytes(self.key), "value": _json_bytes(self.value), "error_class": self.error_class,
+                "error_message": self.error_message, "error_traceback": self.error_traceback,
+                "error_id": self.error_id, "route": self.route}
 
 
 @dataclass(frozen=True)
@@ -203,10 +249,31 @@ def decode_dead_letter(record: Record) -> DeadLetterRecord | None:
     message = _text(headers, h.HEADER_MESSAGE) or ""
     key = None if record.key is None else bytes(record.key)
     value = None if record.value is None else bytes(record.value)
+    error_class, error_message = _error(headers)
     return DeadLetterRecord(record.topic, record.partition, record.offset, record.timestamp, group, topic,
                             partition, offset, _number(headers, h.HEADER_DELIVERY_COUNT), message,
                             infer_reason(_text(headers, h.HEADER_REASON), message), key, value,
-                            tuple((n, None if v is None else bytes(v)) for n, v in record.headers))
+                            tuple((n, None if v is None else bytes(v)) for n, v in record.headers),
+                            error_class, error_message, _text(headers, h.HEADER_ERROR_ID),
+                            _text(headers, h.HEADER_ERROR_ROUTE))
+
+
+_CLASS_NAME = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def _error(headers: Mapping[str, bytes | None]) -> tuple[str | None, str | None]:
+    """(exception class, message) of a framework-written letter: the ``quafka.error.*`` headers,
+    else the older ``quafka.dlq.error`` "Class: message" text; (None, None) on the broker's."""
+    error_class, error_message = _text(headers, h.HEADER_ERROR_CLASS), _text(headers, h.HEADER_ERROR_MESSAGE)
+    if error_class is not None or error_message is not None:
+        return error_class, error_message
+    legacy = _text(headers, HEADER_ERROR)
+    if legacy is None:
+        return None, None
+    name, separator, text = legacy.partition(": ")
+    if separator and _CLASS_NAME.fullmatch(name):
+        return name, text
+    return None, legacy
 
 
 # ----------------------------------------------------------------------------- progress metadata
@@ -352,6 +419,67 @@ async def describe_progress(admin: Any, group_id: str, dlq_topic: str,
                                                         [(dlq_topic, p) for p in partitions])
     return {p: PartitionProgress(offset, tuple(parse_redriven(metadata)))
             for (_, p), (offset, metadata) in committed.items()}
+
+
+# ----------------------------------------------------------------------------- still failing?
+
+def pending_letters(letters: Iterable[DeadLetterRecord], progress: Mapping[int, PartitionProgress],
+                    offsets: Any = None) -> list[DeadLetterRecord]:
+    """The letters a redrive with ``offsets`` (as ``redrive`` takes it) would handle now: selected
+    and not redriven yet according to ``progress`` (``describe_progress``)."""
+    return [letter for letter in letters if _selected(letter, offsets)
+            and not progress.get(letter.dlq_partition, PartitionProgress()).done(letter.dlq_offset)]
+
+
+@dataclass(frozen=True)
+class FailingClass:
+    """Why a redrive of letters with ``error_class`` may die again. Of the group's dead letters
+    with that class: ``recent`` were written within the window, the newest at
+    ``recent_newest_ms``; ``died_again`` are letters of jobs that were themselves redriven from
+    the DLQ earlier (written within the window, or among those being redriven now), the newest at
+    ``died_again_newest_ms``. ``redriving``: how many letters of the class the redrive would send."""
+
+    error_class: str
+    redriving: int
+    recent: int
+    recent_newest_ms: int | None
+    died_again: int
+    died_again_newest_ms: int | None
+
+
+def still_failing(letters: Iterable[DeadLetterRecord], redriving: Iterable[DeadLetterRecord], now_ms: int,
+                  window_ms: int = FAILING_WINDOW_MS) -> list[FailingClass]:
+    """The exception classes of the letters about to be redriven (``redriving``) on which the
+    group's workers were failing lately, judged from all the group's letters (``letters``): a
+    letter of the class written within ``window_ms`` before ``now_ms`` (the workers failed on it
+    that recently), or a letter of a job that had been redriven before and died again. Letters
+    without an error class (the broker's) count for nothing. Most evidence first; a window of 0
+    (or less) turns the check off."""
+    if window_ms <= 0:
+        return []
+    redriving = list(redriving)
+    counts: dict[str, int] = {}
+    for letter in redriving:
+        if letter.error_class:
+            counts[letter.error_class] = counts.get(letter.error_class, 0) + 1
+    if not counts:
+        return []
+    chosen = {(letter.dlq_partition, letter.dlq_offset) for letter in redriving}
+    since_ms = now_ms - window_ms
+    recent: dict[str, list[int]] = {c: [] for c in counts}
+    again: dict[str, list[int]] = {c: [] for c in counts}
+    for letter in letters:
+        if letter.error_class not in counts:
+            continue
+        if letter.timestamp_ms >= since_ms:
+            recent[letter.error_class].append(letter.timestamp_ms)
+        if letter.redriven_from is not None and (letter.timestamp_ms >= since_ms
+                                                 or (letter.dlq_partition, letter.dlq_offset) in chosen):
+            again[letter.error_class].append(letter.timestamp_ms)
+    out = [FailingClass(c, counts[c], len(recent[c]), max(recent[c], default=None), len(again[c]),
+                        max(again[c], default=None))
+           for c in counts if recent[c] or again[c]]
+    return sorted(out, key=lambda f: (-f.died_again, -f.recent, f.error_class))
 
 
 # ----------------------------------------------------------------------------- redrive

@@ -17,15 +17,20 @@ Run it with ``quafka worker my_module:app``.
 from .consumers import Consumer, ConsumerGroupConsumer, ShareGroupConsumer
 from .delivery_controls import DeliveryControlsError
 from .enqueue import Enqueued, EnqueueError
+from .errors import ErrorInfo, ErrorRecord, describe
+from .group_check import GroupConfigError
+from .health import MissingTopicError
 from .instrumentation import EVENTS, Event, EventBus
 from .messages import Message
 from .policies import Backoff, Verdict, VerdictKind
 from .routing import App, Route
 from .settings import ROUTE_SETTINGS, BackoffExceedsLockDuration, RouteConfigError, RouteProblem
-from .worker import Worker, run_processes
+from .supervisor import RestartPolicy, run_processes
+from .worker import Worker
 
 __all__ = [
     "App", "Backoff", "BackoffExceedsLockDuration", "Consumer", "ConsumerGroupConsumer", "DeliveryControlsError",
-    "EVENTS", "EnqueueError", "Enqueued", "Event", "EventBus", "Message", "ROUTE_SETTINGS", "Route",
-    "RouteConfigError", "RouteProblem", "ShareGroupConsumer", "Verdict", "VerdictKind", "Worker", "run_processes",
+    "EVENTS", "EnqueueError", "Enqueued", "ErrorInfo", "ErrorRecord", "Event", "EventBus", "GroupConfigError",
+    "Message", "MissingTopicError", "ROUTE_SETTINGS", "Route", "RestartPolicy", "RouteConfigError", "RouteProblem", "ShareGroupConsumer", "Verdict", "VerdictKind", "Worker",
+    "describe", "run_processes",
 ]

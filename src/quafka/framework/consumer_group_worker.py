@@ -65,16 +65,18 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaException as ConfluentKafkaException
 from confluent_kafka import TopicPartition
 
-from quafka.client import KafkaException
+from quafka.protocol import dead_letter_headers as dlh
 
 from .consumers import bind, call
+from .dead_letters import DeadLetterRetriable
+from .errors import (OUTCOME_DEAD_LETTERED, OUTCOME_REJECTED, OUTCOME_RETRIED, ErrorInfo, describe)
 from .messages import Message
-from .policies import REJECT, Verdict, VerdictKind, decide
+from .policies import EXHAUSTED, REJECT, Verdict, VerdictKind, decide
 
 if TYPE_CHECKING:
     from .worker import Runtime
 
-__all__ = ["ConsumerGroupWorker"]
+__all__ = ["ConsumerGroupWorkerThread"]
 
 log = logging.getLogger("quafka.framework")
 POLL_TIMEOUT_S = 1.0  # the longest a poll waits; also how soon a stop is seen while idle
@@ -88,7 +90,10 @@ class _Closed(RuntimeError):
     """The consumer was closed under the worker (force_close)."""
 
 
-class ConsumerGroupWorker(threading.Thread):
+class ConsumerGroupWorkerThread(threading.Thread):
+    """One worker thread of one consumer-group route, one consumer (``Worker`` is the process that runs the
+    threads of every route)."""
+
     def __init__(self, route, runtime: Runtime, index: int) -> None:
         super().__init__(name=f"quafka-worker-{route.name}-{index}", daemon=True)
         self.route, self.runtime, self.index = route, runtime, index
@@ -97,6 +102,9 @@ class ConsumerGroupWorker(threading.Thread):
         self.error: BaseException | None = None
         self.done = self.failed = self.dead_lettered = self.renewed = 0
         self.in_flight = 0
+        self.outcomes = dict.fromkeys(("accepted", OUTCOME_RETRIED, "released", OUTCOME_REJECTED,
+                                       OUTCOME_DEAD_LETTERED), 0)  # messages by outcome (the worker's summary)
+        self._assigned: set[TP] = set()  # kept by the rebalance callbacks
         self._stopping = threading.Event()
         self._forced = False
         self._closing = False
@@ -124,7 +132,7 @@ class ConsumerGroupWorker(threading.Thread):
                 return
             self.error = exc
             log.error("route %s worker %d stopped: %s\n%s", self.route.name, self.index, exc, traceback.format_exc())
-            self.runtime.events.publish("worker.error", route=self.route.name, error=exc)
+            self.runtime.events.publish("worker.error", route=self.route.name, error=exc, kind="crash")
             self.runtime.worker_failed(self)
 
     def stop(self) -> None:
@@ -140,7 +148,7 @@ class ConsumerGroupWorker(threading.Thread):
         config = {**self.runtime.kafka, "partition.assignment.strategy": "cooperative-sticky",
                   **route.settings["kafka"], "group.id": route.group, "enable.auto.commit": False,
                   "auto.offset.reset": route.settings["auto_offset_reset"], "enable.partition.eof": False}
-        config.setdefault("client.id", f"quafka-worker-{route.group}")
+        config.setdefault("client.id", self.runtime.client_id(route, self.index))
         return config
 
     def _run(self) -> None:
@@ -208,15 +216,20 @@ class ConsumerGroupWorker(threading.Thread):
             if limit > 1:
                 polled.extend(consumer.consume(num_messages=limit - 1, timeout=0))
         records = []
+        assigned = self._assigned
         for record in polled:
             err = record.error()
             if err is None:
-                records.append(record)
+                # a rebalance inside consume() may have revoked the partition of a record polled
+                # before it: the partition's next owner processes it
+                if (record.topic(), record.partition()) in assigned:
+                    records.append(record)
                 continue
             if err.fatal():
                 raise ConfluentKafkaException(err)
             log.warning("route %s worker %d: %s", self.route.name, self.index, err)
-            self.runtime.events.publish("worker.error", route=self.route.name, error=ConfluentKafkaException(err))
+            self.runtime.events.publish("worker.error", route=self.route.name, error=ConfluentKafkaException(err),
+                                        kind="poll")
         return records
 
     def _resume_due(self) -> None:
@@ -232,8 +245,12 @@ class ConsumerGroupWorker(threading.Thread):
             for tp in due:
                 _, offset = self._paused.pop(tp)
                 partition = TopicPartition(tp[0], tp[1], offset)
-                consumer.resume([partition])
-                consumer.seek(partition)  # the fetch goes on from the message, whatever was fetched before the pause
+                try:
+                    consumer.resume([partition])
+                    consumer.seek(partition)  # the fetch goes on from the message, whatever was fetched before the pause
+                except ConfluentKafkaException as exc:  # revoked meanwhile
+                    log.warning("route %s worker %d: resume of %s-%d dropped: %s", self.route.name, self.index,
+                                tp[0], tp[1], exc)
 
     def _commit(self) -> None:
         if not self._uncommitted:
@@ -245,7 +262,7 @@ class ConsumerGroupWorker(threading.Thread):
                 results = self._consumer().commit(offsets=offsets, asynchronous=False)
         except ConfluentKafkaException as exc:  # kept: committed with the next batch, or at the revocation
             log.warning("route %s worker %d: commit of %s failed: %s", self.route.name, self.index, offsets, exc)
-            self.runtime.events.publish("worker.error", route=self.route.name, error=exc)
+            self.runtime.events.publish("worker.error", route=self.route.name, error=exc, kind="commit")
             return
         failed = {(r.topic, r.partition) for r in results or () if r.error is not None}
         for tp, offset in pending.items():
@@ -260,6 +277,7 @@ class ConsumerGroupWorker(threading.Thread):
         tps = [(p.topic, p.partition) for p in partitions]
         for tp in tps:
             self._forget(tp)
+        self._assigned.update(tps)
         log.info("route %s worker %d: assigned %s", self.route.name, self.index, tps)
         events = self.runtime.events
         if events.wants("rebalance"):
@@ -290,6 +308,7 @@ class ConsumerGroupWorker(threading.Thread):
         for tp in tps:
             self._forget(tp)
             self._uncommitted.pop(tp, None)
+            self._assigned.discard(tp)
         log.info("route %s worker %d: %s %s", self.route.name, self.index, "lost" if lost else "revoked", tps)
         events = self.runtime.events
         if not self._closing and self._instance is not None:
@@ -297,7 +316,7 @@ class ConsumerGroupWorker(threading.Thread):
                 self._instance.revoked(tps)
             except Exception as exc:  # noqa: BLE001 - the consumer's hook must not break the rebalance
                 log.exception("route %s worker %d: revoked(%s) raised", self.route.name, self.index, tps)
-                events.publish("worker.error", route=self.route.name, error=exc)
+                events.publish("worker.error", route=self.route.name, error=exc, kind="hook")
         if events.wants("rebalance"):
             events.publish("rebalance", route=self.route.name, assigned=[], revoked=tps)
 
@@ -386,72 +405,79 @@ class ConsumerGroupWorker(threading.Thread):
         else:
             self.failed += 1
         verdicts = decide(messages, settled, error is not None, route.settings)
+        info = None if error is None else describe(error)
         if error is not None and events.wants("job.failed"):
             events.publish("job.failed", route=route.name, messages=messages, duration_s=duration, error=error,
-                           verdicts=[v.kind.value for _, v in verdicts])
+                           verdicts=[v.kind.value for _, v in verdicts], error_id=info.error_id)
         for message, verdict in verdicts:
             if tp not in self._halted:
-                self._settle(tp, message, verdict, error)
+                self._settle(tp, message, verdict, info)
         sought, self._sought = self._sought, {}
         for (topic, partition), offset in sought.items():
             self._apply_seek((topic, partition), offset)
 
-    def _settle(self, tp: TP, message: Message, verdict: Verdict, error: BaseException | None,
-                rejected: bool | None = None) -> None:
-        """Carry out ``verdict``; a RELEASE or BACKOFF halts the partition for the rest of the batch."""
+    def _settle(self, tp: TP, message: Message, verdict: Verdict, info: ErrorInfo | None,
+                reason: str | None = None) -> None:
+        """Carry out ``verdict`` (``info``: the job's failure); a RELEASE or BACKOFF halts the
+        partition for the rest of the batch."""
         kind = verdict.kind
-        if kind in (VerdictKind.RELEASE, VerdictKind.BACKOFF) and message.delivery_attempt >= self.route.settings["max_attempts"]:
-            log.warning("route %s: %s-%d@%d %s at attempt %d (max_attempts): rejecting it", self.route.name,
-                        message.topic, message.partition, message.offset, kind.value, message.delivery_attempt)
-            verdict, kind, rejected = REJECT, VerdictKind.REJECT, False
+        settings = self.route.settings
+        if kind in (VerdictKind.RELEASE, VerdictKind.BACKOFF) and message.delivery_attempt >= settings["max_attempts"]:
+            # the consumer's own release/pause at the last attempt: given up, as a share group's
+            # delivery limit does (the retry policy's verdict is EXHAUSTED already)
+            verdict, kind = EXHAUSTED, VerdictKind.REJECT
         if kind is VerdictKind.ACCEPT:
             self._advance(tp, message.offset + 1)
             self._published(message, "accepted")
             return
         if kind is VerdictKind.REJECT:
-            outcome = "rejected"
-            if self.route.settings["dead_letter_topic"]:
+            outcome = OUTCOME_DEAD_LETTERED if verdict.exhausted else OUTCOME_REJECTED
+            detail = ""
+            topic = settings["dead_letter_topic"]
+            if topic:
+                reason = reason or (dlh.REASON_MAX_ATTEMPTS if verdict.exhausted else dlh.REASON_REJECTED)
                 try:
-                    settings = self.route.settings
-                    exhausted = (error is not None and settings["on_error"] != "reject"
-                                 and message.delivery_attempt >= settings["max_attempts"])
-                    self.runtime.dead_letters.produce(
-                        self.route, message, rejected=not exhausted if rejected is None else rejected,
-                        error=None if error is None else f"{type(error).__name__}: {error}")
-                except (KafkaException, ConfluentKafkaException, BufferError) as exc:  # not skipped without its dead letter
+                    written, detail = self.runtime.dead_letters.write(self.route, message, reason=reason, info=info)
+                except DeadLetterRetriable as exc:  # not skipped without its dead letter
                     log.error("route %s: %s; %s-%d@%d is tried again in %d ms", self.route.name, exc, message.topic,
                               message.partition, message.offset, DLQ_RETRY_MS)
-                    self.runtime.events.publish("worker.error", route=self.route.name, error=exc)
-                    self._go_back(tp, message, DLQ_RETRY_MS)
+                    self.runtime.events.publish("worker.error", route=self.route.name, error=exc, kind="dead_letter")
+                    self._go_back(tp, message, DLQ_RETRY_MS, same_attempt=True)
                     self._published(message, "released")
                     return
-                outcome = "dead-lettered"
-                self.dead_lettered += 1
+                if written:
+                    self.dead_lettered += 1
             else:
-                log.warning("route %s: %s-%d@%d rejected (no dead_letter_topic): skipped", self.route.name,
-                            message.topic, message.partition, message.offset)
+                detail = "skipped: the route has no dead_letter_topic"
+                if info is None:
+                    log.warning("route %s: %s-%d@%d rejected (no dead_letter_topic): skipped", self.route.name,
+                                message.topic, message.partition, message.offset)
             self._advance(tp, message.offset + 1)
-            self._published(message, outcome)
+            self._published(message, outcome, info, detail)
             return
+        outcome = OUTCOME_RETRIED if info is not None else "released"
         if kind is VerdictKind.RELEASE:
             self._go_back(tp, message, 0)
-            self._published(message, "released")
+            self._published(message, outcome, info, "tried again at once")
             return
         events = self.runtime.events
         if events.wants("job.backoff"):
             events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=verdict.backoff_ms,
                            waiter="worker")
         self._go_back(tp, message, verdict.backoff_ms)
-        self._published(message, "backoff")
+        self._published(message, OUTCOME_RETRIED, info, f"partition paused {verdict.backoff_ms} ms")
 
     def _settle_failed_decode(self, tp: TP, record, attempt: int, exc: Exception) -> None:
-        log.error("route %s: %s-%d@%d does not deserialize (%s); rejecting it", self.route.name, record.topic(),
-                  record.partition(), record.offset(), exc)
+        self.failed += 1
         message = Message(record.topic(), record.partition(), record.offset(), record.timestamp()[1], record.key(),
                           record.value(), list(record.headers() or ()), attempt, record.key(), record.value())
-        self._settle(tp, message, REJECT, exc, rejected=True)
+        self._settle(tp, message, REJECT, describe(exc), reason=dlh.REASON_DESERIALIZE_FAILED)
 
-    def _published(self, message: Message, outcome: str) -> None:
+    def _published(self, message: Message, outcome: str, info: ErrorInfo | None = None, detail: str = "") -> None:
+        self.outcomes[outcome] += 1
+        if info is not None:
+            self.runtime.failures.record(self.route.name, message, info, outcome, self.route.settings["max_attempts"],
+                                         detail)
         events = self.runtime.events
         if events.wants("message.settled"):
             events.publish("message.settled", route=self.route.name, message=message, outcome=outcome)
@@ -463,17 +489,23 @@ class ConsumerGroupWorker(threading.Thread):
         if retry is not None and retry[0] < next_offset:
             del self._retry[tp]
 
-    def _go_back(self, tp: TP, message: Message, pause_ms: int) -> None:
-        """Process ``message`` again: now, or after ``pause_ms`` with its partition paused."""
-        self._retry[tp] = (message.offset, message.delivery_attempt + 1)
+    def _go_back(self, tp: TP, message: Message, pause_ms: int, same_attempt: bool = False) -> None:
+        """Process ``message`` again: now, or after ``pause_ms`` with its partition paused
+        (``same_attempt``: its dead letter failed, the job is not run again for it)."""
+        self._retry[tp] = (message.offset, message.delivery_attempt + (0 if same_attempt else 1))
         self._halted.add(tp)
         partition = TopicPartition(tp[0], tp[1], message.offset)
         with self.lock:
             consumer = self._consumer()
-            if pause_ms > 0:
-                consumer.pause([partition])
-                self._paused[tp] = (time.monotonic() + pause_ms / 1000, message.offset)
-            consumer.seek(partition)
+            try:
+                if pause_ms > 0:
+                    consumer.pause([partition])
+                    self._paused[tp] = (time.monotonic() + pause_ms / 1000, message.offset)
+                consumer.seek(partition)
+            except ConfluentKafkaException as exc:  # revoked meanwhile: its next owner has it
+                self._paused.pop(tp, None)
+                log.warning("route %s worker %d: %s-%d is no longer assigned (%s); its next owner processes "
+                            "offset %d", self.route.name, self.index, tp[0], tp[1], exc, message.offset)
 
     def _apply_seek(self, tp: TP, offset: int) -> None:
         self._retry.pop(tp, None)
@@ -481,7 +513,11 @@ class ConsumerGroupWorker(threading.Thread):
         if tp in self._paused:
             self._paused[tp] = (self._paused[tp][0], offset)
         with self.lock:
-            self._consumer().seek(TopicPartition(tp[0], tp[1], offset))
+            try:
+                self._consumer().seek(TopicPartition(tp[0], tp[1], offset))
+            except ConfluentKafkaException as exc:  # revoked meanwhile
+                log.warning("route %s worker %d: seek of %s-%d to %d dropped: %s", self.route.name, self.index,
+                            tp[0], tp[1], offset, exc)
 
     # ------------------------------------------------------------------ hooks for consumers
 

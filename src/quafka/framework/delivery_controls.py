@@ -31,6 +31,7 @@ from quafka.client import Admin, KafkaException
 
 from .policies import Backoff
 from .settings import SHARE, RouteProblem
+from .settings import admin_config
 
 if TYPE_CHECKING:
     from .routing import Route
@@ -158,7 +159,7 @@ class DeliveryControls:
                 by_group.setdefault(route.group, []).append(route)
         if not by_group:
             return {}
-        with Admin(self._kafka) as admin:
+        with Admin(admin_config(self._kafka)) as admin:
             for group, group_routes in by_group.items():
                 self._prepare_group(admin, group, group_routes)
         return dict(self._waiters)

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 from quafka.client import Admin, KafkaException
 
 from .delivery_controls import DELAY_ENABLE, HEADER_DELIVER_AFTER_MS, HEADER_DELIVER_AT_MS, delivery_controls_listed
+from .settings import admin_config
 
 __all__ = ["EnqueueError", "Enqueued", "JobProducer", "delay_headers", "delivery_time"]
 
@@ -233,7 +234,7 @@ class JobProducer:
             share = [(group, wants) for kind, group, wants in readers if kind == "share"]
             if share:
                 try:
-                    with Admin(self._kafka) as admin:
+                    with Admin(admin_config(self._kafka)) as admin:
                         for group, wants in share:
                             why = self._share_group_ignores(admin, group, wants)
                             if why:

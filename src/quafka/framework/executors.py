@@ -4,7 +4,14 @@ be defined at a module's top level), one instance per class and process, ``initi
 The verdicts the consumer settled there come back with the outcome; its locks are renewed by the
 parent's renewer meanwhile (``renew()`` inside a pool process has no consumer to ask, and returns
 False). Messages and exceptions cross by pickle; an exception that does not pickle comes back as a
-RuntimeError with its text."""
+RuntimeError with its text.
+
+Nothing of the pool outlives its worker process: a graceful stop shuts the pool down once its jobs
+are done; a forced stop (a second signal, the shutdown deadline) terminates its processes, whose
+jobs may never return (``terminate``), and so does the supervisor watchdog before it ends a stop
+that hangs; and each pool process watches its parent's pid, ending itself when the worker process
+is gone without either (``kill -9``): pool processes read their jobs from a queue whose ends they
+hold themselves, so they would never see end of file."""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import importlib
 import logging
 import multiprocessing
 import pickle
+import os
 import signal
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -19,17 +27,29 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from .consumers import bind, call
+from .errors import describe
 
 __all__ = ["ProcessJobs"]
 
 _instances: dict[tuple[str, str, str], Any] = {}
 log = logging.getLogger("quafka.framework")
+PARENT_CHECK_S = 0.5  # how often a pool process looks for its worker process
+TERMINATE_WAIT_S = 2.0  # after SIGTERM, before a pool process that has not ended gets SIGKILL
 
 
-def _ignore_sigint() -> None:
-    """Pool processes leave Ctrl-C to the worker process (which stops gracefully); a terminal's
-    SIGINT reaches the whole process group."""
+def _init_pool_process(parent: int) -> None:
+    """Pool processes leave Ctrl-C to the worker process (which stops gracefully; a terminal's
+    SIGINT reaches the whole process group), and end when their worker process is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_end_with_parent, args=(parent,), name="quafka-pool-parent-watch", daemon=True).start()
+
+
+def _end_with_parent(parent: int) -> None:
+    tick = threading.Event()
+    while os.getppid() == parent:
+        tick.wait(PARENT_CHECK_S)
+    log.warning("pool process %d: worker process %d is gone; exiting", os.getpid(), parent)
+    os._exit(1)
 
 
 def _consumer_class(module: str, qualname: str) -> type:
@@ -50,11 +70,14 @@ def run_job(module: str, qualname: str, group_type: str, max_backoff_ms: int, me
         _instances[key] = instance
     try:
         call(instance, method, arg, None)
-    except Exception as exc:  # handed to the parent's error policy
+    except Exception as exc:  # handed to the parent's error policy, with its traceback as text
+        info = describe(exc)  # (a traceback does not pickle; errors.describe reads this attribute)
         try:
+            exc.__quafka_traceback__ = info.traceback
             pickle.dumps(exc)
-        except Exception:  # noqa: BLE001 - an exception that does not cross processes
-            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+        except Exception:  # noqa: BLE001 - an exception that does not cross processes: its class and text do
+            exc = RuntimeError(info.message)
+            exc.__quafka_traceback__, exc.__quafka_class__ = info.traceback, info.error_class
         return instance._take_settled(), exc
     return instance._take_settled(), None
 
@@ -66,6 +89,7 @@ class ProcessJobs:
         self._max_workers = max(max_workers, 1)
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._terminated = False  # after terminate(): no new pool
 
     def run(self, route, method: str, arg: Any) -> tuple[dict, BaseException | None]:
         """(settled verdicts, exception or None) of one job in the pool. A pool broken by a
@@ -78,6 +102,8 @@ class ProcessJobs:
                 return pool.submit(run_job, cls.__module__, cls.__qualname__, route.group_type, route.max_backoff_ms(),
                                    method, arg).result()
             except BrokenProcessPool:
+                if self._terminated:
+                    raise
                 log.warning("route %s: a process of the pool died; starting a new pool", route.name)
                 with self._lock:
                     if self._pool is pool:
@@ -88,9 +114,11 @@ class ProcessJobs:
 
     def _get_pool(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._terminated:
+                raise RuntimeError("the process pool was terminated by a forced stop")
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(self._max_workers, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=_ignore_sigint)
+                                                 initializer=_init_pool_process, initargs=(os.getpid(),))
             return self._pool
 
     def close(self) -> None:
@@ -98,3 +126,27 @@ class ProcessJobs:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def terminate(self) -> None:
+        """A forced stop: end the pool's processes now (SIGTERM, then SIGKILL after
+        ``TERMINATE_WAIT_S``), whatever their jobs are doing; no pool is started after it."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            self._terminated = True
+        if pool is None:
+            return
+        # ProcessPoolExecutor has no public way to end running jobs: its processes are in _processes
+        processes = [p for p in dict(getattr(pool, "_processes", None) or {}).values() if p.is_alive()]
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(TERMINATE_WAIT_S)
+            if process.is_alive():
+                process.kill()
+                process.join(TERMINATE_WAIT_S)
+        pool.shutdown(wait=False, cancel_futures=True)
+        left = [p.pid for p in processes if p.is_alive()]
+        if left:
+            log.error("process pool: processes %s did not end after SIGKILL", left)
+        elif processes:
+            log.warning("process pool: %d processes terminated (forced stop)", len(processes))

@@ -9,13 +9,14 @@ Events (payload keys after ``route``):
 | `worker.started` / `worker.stopping` / `worker.stopped` | the process's worker | `routes` |
 | `job.started` | a job begins | `messages` |
 | `job.finished` | a job returned | `messages`, `duration_s` |
-| `job.failed` | a job raised | `messages`, `duration_s`, `error`, `verdicts` (one per message) |
-| `message.settled` | a message's outcome was sent | `message`, `outcome` (accepted, released, rejected, dead-lettered, backoff; lock-lost: its renewal failed, so the broker has it back) |
+| `job.failed` | a job raised | `messages`, `duration_s`, `error`, `verdicts` (one per message), `error_id` |
+| `message.settled` | a message's outcome was sent | `message`, `outcome`: accepted; retried (its job failed, it comes again: at once, or after a backoff); released (the consumer released it, or it was handed to another worker unstarted); rejected (by the consumer's code); dead-lettered (its job failed on the last attempt); released-at-shutdown (not started when the worker stopped); lock-lost (its lock expired or a renewal failed, so the broker has it back) |
+| `message.failed` | each message of a failed job, once its outcome is known (errors.py) | `message`, `outcome`, `error_class`, `error_message`, `error_id`, `attempt`, `max_attempts` |
 | `job.backoff` | a failed message waits `backoff_ms` before its next delivery | `message`, `backoff_ms`, `waiter` (`worker`: held, then released; `broker`: released at once, the broker holds it back) |
 | `job.renewed` / `job.renew_failed` | a lock renewal answered | `messages`, `error` |
 | `dead_letter.produced` | the worker produced a dead letter itself | `message`, `topic` |
 | `rebalance` | a consumer-group route's partitions changed | `assigned`, `revoked` |
-| `worker.error` | a worker hit an error it recovers from | `error` |
+| `worker.error` | a worker hit an error (it recovers, except `crash`: the worker thread ended) | `error`, `kind` (`poll`, `commit`, `acknowledge`, `dead_letter`, `hook`, `crash`) |
 
 Subscribers run on the publishing thread; an exception in one is logged and does not reach the
 worker.
@@ -31,7 +32,7 @@ from typing import Any
 __all__ = ["Event", "EventBus", "EVENTS"]
 
 EVENTS = ("worker.started", "worker.stopping", "worker.stopped", "job.started", "job.finished", "job.failed",
-          "message.settled", "job.backoff", "job.renewed", "job.renew_failed", "dead_letter.produced", "rebalance",
+          "message.settled", "message.failed", "job.backoff", "job.renewed", "job.renew_failed", "dead_letter.produced", "rebalance",
           "worker.error")
 log = logging.getLogger("quafka.framework")
 

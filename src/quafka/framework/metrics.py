@@ -8,7 +8,8 @@ Every series has the label ``route`` (the route's name, ``group/topic``); the in
 | series | type | labels | counts |
 | --- | --- | --- | --- |
 | `quafka_framework_jobs_total` | counter | `route`, `status` (`finished`, `failed`) | `job.finished` / `job.failed` events |
-| `quafka_framework_messages_total` | counter | `route`, `outcome` (`accepted`, `released`, `rejected`, `dead-lettered`, `backoff`) | `message.settled` events |
+| `quafka_framework_messages_total` | counter | `route`, `outcome` (`accepted`, `retried`, `released`, `rejected`, `dead-lettered`, `released-at-shutdown`, `lock-lost`) | `message.settled` events |
+| `quafka_framework_failures_total` | counter | `route`, `error_class`, `outcome` (`retried`, `rejected`, `dead-lettered`, `released`, `lock-lost`) | `message.failed` events: each message of a failed job, by what it raised (the first `ERROR_CLASSES_PER_ROUTE` classes of a route by name, later ones as `other`) and what became of it |
 | `quafka_framework_job_duration_seconds` | histogram | `route` (+ `le`) | `duration_s` of `job.finished` and `job.failed` |
 | `quafka_framework_job_failures_total` | counter | `route` | `job.failed` events |
 | `quafka_framework_renewals_total` | counter | `route`, `result` (`ok`, `failed`) | `job.renewed` / `job.renew_failed` events |
@@ -55,7 +56,8 @@ __all__ = ["CONTENT_TYPE", "DURATION_BUCKETS_S", "MetricsExporter"]
 log = logging.getLogger("quafka.framework")
 
 DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0)
-OUTCOMES = ("accepted", "released", "rejected", "dead-lettered", "backoff", "lock-lost")
+OUTCOMES = ("accepted", "retried", "released", "rejected", "dead-lettered", "released-at-shutdown", "lock-lost")
+ERROR_CLASSES_PER_ROUTE = 20  # a route's failures are labelled by at most this many exception classes
 
 # indexes into _RouteCounts.counts
 FINISHED, FAILED, RENEWED, RENEW_FAILED, BACKOFFS, DEAD_LETTERS, REBALANCES = range(7)
@@ -64,18 +66,23 @@ FINISHED, FAILED, RENEWED, RENEW_FAILED, BACKOFFS, DEAD_LETTERS, REBALANCES = ra
 class _RouteCounts:
     """One route's counters; every change and every snapshot holds ``lock``."""
 
-    __slots__ = ("lock", "counts", "outcomes", "buckets", "duration_sum")
+    __slots__ = ("lock", "counts", "outcomes", "buckets", "duration_sum", "failures")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.counts = [0] * 7
         self.outcomes = dict.fromkeys(OUTCOMES, 0)
+        self.failures: dict[tuple[str, str], int] = {}  # (error class, outcome) -> messages
         self.buckets = [0] * (len(DURATION_BUCKETS_S) + 1)  # not cumulative; the last is > 60 s
         self.duration_sum = 0.0
 
     def snapshot(self) -> tuple[list[int], dict[str, int], list[int], float]:
         with self.lock:
             return list(self.counts), dict(self.outcomes), list(self.buckets), self.duration_sum
+
+    def failure_counts(self) -> dict[tuple[str, str], int]:
+        with self.lock:
+            return dict(self.failures)
 
 
 class MetricsExporter:
@@ -98,7 +105,7 @@ class MetricsExporter:
             "job.finished": self._on_finished, "job.failed": self._on_failed, "message.settled": self._on_settled,
             "job.renewed": self._on_renewed, "job.renew_failed": self._on_renew_failed,
             "job.backoff": self._on_backoff, "dead_letter.produced": self._on_dead_letter,
-            "rebalance": self._on_rebalance,
+            "rebalance": self._on_rebalance, "message.failed": self._on_message_failed,
         }
         for name, callback in self._callbacks.items():
             events.subscribe(name, callback)
@@ -136,6 +143,17 @@ class MetricsExporter:
         with state.lock:
             outcomes = state.outcomes
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+    def _on_message_failed(self, event: Event) -> None:
+        state = self._states.get(event["route"]) or self._state(event["route"])
+        error_class, outcome = event["error_class"], event["outcome"]
+        with state.lock:
+            failures = state.failures
+            if (error_class, outcome) not in failures and \
+                    len({c for c, _ in failures}) >= ERROR_CLASSES_PER_ROUTE and \
+                    all(c != error_class for c, _ in failures):
+                error_class = "other"
+            failures[(error_class, outcome)] = failures.get((error_class, outcome), 0) + 1
 
     def _count(self, event: Event, index: int) -> None:
         state = self._states.get(event["route"]) or self._state(event["route"])
@@ -178,7 +196,8 @@ class MetricsExporter:
                    [((("route", name), ("status", status)), counts[index]) for name, (counts, _, _, _) in snapshots
                     for status, index in (("finished", FINISHED), ("failed", FAILED))])
         out.family("quafka_framework_messages_total", "counter",
-                   "Messages settled, by outcome (accepted, released, rejected, dead-lettered, backoff).",
+                   "Messages settled, by outcome (accepted, retried, released, rejected, dead-lettered, "
+                   "released-at-shutdown, lock-lost).",
                    [((("route", name), ("outcome", outcome)), n)
                     for name, (_, outcomes, _, _) in snapshots for outcome, n in outcomes.items()])
         out.histogram("quafka_framework_job_duration_seconds",
@@ -187,6 +206,10 @@ class MetricsExporter:
                        for name, (_, _, buckets, total) in snapshots])
         out.family("quafka_framework_job_failures_total", "counter", "Jobs that raised (job.failed events).",
                    [((("route", name),), counts[FAILED]) for name, (counts, _, _, _) in snapshots])
+        out.family("quafka_framework_failures_total", "counter",
+                   "Messages of failed jobs, by the exception's class and the message's outcome.",
+                   [((("route", str(name)), ("error_class", error_class), ("outcome", outcome)), n)
+                    for name, state in states for (error_class, outcome), n in sorted(state.failure_counts().items())])
         out.family("quafka_framework_renewals_total", "counter",
                    "Lock renewals answered, by result: ok (every lock renewed) or failed.",
                    [((("route", name), ("result", result)), counts[index]) for name, (counts, _, _, _) in snapshots

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["Backoff", "Verdict", "VerdictKind", "decide", "on_failure", "unsettled"]
+__all__ = ["EXHAUSTED", "Backoff", "Verdict", "effective_max_attempts", "VerdictKind", "decide", "on_failure", "unsettled"]
 
 
 @dataclass(frozen=True)
@@ -41,15 +41,21 @@ class VerdictKind(enum.Enum):
 class Verdict(NamedTuple):
     kind: VerdictKind
     backoff_ms: int = 0
+    exhausted: bool = False  # REJECT: the job failed on its last attempt (else the consumer's code rejected it)
 
 
 ACCEPT, RELEASE, REJECT = Verdict(VerdictKind.ACCEPT), Verdict(VerdictKind.RELEASE), Verdict(VerdictKind.REJECT)
+EXHAUSTED = Verdict(VerdictKind.REJECT, 0, True)  # dead-lettered after max_attempts (reason max-attempts)
 
 
 def on_failure(on_error: str, attempt: int, max_attempts: int, backoff: Backoff | None) -> Verdict:
-    """The verdict on a message whose job raised at delivery attempt ``attempt``."""
-    if on_error == "reject" or attempt >= max_attempts:
+    """The verdict on a message whose job raised at delivery attempt ``attempt``: rejected at once
+    (``on_error="reject"``: the code's choice), given up on its last attempt (EXHAUSTED), or tried
+    again."""
+    if on_error == "reject":
         return REJECT
+    if attempt >= max_attempts:
+        return EXHAUSTED
     if on_error == "release" or backoff is None:
         return RELEASE
     delay = backoff.delay_ms(attempt)
@@ -73,3 +79,20 @@ def decide(messages: Iterable[Any], settled: Mapping[tuple[str, int, int], Verdi
                                  settings["backoff"]) if failed else unsettled(settings["ack_mode"])
         out.append((message, verdict))
     return out
+
+
+DELIVERY_LIMIT = "share.delivery.count.limit"
+
+
+def effective_max_attempts(route: Any, group_configs: Mapping[str, Mapping[str, Any]]) -> int:
+    """The attempts a share route really has: its ``max_attempts``, or fewer when its group's
+    ``share.delivery.count.limit`` (read at start) is lower — the broker gives the record up at
+    that delivery, so the worker must treat it as the last one and write the dead letter itself."""
+    attempts = route.settings["max_attempts"]
+    if route.group_type != "share":
+        return attempts
+    limit = (group_configs.get(route.name) or {}).get(DELIVERY_LIMIT)
+    try:
+        return min(attempts, int(limit)) if limit is not None else attempts
+    except (TypeError, ValueError):
+        return attempts

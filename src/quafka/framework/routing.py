@@ -156,6 +156,9 @@ class App:
             if not found:
                 whole.append(routes[-1])
         problems.extend(group_problems(whole))  # the routes of one group must agree
+        from .group_check import group_config_problems  # (it imports this module)
+
+        problems.extend(group_config_problems(whole))  # on the group configs they declare too
         if not self._declared:
             problems.append(RouteProblem("(app)", "routes", "no routes: declare share_group(...).topic(...) or "
                                                             "consumer_group(...).topic(...)"))

@@ -21,8 +21,8 @@ from quafka.client.errors import ConfigException
 from .policies import Backoff
 
 __all__ = [
-    "BackoffExceedsLockDuration", "DESERIALIZERS", "ROUTE_SETTINGS", "RouteConfigError", "RouteProblem", "Setting",
-    "settings_table", "validate_route",
+    "BackoffExceedsLockDuration", "DESERIALIZERS", "GROUP_CONFIG_TYPES", "ROUTE_SETTINGS", "RouteConfigError",
+    "RouteProblem", "Setting", "group_config_text", "settings_table", "validate_route",
 ]
 
 SHARE, CONSUMER = "share", "consumer"
@@ -119,6 +119,70 @@ def _mapping(value: Any) -> str | None:
     return None if isinstance(value, Mapping) else f"must be a dict of Kafka configs; got {type(value).__name__}"
 
 
+# Kafka's group configs (kafka-configs --entity-type groups) and quafka's share-group extensions,
+# with their types: the names a route's ``group_configs`` may declare. The framework may not import
+# the broker, so they are listed here; tests/framework/test_group_check.py checks them against the
+# broker's GROUP_KEYS. consumer.* apply to consumer groups, the others to share groups.
+GROUP_CONFIG_TYPES: dict[str, str] = {
+    "consumer.session.timeout.ms": "int", "consumer.heartbeat.interval.ms": "int",
+    "share.session.timeout.ms": "int", "share.heartbeat.interval.ms": "int", "share.record.lock.duration.ms": "int",
+    "share.auto.offset.reset": "string", "share.isolation.level": "string", "share.delivery.count.limit": "int",
+    "share.partition.max.record.locks": "int", "share.renew.acknowledge.enable": "boolean",
+    "share.assignment.interval.ms": "int", "share.assignor.offload.enable": "boolean",
+    "errors.deadletterqueue.topic.name": "string", "errors.deadletterqueue.copy.record.enable": "boolean",
+    "quafka.share.redelivery.backoff.ms": "long", "quafka.share.redelivery.backoff.max.ms": "long",
+    "quafka.share.redelivery.backoff.multiplier": "double", "quafka.share.redelivery.backoff.jitter": "double",
+    "quafka.share.delivery.delay.enable": "boolean", "quafka.share.delivery.delay.max.ms": "long",
+    "quafka.share.key.ordering": "boolean", "quafka.share.key.ordering.on.failure": "string",
+}
+# group configs the framework sets itself from other route settings (delivery_controls.py)
+_FRAMEWORK_GROUP_CONFIGS = {
+    "quafka.share.redelivery.backoff.ms": "backoff", "quafka.share.redelivery.backoff.max.ms": "backoff",
+    "quafka.share.redelivery.backoff.multiplier": "backoff", "quafka.share.redelivery.backoff.jitter": "backoff",
+    "quafka.share.delivery.delay.enable": "delayed_delivery",
+}
+
+
+def group_config_text(value: Any) -> str:
+    """A declared group config value as the broker takes it (True → "true")."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _group_config_value_problem(name: str, value: Any) -> str | None:
+    kind = GROUP_CONFIG_TYPES[name]
+    if isinstance(value, bool):
+        return None if kind == "boolean" else f"{name}: must be a {kind}, got {value!r}"
+    if not isinstance(value, (str, int)):
+        return f"{name}: must be a string or an integer, got {type(value).__name__} {value!r}"
+    text = str(value).strip()
+    try:
+        if kind in ("int", "long"):
+            int(text)
+        elif kind == "double":
+            float(text)
+        elif kind == "boolean" and text.lower() not in ("true", "false"):
+            raise ValueError
+    except ValueError:
+        return f"{name}: must be a {kind}, got {value!r}"
+    return None
+
+
+def _group_configs(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return f"must be a dict of group configs (name -> value); got {type(value).__name__}"
+    for name, each in value.items():
+        if name not in GROUP_CONFIG_TYPES:
+            close = difflib.get_close_matches(str(name), GROUP_CONFIG_TYPES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; group configs: {', '.join(GROUP_CONFIG_TYPES)}"
+            return f"{name!r} is not a group config" + hint
+        if name in _FRAMEWORK_GROUP_CONFIGS:
+            return f"{name} is set by the framework from the route's {_FRAMEWORK_GROUP_CONFIGS[name]}"
+        problem = _group_config_value_problem(name, each)
+        if problem is not None:
+            return problem
+    return None
+
+
 _SHARE_ONLY = "applies to share-group routes only: a consumer group has no acquisition locks"
 _CONSUMER_ONLY = "applies to consumer-group routes only: a share group has no offsets or partitions of its own"
 
@@ -182,6 +246,12 @@ ROUTE_SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("max_renew_ms", 0, frozenset({SHARE}), "Stop renewing a job's lock after this long (0: while "
             "the job runs); the broker then gives the record to another consumer.", check=_int_at_least(0),
             why_not=_SHARE_ONLY),
+    Setting("group_configs", {}, BOTH, "Group configs this route's group should have (name → value, e.g. "
+            "`{'share.delivery.count.limit': 5}`; consumer.* names on consumer groups, the others on share groups). "
+            "At start a group that differs gets a warning naming both values; `quafka worker --apply-group-configs` "
+            "sets them (IncrementalAlterConfigs). Routes of one group must agree. A declared "
+            "share.delivery.count.limit or share.record.lock.duration.ms is also the route's delivery_count_limit "
+            "or lock_duration_ms.", kafka="kafka-configs --entity-type groups", check=_group_configs),
     Setting("auto_offset_reset", "latest", frozenset({CONSUMER}), "Where a consumer group without committed "
             "offsets starts.", kafka="auto.offset.reset", check=_one_of("earliest", "latest"),
             why_not=_CONSUMER_ONLY + " (set share.auto.offset.reset on the group instead)"),
@@ -203,6 +273,37 @@ def _share_kafka_problems(route: str, kafka: Mapping[str, Any]) -> list[RoutePro
         problems.append(RouteProblem(route, f"kafka[{exc.key!r}]", exc.message))
     except (ValueError, TypeError) as exc:
         problems.append(RouteProblem(route, "kafka", str(exc)))
+    return problems
+
+
+def _declared_group_config_problems(route: str, group_type: str, given: Mapping[str, Any],
+                                    full: dict[str, Any]) -> list[RouteProblem]:
+    """A route's ``group_configs`` against its group type and its other settings. A declared
+    share.delivery.count.limit / share.record.lock.duration.ms becomes the route's
+    delivery_count_limit / lock_duration_ms unless those are given (then they must agree)."""
+    declared = full["group_configs"]
+    problems = []
+    for name in declared:
+        share_name = not name.startswith("consumer.")
+        if share_name != (group_type == SHARE):
+            problems.append(RouteProblem(route, f"group_configs[{name!r}]", f"is a {'share' if share_name else 'consumer'}"
+                                         f"-group config; this is a {group_type}-group route"))
+    if problems or group_type != SHARE:
+        return problems
+    for config, setting in (("share.delivery.count.limit", "delivery_count_limit"),
+                            ("share.record.lock.duration.ms", "lock_duration_ms")):
+        if config not in declared:
+            continue
+        value = int(str(declared[config]).strip())
+        if setting not in given:
+            full[setting] = value
+        elif given[setting] != value:
+            problems.append(RouteProblem(route, f"group_configs[{config!r}]", f"{value} differs from the route's "
+                                         f"{setting} {given[setting]}; declare one, or the same value in both"))
+    dlq = declared.get("errors.deadletterqueue.topic.name")
+    if dlq is not None and full["dead_letter_topic"] is not None and str(dlq) != full["dead_letter_topic"]:
+        problems.append(RouteProblem(route, "group_configs['errors.deadletterqueue.topic.name']",
+                                     f"{dlq!r} differs from the route's dead_letter_topic {full['dead_letter_topic']!r}"))
     return problems
 
 
@@ -228,6 +329,9 @@ def validate_route(route: str, group_type: str, settings: Mapping[str, Any]) -> 
     for name, setting in ROUTE_SETTINGS.items():
         if group_type in setting.groups:
             full.setdefault(name, setting.default)
+    if problems:
+        return full, problems
+    problems.extend(_declared_group_config_problems(route, group_type, settings, full))
     if problems:
         return full, problems
     if group_type == SHARE:
@@ -267,6 +371,17 @@ def validate_route(route: str, group_type: str, settings: Mapping[str, Any]) -> 
     if full["dead_letter_mode"] != "auto" and full["dead_letter_topic"] is None:
         problems.append(RouteProblem(route, "dead_letter_mode", "needs dead_letter_topic"))
     return full, problems
+
+
+ADMIN_TIMEOUT_MS = 10_000
+
+
+def admin_config(kafka: Mapping[str, Any], timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, Any]:
+    """The Admin client's config from the app's connection settings (Admin takes only these keys)."""
+    config = {"bootstrap.servers": kafka["bootstrap.servers"], "request.timeout.ms": timeout_ms}
+    if "client.id" in kafka:
+        config["client.id"] = kafka["client.id"]
+    return config
 
 
 TABLE_BEGIN, TABLE_END = "<!-- routes-table:begin -->", "<!-- routes-table:end -->"

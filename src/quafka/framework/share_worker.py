@@ -37,24 +37,29 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaException as ConfluentKafkaException
-
-from quafka.client import AcknowledgeType, IllegalStateException, KafkaException, ShareConsumer, WakeupException
+from quafka.client import (AcknowledgeType, IllegalStateException, KafkaException, KafkaTimeoutError, ShareConsumer,
+                           WakeupException)
 
 from .consumers import bind
+from .dead_letters import DeadLetterRetriable
 from .delivery_controls import BROKER, WORKER
+from .errors import (OUTCOME_DEAD_LETTERED, OUTCOME_LOCK_LOST, OUTCOME_REJECTED, OUTCOME_RELEASED_AT_SHUTDOWN,
+                     OUTCOME_RETRIED, ErrorInfo, describe)
 from .messages import Message
-from .policies import Verdict, VerdictKind, decide
+from .policies import Verdict, VerdictKind, decide, effective_max_attempts
+from quafka.protocol import dead_letter_headers as dlh
 
 if TYPE_CHECKING:
     from .worker import Runtime
 
-__all__ = ["ShareWorker"]
+__all__ = ["ShareWorkerThread"]
 
 log = logging.getLogger("quafka.framework")
 _ACK = {VerdictKind.ACCEPT: AcknowledgeType.ACCEPT, VerdictKind.RELEASE: AcknowledgeType.RELEASE,
         VerdictKind.REJECT: AcknowledgeType.REJECT}
-_OUTCOME = {VerdictKind.ACCEPT: "accepted", VerdictKind.RELEASE: "released", VerdictKind.REJECT: "rejected"}
+_OUTCOME = {VerdictKind.ACCEPT: "accepted", VerdictKind.RELEASE: "released", VerdictKind.REJECT: OUTCOME_REJECTED}
+OUTCOMES = ("accepted", OUTCOME_RETRIED, "released", OUTCOME_REJECTED, OUTCOME_DEAD_LETTERED,
+            OUTCOME_RELEASED_AT_SHUTDOWN, OUTCOME_LOCK_LOST)
 POLL_TIMEOUT_S = 1.0
 _new_tuple = tuple.__new__
 
@@ -69,7 +74,7 @@ class Job:
     """Messages running (or held by a pause) on a worker, as the renewer sees them."""
     __slots__ = ("worker", "messages", "records", "started", "lock_from", "held", "given_up", "released_waiting")
 
-    def __init__(self, worker: ShareWorker, messages: list[Message], records: list, started: float,
+    def __init__(self, worker: ShareWorkerThread, messages: list[Message], records: list, started: float,
                  lock_from: float, held: bool = False) -> None:
         self.worker, self.messages, self.records = worker, messages, records
         self.started, self.lock_from, self.held = started, lock_from, held
@@ -77,7 +82,10 @@ class Job:
         self.released_waiting = False  # back-pressure applied once
 
 
-class ShareWorker(threading.Thread):
+class ShareWorkerThread(threading.Thread):
+    """One worker thread of one share-group route, one consumer (``Worker`` is the process that runs the
+    threads of every route)."""
+
     def __init__(self, route, runtime: Runtime, index: int) -> None:
         super().__init__(name=f"quafka-worker-{route.name}-{index}", daemon=True)
         self.route, self.runtime, self.index = route, runtime, index
@@ -89,7 +97,10 @@ class ShareWorker(threading.Thread):
         self.error: BaseException | None = None
         self.done = self.failed = self.dead_lettered = self.renewed = 0
         self.in_flight = 0
+        self.outcomes = dict.fromkeys(OUTCOMES, 0)  # messages by outcome (the worker's summary)
+        self.settings = settings  # the route's, max_attempts capped by the group's delivery limit (_run)
         self._waiting: deque = deque()  # the records of the poll not started yet (consume_one)
+        self._polled = 0.0  # when the current poll's records were acquired (monotonic s)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._key_d, self._value_d = route.deserializers()
         self._method = route.entry_point
@@ -112,7 +123,7 @@ class ShareWorker(threading.Thread):
         except BaseException as exc:  # noqa: BLE001 - reported to the worker, which stops the process
             self.error = exc
             log.error("route %s worker %d stopped: %s\n%s", self.route.name, self.index, exc, traceback.format_exc())
-            self.runtime.events.publish("worker.error", route=self.route.name, error=exc)
+            self.runtime.events.publish("worker.error", route=self.route.name, error=exc, kind="crash")
             self.runtime.worker_failed(self)
 
     def stop(self) -> None:
@@ -135,7 +146,7 @@ class ShareWorker(threading.Thread):
         config = {**self.runtime.kafka, "share.acquire.mode": "record_limit", **route.settings["kafka"],
                   "group.id": route.group, "share.acknowledgement.mode": "explicit",
                   "max.poll.records": route.settings["max_poll_records"]}
-        config.setdefault("client.id", f"quafka-worker-{route.group}")
+        config.setdefault("client.id", self.runtime.client_id(route, self.index))
         return config
 
     def _run(self) -> None:
@@ -144,11 +155,13 @@ class ShareWorker(threading.Thread):
         instance.route = route
         instance._hooks = self
         instance._max_backoff_ms = route.max_backoff_ms()
+        self.settings = {**route.settings, "max_attempts": effective_max_attempts(route, runtime.group_configs)}
         if self._executor == "async":
             self._loop = asyncio.new_event_loop()
         method = self._method
         self._entry = getattr(instance, method)
         self.consumer = consumer = ShareConsumer(self._config())
+        consumer.set_acknowledgement_commit_callback(self._on_acknowledged)
         try:
             consumer.subscribe([route.topic])
             instance.initialized()
@@ -158,10 +171,18 @@ class ShareWorker(threading.Thread):
                         records = consumer.poll(POLL_TIMEOUT_S)
                 except WakeupException:
                     continue
+                except KafkaException as exc:
+                    if not exc.retriable:
+                        raise
+                    # the broker cannot be reached (the process's health monitor says so, once):
+                    # poll again in a while rather than end the worker
+                    log.debug("route %s worker %d: poll: %s", route.name, self.index, exc)
+                    runtime.stopping.wait(POLL_TIMEOUT_S)
+                    continue
                 if not records:
                     continue
                 self._observe_lock()
-                polled = time.monotonic()
+                polled = self._polled = time.monotonic()
                 held = self._process(instance, method, records, polled)
                 if held:
                     self._hold(held)
@@ -170,6 +191,17 @@ class ShareWorker(threading.Thread):
                 instance.shutdown()
             finally:
                 self._close()
+
+    def _on_acknowledged(self, offsets: dict, error: Exception | None) -> None:
+        """The broker's answer to acknowledgements: a failed one (its lock expired, its session
+        ended) is said, never silent — the broker delivers those records again."""
+        if error is None:
+            return
+        where = ", ".join(f"{tp[0]}-{tp[1]}@{sorted(o)[0]}" + (f"..{sorted(o)[-1]}" if len(o) > 1 else "")
+                          for tp, o in offsets.items())
+        log.warning("route %s worker %d: the broker did not take the acknowledgement of %s (%s); it delivers "
+                    "them again", self.route.name, self.index, where, error)
+        self.runtime.events.publish("worker.error", route=self.route.name, error=error, kind="acknowledge")
 
     def _close(self) -> None:
         consumer, self.consumer = self.consumer, None
@@ -223,7 +255,7 @@ class ShareWorker(threading.Thread):
                 except IndexError:  # the renewer released the rest
                     break
                 if stopping.is_set() or monotonic() >= latest_start:
-                    self._release_unstarted(record)
+                    self._release_unstarted(record, OUTCOME_RELEASED_AT_SHUTDOWN if stopping.is_set() else "released")
                     continue
                 message = make(record)
                 if message is not None:
@@ -248,10 +280,10 @@ class ShareWorker(threading.Thread):
         return _new_tuple(Message, (record.topic, record.partition, record.offset, record.timestamp, key, value,
                                     record.headers, record.delivery_count or 1, record.key, record.value))
 
-    def _release_unstarted(self, record) -> None:
+    def _release_unstarted(self, record, outcome: str = "released") -> None:
         message = _undecoded(record)
         with self.lock:
-            self._ack(message, record, AcknowledgeType.RELEASE, "released")
+            self._ack(message, record, AcknowledgeType.RELEASE, outcome)
 
     def _run_one(self, instance, message: Message, record, lock_from: float,
                  held: list[tuple[Message, Any, int, float]]) -> None:
@@ -286,6 +318,8 @@ class ShareWorker(threading.Thread):
                     self.consumer.acknowledge(record, AcknowledgeType.ACCEPT)
                 except IllegalStateException:  # its lock was lost: _ack says so, and goes on
                     self._ack(message, record, AcknowledgeType.ACCEPT, "accepted")
+                else:
+                    self.outcomes["accepted"] += 1
 
     def _run_job(self, instance, messages: list[Message], records: list, lock_from: float,
                  held: list[tuple[Message, Any, int, float]]) -> None:
@@ -339,26 +373,32 @@ class ShareWorker(threading.Thread):
                 return
         else:
             self.failed += 1
-        route = self.route
-        verdicts = decide(messages, settled or {}, error is not None, route.settings)
+        route, settings = self.route, self.settings
+        verdicts = decide(messages, settled or {}, error is not None, settings)
+        info = None if error is None else describe(error)
         if error is not None and "job.failed" in wanted:
             events.publish("job.failed", route=route.name, messages=messages, duration_s=time.monotonic() - started,
-                           error=error, verdicts=[v.kind.value for _, v in verdicts])
+                           error=error, verdicts=[v.kind.value for _, v in verdicts], error_id=info.error_id)
         for (message, verdict), record in zip(verdicts, records):
             if verdict.kind is VerdictKind.BACKOFF:
                 if settled and message.coordinates in settled:  # the consumer's own pause(message, ms)
                     backoff_ms = verdict.backoff_ms
                 elif self._broker_backoff:
-                    self._release_for_backoff(message, record, verdict.backoff_ms)
+                    self._release_for_backoff(message, record, verdict.backoff_ms, info)
                     continue
                 else:  # the retry policy's backoff, waited out here: within the lock (delivery_controls.py)
                     backoff_ms = min(verdict.backoff_ms, route.max_backoff_ms())
                 held.append((message, record, backoff_ms, job.lock_from))
                 self._hold_visible(message, record, job.lock_from)
+                if info is not None:
+                    self._failed(message, info, OUTCOME_RETRIED, f"held {backoff_ms} ms by the worker, then released")
                 continue
-            self._settle(message, record, verdict, error)
+            self._settle(message, record, verdict, info, lock_from=job.lock_from)
 
-    def _release_for_backoff(self, message: Message, record, backoff_ms: int) -> None:
+    def _failed(self, message: Message, info: ErrorInfo, outcome: str, detail: str = "") -> None:
+        self.runtime.failures.record(self.route.name, message, info, outcome, self.settings["max_attempts"], detail)
+
+    def _release_for_backoff(self, message: Message, record, backoff_ms: int, info: ErrorInfo | None) -> None:
         """Release now; the broker holds the record back for the group's redelivery backoff, which
         is the route's (``backoff_ms``: its wait at this delivery count)."""
         events = self.runtime.events
@@ -366,53 +406,80 @@ class ShareWorker(threading.Thread):
             events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=backoff_ms,
                            waiter=BROKER)
         with self.lock:
-            self._ack(message, record, AcknowledgeType.RELEASE, "backoff")
+            self._ack(message, record, AcknowledgeType.RELEASE, OUTCOME_RETRIED, info,
+                      f"the broker holds it back {backoff_ms} ms")
 
-    def _settle(self, message: Message, record, verdict: Verdict, error: BaseException | None) -> None:
-        outcome = _OUTCOME[verdict.kind]
-        if verdict.kind is VerdictKind.REJECT and self.route.settings["dead_letter_topic"]:
-            sink = self.runtime.dead_letters
-            if sink.mode(self.route) == "produce":
-                settings = self.route.settings
-                # Kafka's two causes: the client rejected it, or its deliveries ran out (here: the
-                # route's max_attempts, after failures)
-                exhausted = (error is not None and settings["on_error"] != "reject"
-                             and message.delivery_attempt >= settings["max_attempts"])
+    def _settle(self, message: Message, record, verdict: Verdict, info: ErrorInfo | None,
+                reason: str | None = None, lock_from: float | None = None) -> None:
+        """Carry out ``verdict``; ``info``: the job's failure. A REJECT with a dead-letter topic
+        writes the letter first (dead_letters.py): then ACCEPT where the broker would write a
+        second one, else REJECT. A letter that cannot be written now releases the record (it
+        comes back); one that can never be written is said, and the record settled without it."""
+        kind = verdict.kind
+        outcome = _OUTCOME[kind]
+        ack_type = _ACK[kind]
+        detail = ""
+        if kind is VerdictKind.RELEASE and info is not None:
+            outcome = OUTCOME_RETRIED
+        elif kind is VerdictKind.REJECT:
+            outcome = OUTCOME_DEAD_LETTERED if verdict.exhausted else OUTCOME_REJECTED
+            if self.route.settings["dead_letter_topic"]:
+                sink = self.runtime.dead_letters
+                reason = reason or (dlh.REASON_MAX_ATTEMPTS if verdict.exhausted else dlh.REASON_REJECTED)
+                # the record stays ours while its letter is written: the renewer watches it as a job
+                self.job = Job(self, (message,), (record,), time.monotonic(),
+                               self._polled if lock_from is None else lock_from)
+                self.runtime.renewer.wake()
                 try:
-                    sink.produce(self.route, message, rejected=not exhausted,
-                                 error=None if error is None else f"{type(error).__name__}: {error}")
-                except (KafkaException, ConfluentKafkaException, BufferError) as exc:  # the record comes back
-                    log.error("route %s: %s; releasing the record instead", self.route.name, exc)
-                    self.runtime.events.publish("worker.error", route=self.route.name, error=exc)
+                    written, detail = sink.write(self.route, message, reason=reason, info=info)
+                except DeadLetterRetriable as exc:  # the record comes back; its letter is tried again then
+                    self.job = None
+                    log.error("route %s: %s; releasing %s-%d@%d instead (it comes back)", self.route.name, exc,
+                              message.topic, message.partition, message.offset)
+                    self.runtime.events.publish("worker.error", route=self.route.name, error=exc, kind="dead_letter")
                     with self.lock:
-                        self._ack(message, record, AcknowledgeType.RELEASE, "released")
+                        self._ack(message, record, AcknowledgeType.RELEASE, "released", info,
+                                  "its dead letter could not be written")
                     return
-            outcome = "dead-lettered"
-            self.dead_lettered += 1
+                self.job = None
+                if written:
+                    self.dead_lettered += 1
+                    if sink.settle_as(self.route) == "accept":
+                        ack_type = AcknowledgeType.ACCEPT
+            elif info is None:
+                log.warning("route %s: %s-%d@%d rejected (no dead_letter_topic): archived", self.route.name,
+                            message.topic, message.partition, message.offset)
         with self.lock:
-            self._ack(message, record, _ACK[verdict.kind], outcome)
+            self._ack(message, record, ack_type, outcome, info, detail)
 
-    def _ack(self, message: Message, record, ack_type: int, outcome: str) -> None:
+    def _ack(self, message: Message, record, ack_type: int, outcome: str, info: ErrorInfo | None = None,
+             detail: str = "") -> str:
+        """Acknowledge; the outcome it had (``lock-lost`` when the record is no longer ours). A
+        failed job's message (``info``) is recorded as a failure before ``message.settled``."""
         if self._lost and (record.topic, record.partition, record.offset) in self._lost:
             self._lost.discard((record.topic, record.partition, record.offset))
             log.warning("route %s: %s-%d@%d: its lock was lost (a renewal failed), so it cannot be %s; the broker "
                         "delivers it again", self.route.name, record.topic, record.partition, record.offset, outcome)
-            outcome = "lock-lost"
+            outcome = OUTCOME_LOCK_LOST
         else:
             try:
                 self.consumer.acknowledge(record, ack_type)
             except (IllegalStateException, AttributeError) as exc:  # lock lost, or closed by a forced stop
                 log.warning("route %s: %s-%d@%d could not be acknowledged (%s); the broker delivers it again",
                             self.route.name, record.topic, record.partition, record.offset, exc)
-                outcome = "lock-lost"
+                outcome = OUTCOME_LOCK_LOST
+        self.outcomes[outcome] += 1
+        if info is not None:
+            self._failed(message, info, outcome, detail)
         events = self.runtime.events
         if events.wants("message.settled"):
             events.publish("message.settled", route=self.route.name, message=message, outcome=outcome)
+        return outcome
 
     def _settle_failed_decode(self, record, exc: Exception) -> None:
-        log.error("route %s: %s-%d@%d does not deserialize (%s); rejecting it", self.route.name, record.topic,
-                  record.partition, record.offset, exc)
-        self._settle(_undecoded(record), record, Verdict(VerdictKind.REJECT), exc)
+        self.failed += 1
+        self._settle(_undecoded(record), record, Verdict(VerdictKind.REJECT), describe(exc),
+                     reason=dlh.REASON_DESERIALIZE_FAILED)
 
     # ------------------------------------------------------------------ pause
 
@@ -438,6 +505,7 @@ class ShareWorker(threading.Thread):
             if events.wants("job.backoff"):
                 events.publish("job.backoff", route=self.route.name, message=message, backoff_ms=backoff_ms,
                                waiter=WORKER)
+        self._send_settled()
         try:
             until = now + max(h[2] for h in held) / 1000
             while not self.runtime.stopping.is_set():
@@ -449,7 +517,18 @@ class ShareWorker(threading.Thread):
             self.held_job = None
         with self.lock:
             for message, record, _, _ in held:
-                self._ack(message, record, AcknowledgeType.RELEASE, "backoff")
+                self._ack(message, record, AcknowledgeType.RELEASE, OUTCOME_RETRIED)
+
+    def _send_settled(self) -> None:
+        """Send the acknowledgements of the jobs that finished before a wait in which nothing is
+        fetched (they would ride on the next fetch): an ACCEPT held back past its lock would let
+        an accepted job run again. Its failure is said by _on_acknowledged."""
+        try:
+            with self.lock:
+                self._commit(True, max(self.lock_ms / 4000, 0.5))
+        except (KafkaException, IllegalStateException) as exc:
+            log.warning("route %s worker %d: sending the acknowledgements before a backoff failed: %s",
+                        self.route.name, self.index, exc)
 
     # ------------------------------------------------------------------ hooks for consumers and the renewer
 
@@ -475,6 +554,16 @@ class ShareWorker(threading.Thread):
                 results = self._commit(True, self.lock_ms / 2000)
                 wanted = {(r.topic, r.partition) for r in records}
                 errors = [e for tp, e in results.items() if e is not None and tuple(tp) in wanted]
+                late = [e for e in errors if isinstance(e, KafkaTimeoutError)]
+                if late and len(late) == len(errors):
+                    # not answered in time (a busy broker): not a failure. Its answer comes later;
+                    # if the renewal failed then, the client drops the records and their
+                    # acknowledgement fails (said in _ack); treating it as lost here would keep
+                    # the job's ACCEPT from the broker, and a job that was done would run again
+                    log.warning("route %s: a lock renewal of %s was not answered within %.1f s; it is renewed "
+                                "again at the next turn", self.route.name, [m.coordinates for m in messages],
+                                self.lock_ms / 2000)
+                    errors = []
             if errors:  # the client dropped these records: their acknowledgement can only fail now
                 self._lost.update((r.topic, r.partition, r.offset) for r in records)
         self.renewed += 1

@@ -187,3 +187,36 @@ def test_a_consumer_group_with_more_workers_than_partitions_says_so(make_broker,
     assert line == (f"route {group}/{topic}: group {group} has 3 members for the 1 partition of {topic}: 2 get no "
                     "partition (more workers than the group has room for: a consumer group gives each partition to "
                     "one member); add partitions or run fewer workers")
+
+
+class _Busy:
+    """A stand-in for a worker that has just fetched records (what HealthMonitor reads of one)."""
+    route = consumer = None
+    done = failed = dead_lettered = in_flight = 0
+
+    def __init__(self) -> None:
+        self.fetched_at = 0.0
+
+
+def test_the_probe_is_skipped_while_workers_fetch_and_runs_when_they_stop(caplog):
+    # records fetched since the last look prove the broker answers: under load no probe request
+    # is sent (its cost would fall on the jobs, benchmarks/framework.py). The address refuses
+    # connections, so a probe that runs says "broker unreachable".
+    caplog.set_level(logging.INFO, logger="quafka.framework")
+    busy = _Busy()
+    monitor = health.HealthMonitor({"bootstrap.servers": f"127.0.0.1:{free_port()}"}, [], [busy], dict)
+    monitor._next_topic_check = float("inf")  # the missing-topic check is another test's
+    try:
+        for _ in range(3):
+            busy.fetched_at = time.monotonic()
+            monitor._tick(time.monotonic())
+        assert messages(caplog, "broker unreachable") == []
+        assert monitor._admin is None  # no request was sent at all
+        monitor._tick(time.monotonic())  # nothing fetched since the last look: the probe runs
+        assert len(messages(caplog, "broker unreachable")) == 1
+        busy.fetched_at = time.monotonic()  # while down, records fetched earlier do not hide the outage
+        monitor._tick(time.monotonic())
+        assert monitor._down_since is not None
+        assert messages(caplog, "broker reachable again") == []
+    finally:
+        monitor.stop()

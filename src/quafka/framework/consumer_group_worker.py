@@ -102,6 +102,7 @@ class ConsumerGroupWorkerThread(threading.Thread):
         self.error: BaseException | None = None
         self.done = self.failed = self.dead_lettered = self.renewed = 0
         self.in_flight = 0
+        self.fetched_at = 0.0  # when a poll last returned records (monotonic s; health.py reads it)
         self.outcomes = dict.fromkeys(("accepted", OUTCOME_RETRIED, "released", OUTCOME_REJECTED,
                                        OUTCOME_DEAD_LETTERED), 0)  # messages by outcome (the worker's summary)
         self._assigned: set[TP] = set()  # kept by the rebalance callbacks
@@ -230,6 +231,8 @@ class ConsumerGroupWorkerThread(threading.Thread):
             log.warning("route %s worker %d: %s", self.route.name, self.index, err)
             self.runtime.events.publish("worker.error", route=self.route.name, error=ConfluentKafkaException(err),
                                         kind="poll")
+        if records:
+            self.fetched_at = time.monotonic()
         return records
 
     def _resume_due(self) -> None:

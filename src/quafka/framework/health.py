@@ -8,10 +8,12 @@ cannot see from inside a poll, and says it in one log line per change.
 - **The broker unreachable.** The clients retry on their own and log nothing the user sees. The
   monitor sends a Metadata request without topics (``Admin.describe_cluster``, the cheapest request
   that needs a working broker: a TCP connect alone succeeds against a broker that cannot answer)
-  every ``PROBE_INTERVAL_S``; one WARNING line when it first fails, one INFO line with the time it
-  was out when it answers again — two lines per outage, whatever its length. A probe every second
-  is one small request on a connection kept open; client error callbacks would not do: the share
-  consumers' errors surface only inside the workers' polls, once per worker.
+  every ``PROBE_INTERVAL_S`` in which no worker's poll returned records (records fetched since the
+  last look prove the broker answered: under load the probe is skipped, and costs the jobs nothing);
+  one WARNING line when it first fails, one INFO line with the time it was out when it answers
+  again — two lines per outage, whatever its length. A probe is one small request on a connection
+  kept open; client error callbacks would not do: the share consumers' errors surface only inside
+  the workers' polls, once per worker.
 - **A worker without an assignment.** A share-group worker that joins waits for the group's next
   target assignment (at most one per ``share.assignment.interval.ms``) and for its own next
   heartbeat: about 5 s by default, during which nothing happens. After the assignment interval and
@@ -83,8 +85,8 @@ class HealthMonitor:
     ``start()`` begins the watch; ``stop()`` ends it (any thread; a no-op if never started).
 
     ``workers`` is the process's list of workers (read, never changed: each has ``route``,
-    ``consumer``, ``done``, ``failed``, ``dead_lettered``, ``in_flight``); ``group_configs`` returns
-    the configs read at start by route name (Runtime.group_configs)."""
+    ``consumer``, ``done``, ``failed``, ``dead_lettered``, ``in_flight``, ``fetched_at``);
+    ``group_configs`` returns the configs read at start by route name (Runtime.group_configs)."""
 
     def __init__(self, kafka: Mapping[str, Any], routes: Sequence[Route], workers: Sequence[Any],
                  group_configs: Callable[[], Mapping[str, Mapping[str, str | None]]]) -> None:
@@ -97,6 +99,7 @@ class HealthMonitor:
         self._stopped = threading.Event()
         self._admin: Admin | None = None
         self._down_since: float | None = None  # monotonic time of the first failed probe of an outage
+        self._last_look = time.monotonic()  # the previous tick: records fetched after it prove the broker answers
         self._missing: set[str] = set()  # route names whose topic was missing at the last check
         self._next_topic_check = 0.0
         self._started_at = time.monotonic()
@@ -158,12 +161,16 @@ class HealthMonitor:
             self._close_admin()
 
     def _tick(self, now: float) -> None:
-        try:
-            self._admin_client().describe_cluster()
-        except KafkaException as exc:
-            if self._down_since is None:
-                self._went_down(exc)
-            return
+        last_look, self._last_look = self._last_look, now
+        fetched = self._down_since is None and any(
+            getattr(w, "fetched_at", 0.0) > last_look for w in list(self._workers))
+        if not fetched:  # no worker heard from the broker since the last look: ask it
+            try:
+                self._admin_client().describe_cluster()
+            except KafkaException as exc:
+                if self._down_since is None:
+                    self._went_down(exc)
+                return
         if self._down_since is not None:
             log.info("broker reachable again after %.1f s (%s)", time.monotonic() - self._down_since, self._bootstrap)
             self._down_since = None

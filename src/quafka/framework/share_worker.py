@@ -100,7 +100,7 @@ class ShareWorkerThread(threading.Thread):
         self.outcomes = dict.fromkeys(OUTCOMES, 0)  # messages by outcome (the worker's summary)
         self.settings = settings  # the route's, max_attempts capped by the group's delivery limit (_run)
         self._waiting: deque = deque()  # the records of the poll not started yet (consume_one)
-        self._polled = 0.0  # when the current poll's records were acquired (monotonic s)
+        self.fetched_at = 0.0  # when the last poll's records were acquired (monotonic s; health.py reads it)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._key_d, self._value_d = route.deserializers()
         self._method = route.entry_point
@@ -182,7 +182,7 @@ class ShareWorkerThread(threading.Thread):
                 if not records:
                     continue
                 self._observe_lock()
-                polled = self._polled = time.monotonic()
+                polled = self.fetched_at = time.monotonic()
                 held = self._process(instance, method, records, polled)
                 if held:
                     self._hold(held)
@@ -428,7 +428,7 @@ class ShareWorkerThread(threading.Thread):
                 reason = reason or (dlh.REASON_MAX_ATTEMPTS if verdict.exhausted else dlh.REASON_REJECTED)
                 # the record stays ours while its letter is written: the renewer watches it as a job
                 self.job = Job(self, (message,), (record,), time.monotonic(),
-                               self._polled if lock_from is None else lock_from)
+                               self.fetched_at if lock_from is None else lock_from)
                 self.runtime.renewer.wake()
                 try:
                     written, detail = sink.write(self.route, message, reason=reason, info=info)

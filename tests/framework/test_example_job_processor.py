@@ -148,7 +148,9 @@ def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal
         attempt, started = retried[job_id]  # (longer than the lock: the broker held it back, no worker did)
         assert attempt >= 2 and started - ends[0] >= BACKOFF_MS / 1000, (job_id, attempt, started - ends[0])
     long_runs = [(attempt, ended - started) for what, _, kind, attempt, started, ended, _ in runs if kind == "long"]
-    assert long_runs and all(a == 1 and d >= 3 * LOCK_MS / 1000 for a, d in long_runs)  # renewed, never redelivered
+    # renewed, never redelivered (a stop part-way may release one unstarted, as a bad job above: its
+    # one run then sees attempt 2, and "none processed twice" still holds)
+    assert long_runs and all((a == 1 or stopped) and d >= 3 * LOCK_MS / 1000 for a, d in long_runs)
     reminders = [(started, timestamp_ms) for what, _, kind, _, started, _, timestamp_ms in runs if kind == "reminder"]
     early = [started - timestamp_ms / 1000 for started, timestamp_ms in reminders
              if started < (timestamp_ms + REMINDER_MS) / 1000 - 0.002]  # the broker keeps whole milliseconds

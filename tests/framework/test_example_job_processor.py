@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -78,9 +79,27 @@ def start_workers(bootstrap: str, names: dict[str, str], journal: Path | None, *
            "JOBS_DLQ": names["dlq"], "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     if journal is not None:
         env["JOBS_JOURNAL"] = str(journal)
-    return subprocess.Popen([sys.executable, "-m", "quafka", "worker", "examples.job_processor:app",
-                             "--processes", str(processes), "--concurrency", "4", "--log-interval", "5", *args],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # the log goes to a file, not a pipe read only at the end: a full pipe (64 KiB) would block the
+    # workers in their next log line — jobs done but not acknowledged until the test read it
+    log_file = tempfile.TemporaryFile()
+    workers = subprocess.Popen([sys.executable, "-m", "quafka", "worker", "examples.job_processor:app",
+                                "--processes", str(processes), "--concurrency", "4", "--log-interval", "5", *args],
+                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
+    workers.log_file = log_file  # type: ignore[attr-defined]
+    return workers
+
+
+def worker_log(workers: subprocess.Popen) -> str:
+    """What the workers wrote to stderr so far."""
+    log_file = workers.log_file  # type: ignore[attr-defined]
+    log_file.seek(0)
+    return log_file.read().decode(errors="replace")
+
+
+def ended(workers: subprocess.Popen) -> str:
+    """The log of workers that ended (or end within 60 s)."""
+    workers.wait(60)
+    return worker_log(workers)
 
 
 def read_journal(journal: Path) -> list[tuple[str, int, str, int, float, float, int]]:
@@ -107,9 +126,9 @@ def settled_jobs(journal: Path) -> set[tuple[int, str]]:
 
 def stop(workers: subprocess.Popen) -> str:
     workers.send_signal(signal.SIGTERM)
-    _, err = workers.communicate(timeout=60)
-    assert workers.returncode == 0, err.decode(errors="replace")[-3000:]
-    return err.decode(errors="replace")
+    log = ended(workers)
+    assert workers.returncode == 0, log[-3000:]
+    return log
 
 
 def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal: Path, total: int, *,
@@ -190,7 +209,7 @@ def test_four_processes_of_four_workers_process_20000_jobs(broker_process, tmp_p
         wait_until(lambda: workers.poll() is not None or len(settled_jobs(journal)) == len(expected_jobs(total)), 300,
                    interval_s=0.5, message="every job settled")
     finally:
-        log = stop(workers) if workers.poll() is None else workers.communicate()[1].decode(errors="replace")
+        log = stop(workers) if workers.poll() is None else ended(workers)
     assert "dead letters written by the worker (and by the broker's dead-letter queue" in log
     assert "retries wait in the broker" in log
     check_every_job_accounted_for(bootstrap, names, journal, total)
@@ -302,7 +321,7 @@ def test_a_job_failing_three_times_is_logged_counted_and_dead_lettered_once_with
         failures = wait_until(lambda: (lambda f: f if f.get(("ValueError", "dead-lettered")) == len(bad) else None)(
             scrape_failures(port, 4)), 10, message="the metrics of every process")
     finally:
-        log = stop(workers) if workers.poll() is None else workers.communicate()[1].decode(errors="replace")
+        log = stop(workers) if workers.poll() is None else ended(workers)
     assert failures == {("ValueError", "retried"): 2 * len(bad), ("ValueError", "dead-lettered"): len(bad),
                         ("examples.job_processor.TransientError", "retried"):
                         len([j for j in range(total) if kind_of(j) == "flaky"])}

@@ -186,7 +186,10 @@ def test_graceful_stop_finishes_the_running_job_and_releases_the_rest(make_broke
     worker, events, route = start(broker, values=[slow, waiting], max_poll_records=2)
     wait_until(lambda: any(name == "job.started" for _, name, _ in list(events)), 20, message="the first job")
     stop(worker)
-    assert settled(events, "accepted") == [slow] and settled(events, "released") == [waiting]
+    # released unstarted, once: at the stop (released-at-shutdown), or before it by the back-pressure
+    # on a job past half its lock (released) when the machine is slow enough for that to come first
+    assert settled(events, "accepted") == [slow]
+    assert settled(events, "released") + settled(events, "released-at-shutdown") == [waiting]
     # a new worker gets the released record (its delivery count says it was delivered once before)
     again, events2, _ = start(broker, topic=route.topic, group=route.group, max_poll_records=2)
     try:

@@ -155,7 +155,9 @@ def test_num_partitions_defaults_to_spark_default_parallelism(spark, broker, tmp
 
 def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path):
     n = 10_000  # as the issue asks
-    topic, group = make_topic(broker, n)
+    # a 30 s lock: "exactly once" below must not hang on a 5 s lock that a loaded CI machine let lapse
+    # (the runner then goes on and the broker delivers the records again)
+    topic, group = make_topic(broker, n, lock_ms=30_000)
     sink = Sink()
     query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=4, maxRecordsPerTrigger=3000)
     try:

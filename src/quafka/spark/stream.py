@@ -242,11 +242,17 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         consumer = self._consumer
         if consumer is None or not batches:
             return
+        from quafka.client import IllegalStateException
+
         acknowledge = consumer.acknowledge_range
         for batch in batches:
             for item in batch.items:
                 for first, last, _count in item.acquired:
-                    acknowledge(item.topic, item.partition, first, last, ack_type)
+                    try:
+                        acknowledge(item.topic, item.partition, first, last, ack_type)
+                    except IllegalStateException as exc:  # a failed renewal lost them: redelivered, not lost
+                        log.warning("quafka stream: %s of %s-%d offsets %d..%d of batch %d skipped: %s", ack_type.name,
+                                    item.topic, item.partition, first, last, batch.seq, exc)
         results = consumer.commit_sync(COMMIT_TIMEOUT_S)
         failed = {tp: err for tp, err in results.items() if err is not None}
         if failed:

@@ -55,20 +55,28 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--serve":
-        asyncio.run(_serve(int(sys.argv[2])))
-        return 0
-    parser = arg_parser(__doc__)
-    parser.add_argument("--requests", type=int, default=20_000, help="round trips to time (default 20,000)")
-    args = parser.parse_args(argv)
+def run_loop(main_coro, loop: str) -> None:
+    """Run `main_coro` on asyncio's standard loop ("asyncio") or uvloop's ("uvloop")."""
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main_coro)
+    else:
+        asyncio.run(main_coro)
+
+
+def measure(loop: str = "asyncio", requests: int = 20_000, on_start=None) -> tuple[float, float]:
+    """(µs of server CPU per request/response, round trips per second) of an echo server on `loop`;
+    `on_start(pid)` is called with the server's pid once it runs (job_round.py pins it to a CPU)."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), loop])
+    if on_start is not None:
+        on_start(server.pid)
     try:
         deadline = time.monotonic() + 10
         while not port_open(port):
             if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError("the echo server did not start")
+                raise RuntimeError(f"the echo server ({loop}) did not start")
             time.sleep(0.02)
         frame = struct.pack(">i", len(REQUEST)) + REQUEST
         with socket.create_connection(("127.0.0.1", port)) as sock:
@@ -77,15 +85,29 @@ def main(argv: list[str] | None = None) -> int:
                 sock.sendall(frame)
                 _recv_exactly(sock, 4 + len(ANSWER))
             cpu0, t0 = process_cpu_seconds(server.pid), time.monotonic()
-            for _ in range(args.requests):
+            for _ in range(requests):
                 sock.sendall(frame)
                 _recv_exactly(sock, 4 + len(ANSWER))
             wall, cpu = time.monotonic() - t0, process_cpu_seconds(server.pid) - cpu0
     finally:
         server.terminate()
         server.wait(10)
-    print(f"echo floor: {cpu / args.requests * 1e6:.1f} µs of server CPU per request/response, "
-          f"{args.requests / wall:,.0f} round trips/s ({args.requests:,} requests)")
+    return cpu / requests * 1e6, requests / wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) in (3, 4) and sys.argv[1] == "--serve":
+        run_loop(_serve(int(sys.argv[2])), sys.argv[3] if len(sys.argv) == 4 else "asyncio")
+        return 0
+    parser = arg_parser(__doc__)
+    parser.add_argument("--requests", type=int, default=20_000, help="round trips to time (default 20,000)")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], default="both",
+                        help="the server's event loop (default both, one after the other)")
+    args = parser.parse_args(argv)
+    for loop in (["asyncio", "uvloop"] if args.loop == "both" else [args.loop]):
+        us, rate = measure(loop, args.requests)
+        print(f"echo floor ({loop}): {us:.1f} µs of server CPU per request/response, "
+              f"{rate:,.0f} round trips/s ({args.requests:,} requests)")
     return 0
 
 

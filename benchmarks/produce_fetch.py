@@ -112,6 +112,7 @@ class Broker:
         self.log_path = self.data_dir + ".log"
         self.profile_path = profile_path
         self.overrides = list(overrides)
+        self.extra_args: list[str] = []  # more `quafka broker` options, e.g. ["--event-loop", "asyncio"]
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self._log = None
@@ -129,6 +130,7 @@ class Broker:
                  "--override", f"log.dirs={self.data_dir}"]
         for item in self.overrides:
             args += ["--override", item]
+        args += self.extra_args
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
         deadline = time.monotonic() + timeout_s

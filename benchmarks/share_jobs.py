@@ -64,16 +64,24 @@ WIDE = f"share.partition.max.record.locks={WIDE_LOCKS}"
 # ----------------------------------------------------------------------------- workers (spawned)
 
 def job_worker(bootstrap: str, topic: str, group: str, conf_extra: dict, work_ms: float, expected: int,
-               counter, go, out: mp.Queue, deadline_s: float, stamped: bool, commit_each_poll: bool = False) -> None:
+               counter, go, out: mp.Queue, deadline_s: float, stamped: bool, commit_each_poll: bool | str = False,
+               client: str = "confluent") -> None:
     """One ShareConsumer in explicit mode: poll, do `work_ms` of work per record, ACCEPT it (sent
-    with the next poll, or by `commit_sync()` after each poll with `commit_each_poll`), until the
-    group as a whole has `expected` records. With `stamped` the first 8 bytes of each value are the
-    producer's time.time_ns(): end-to-end latencies are kept."""
+    with the next poll, or by `commit_sync()` after each poll with `commit_each_poll`, or by
+    `commit_async()` with `commit_each_poll="async"`), until the group as a whole has `expected`
+    records. With `stamped` the first 8 bytes of each value are the producer's time.time_ns():
+    end-to-end latencies are kept. `client` is "confluent" (confluent-kafka's ShareConsumer) or
+    "quafka" (quafka.client.ShareConsumer, the same calls)."""
     try:
-        from confluent_kafka import ShareConsumer
+        quafka_client = client == "quafka"
+        if quafka_client:
+            from quafka.client import ShareConsumer
+        else:
+            from confluent_kafka import ShareConsumer
 
-        conf = {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit",
-                "logger": _quiet_logger}
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
+        if client != "quafka":
+            conf["logger"] = _quiet_logger
         conf.update(conf_extra)
         consumer = ShareConsumer(conf)
         consumer.subscribe([topic])
@@ -91,10 +99,14 @@ def job_worker(bootstrap: str, topic: str, group: str, conf_extra: dict, work_ms
                 now_ns = time.time_ns()
                 n = 0
                 for m in msgs:
-                    if m.error() is not None:
+                    if quafka_client:
+                        value = m.value
+                    elif m.error() is not None:
                         continue
+                    else:
+                        value = m.value()
                     if stamped:
-                        stamp = int.from_bytes(m.value()[:8], "big")
+                        stamp = int.from_bytes(value[:8], "big")
                         if stamp:  # 0: the producer's warm-up record
                             latencies_us.append((stamp // 1000, (now_ns - stamp) // 1000))
                     if work_s:
@@ -102,7 +114,9 @@ def job_worker(bootstrap: str, topic: str, group: str, conf_extra: dict, work_ms
                     consumer.acknowledge(m)
                     n += 1
                 got += n
-                if commit_each_poll:
+                if commit_each_poll == "async":
+                    consumer.commit_async()
+                elif commit_each_poll:
                     consumer.commit_sync(30)
                 with lock:
                     counter.value += n
@@ -235,10 +249,11 @@ class Run:
 
 def run_group(broker: ShareBroker, metrics: Metrics, topic: str, group: str, consumers: int, expected: int,
               conf: dict, work_ms: float, deadline_s: float, stamped: bool = False,
-              producer: tuple | None = None, commit_each_poll: bool = False,
-              group_configs: dict[str, str] | None = None) -> Run:
+              producer: tuple | None = None, commit_each_poll: bool | str = False,
+              group_configs: dict[str, str] | None = None, client: str = "confluent", hooks=None) -> Run:
     """Start `consumers` workers on a fresh group, release them (and the paced producer), and
-    collect their reports."""
+    collect their reports. `hooks`, a pair of callables, run just before the release and the moment
+    the group has every record (a profiler's start and stop)."""
     admin = admin_client(broker.bootstrap)
     set_group_configs(admin, group, {"share.auto.offset.reset": "earliest", **(group_configs or {})})
     counter_box: list = []
@@ -247,7 +262,7 @@ def run_group(broker: ShareBroker, metrics: Metrics, topic: str, group: str, con
         if not counter_box:
             counter_box.append(ctx.Value("q", 0))
         return (broker.bootstrap, topic, group, conf, work_ms, expected, counter_box[0], go, out, deadline_s, stamped,
-                commit_each_poll)
+                commit_each_poll, client)
 
     procs, go, out, _joined = start_group(broker, group, consumers, job_worker, args_for)
     prod_proc = None
@@ -260,6 +275,8 @@ def run_group(broker: ShareBroker, metrics: Metrics, topic: str, group: str, con
             if kind == "error":
                 raise RuntimeError(payload)
         counter = counter_box[0]
+        if hooks:
+            hooks[0]()
         cpu0 = broker.cpu_seconds()
         fetches0, fetch_ms0 = metrics.share_fetch()
         go.set()
@@ -270,6 +287,8 @@ def run_group(broker: ShareBroker, metrics: Metrics, topic: str, group: str, con
             time.sleep(0.002)
         cpu1 = broker.cpu_seconds()
         fetches1, fetch_ms1 = metrics.share_fetch()
+        if hooks:
+            hooks[1]()
         reports = []
         while len(reports) < consumers:
             kind, payload = out.get(timeout=deadline_s + 60)
@@ -309,13 +328,15 @@ def records_for(max_poll_records: int, scale: float) -> int:
 
 
 def measure_throughput(broker, metrics, consumers: int, max_poll_records: int, records: int, deadline_s: float,
-                       commit_each_poll: bool = False, record_locks: int | None = None) -> Run:
+                       commit_each_poll: bool = False, record_locks: int | None = None,
+                       client: str = "confluent") -> Run:
     topic = f"jobs-tp-{consumers}-{max_poll_records}-{time.monotonic_ns()}"
     create_topic(admin_client(broker.bootstrap), topic, 1)
     produce_backlog(broker.bootstrap, topic, records, max_poll_records)
     return run_group(broker, metrics, topic, next_group("tp"), consumers, records,
                      {"max.poll.records": max_poll_records}, 0.0, deadline_s, commit_each_poll=commit_each_poll,
-                     group_configs={"share.partition.max.record.locks": str(record_locks)} if record_locks else None)
+                     group_configs={"share.partition.max.record.locks": str(record_locks)} if record_locks else None,
+                     client=client)
 
 
 @dataclass
@@ -347,12 +368,14 @@ def measure_slow_jobs(broker, metrics, scenario: SlowJobs, consumers: int, deadl
                      group_configs=locks)
 
 
-def measure_paced(broker, metrics, max_poll_records: int, rate: int, seconds: float, deadline_s: float) -> Run:
+def measure_paced(broker, metrics, max_poll_records: int, rate: int, seconds: float, deadline_s: float,
+                  commit_each_poll: bool | str = False, consumers: int = 4, hooks=None) -> Run:
     topic = f"jobs-paced-{max_poll_records}-{time.monotonic_ns()}"
     create_topic(admin_client(broker.bootstrap), topic, 1)
     records = int(rate * seconds)
-    run = run_group(broker, metrics, topic, next_group("paced"), 4, records + 1, {"max.poll.records": max_poll_records},
-                    0.0, deadline_s, stamped=True, producer=(rate, records))  # + the producer's warm-up record
+    run = run_group(broker, metrics, topic, next_group("paced"), consumers, records + 1,
+                    {"max.poll.records": max_poll_records}, 0.0, deadline_s, stamped=True, producer=(rate, records),
+                    commit_each_poll=commit_each_poll, hooks=hooks)  # + the producer's warm-up record
     run.records -= 1
     return run
 

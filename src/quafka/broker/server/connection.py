@@ -9,12 +9,29 @@ response is sent), so responses leave in request order. Bad input closes only th
 - a body that does not decode.
 
 Each such close is logged with the peer, the API key and the version.
+
+The connection is an `asyncio.Protocol`, not a stream reader and a task: frames are cut from the
+bytes as they arrive, and a handler is first run right there, inside `data_received`. Most
+requests (a produce, an acknowledgement, a fetch that finds records) complete without waiting for
+anything, so they are answered without a task, a future or a trip through the event loop — on
+the job-queue path, where every job is its own request, that per-request machinery was a large
+part of the broker's CPU (docs/benchmarks.md, "One job, one request"). A handler that does wait
+(a parked ShareFetch, a write waiting for its fsync) is finished in a task from where it stopped
+(`_Resume`), and the connection reads no further request until it has answered. Bytes that arrive
+meanwhile are buffered; past `READ_HIGH_WATER_BYTES` the transport stops reading, and while the
+transport's write buffer is above `WRITE_HIGH_WATER_BYTES` no request is served (Kafka's muted
+channel), so a client that does not read its responses cannot grow the broker's memory.
+
+A closed connection closes the member's share sessions (`BrokerServer.on_connection_closed`) once
+the request in flight, if any, has been answered — as before, a handler is never cancelled half
+way by a client going away (its state write must complete).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from time import perf_counter
 from dataclasses import dataclass
@@ -32,7 +49,8 @@ log = logging.getLogger("quafka.connection")
 
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
-HIGH_WATER_BYTES = 4 * 1024 * 1024
+WRITE_HIGH_WATER_BYTES = 4 * 1024 * 1024
+READ_HIGH_WATER_BYTES = 4 * 1024 * 1024
 
 
 class CloseConnection(Exception):
@@ -51,76 +69,260 @@ class RequestContext:
     connection: object = None  # identifies the connection (share sessions are tied to it)
 
 
-async def serve_connection(server: "BrokerServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    peername = writer.get_extra_info("peername")
-    peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-    registry = server.registry
-    max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
-    connection = object()
-    observe = server.metrics.observe_request
-    software = ""  # the client's software name and version, from its ApiVersions (v3+)
-    try:
+class _Resume:
+    """Await a handler coroutine that has already run up to its first wait (`first`, what it
+    yielded): a task running `await _Resume(coro, first)` hands `first` and each later yield to the
+    event loop as if it ran the coroutine itself, sends the results back in, throws cancellation
+    in, and returns the coroutine's return value."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro, first) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self):
+        coro, value = self.coro, self.first
+        self.first = None
         while True:
-            size = _SIZE.unpack(await reader.readexactly(4))[0]
-            if size < 8 or size > max_request_bytes:
-                log.warning(
-                    "closing connection from %s: request size %d is outside [8, %d] (socket.request.max.bytes)",
-                    peer, size, max_request_bytes,
-                )
-                return
-            frame = await reader.readexactly(size)
-            started = perf_counter()
-            api_key, api_version, correlation_id = peek_header(frame)
-            spec = registry.get(api_key)
-            if spec is None or not spec.min_version <= api_version <= spec.max_version:
-                if api_key == API_VERSIONS_KEY and spec is not None and api_version > spec.max_version:
-                    writer.write(api_versions_fallback_response(correlation_id, server.advertised_ranges))
-                    continue
-                _log_unserved(server, peer, frame, api_key, api_version, spec is None, software)
-                return
             try:
-                header, body = decode_request(frame)
-            except ProtocolError as exc:
-                log.warning("closing connection from %s: malformed request (API key %d version %d): %s",
-                            peer, api_key, api_version, exc)
-                return
-            ctx = RequestContext(server, peer, api_key, api_version, correlation_id,
-                                 getattr(header, "client_id", None), header, connection)
-            if api_key == API_VERSIONS_KEY and getattr(body, "client_software_name", None):
-                software = f"{body.client_software_name} {body.client_software_version}"
-            server.requests_in_flight += 1
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - thrown in by the task (cancellation): pass it on
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+class BrokerConnection(asyncio.Protocol):
+    """One client connection (see the module docstring)."""
+
+    def __init__(self, server: "BrokerServer") -> None:
+        self.server = server
+        self.registry = server.registry
+        self.max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
+        self.observe = server.metrics.observe_request
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.token = object()  # RequestContext.connection: share sessions are tied to it
+        self.software = ""  # the client's software name and version, from its ApiVersions (v3+)
+        self.buffer = bytearray()
+        self.task: asyncio.Task | None = None  # the request in flight, when its handler waits
+        self.closing = False  # no more requests are served (bad input, lost, or the broker stopping)
+        self.lost = False
+        self.write_paused = False
+        self.read_paused = False
+        self.gone = False  # on_connection_closed has run
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport) -> None:  # uvloop's transports are not asyncio.Transport subclasses
+        self.transport = transport
+        peername = transport.get_extra_info("peername")
+        self.peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
-                response = await spec.handler(ctx, body)
-            except ProtocolError as exc:
-                log.warning("closing connection from %s: invalid request (API key %d version %d): %s",
-                            peer, api_key, api_version, exc)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        buffer = self.buffer
+        if not buffer and self.task is None and not self.write_paused and len(data) >= 4:
+            # the common case: the bytes hold whole frames and nothing waits before them
+            size = _SIZE.unpack_from(data, 0)[0]
+            if len(data) == 4 + size:
+                if self._size_ok(size):
+                    self._serve_frame(data[4:])
                 return
-            except CloseConnection as exc:
-                log.info("closing connection from %s after API key %d version %d: %s",
-                         peer, api_key, api_version, exc)
+        buffer += data
+        self._serve_buffered()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.closing = True
+        self.buffer.clear()
+        if self.task is None:
+            self._gone()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.task is None:
+            self._serve_buffered()
+
+    # ------------------------------------------------------------------ serving
+    def _size_ok(self, size: int) -> bool:
+        if 8 <= size <= self.max_request_bytes:
+            return True
+        log.warning("closing connection from %s: request size %d is outside [8, %d] (socket.request.max.bytes)",
+                    self.peer, size, self.max_request_bytes)
+        self.close()
+        return False
+
+    def _serve_buffered(self) -> None:
+        """Serve the buffered frames, one at a time, until one waits, the writes back up or the
+        buffer holds no whole frame."""
+        buffer = self.buffer
+        pos = 0
+        try:
+            while not self.closing and self.task is None and not self.write_paused:
+                if len(buffer) - pos < 4:
+                    break
+                size = _SIZE.unpack_from(buffer, pos)[0]
+                if not self._size_ok(size):
+                    return
+                end = pos + 4 + size
+                if len(buffer) < end:
+                    break
+                frame = bytes(buffer[pos + 4:end])
+                pos = end
+                self._serve_frame(frame)
+        finally:
+            if pos and not self.lost:
+                del buffer[:pos]
+        self._flow_control()
+
+    def _flow_control(self) -> None:
+        """Stop reading while unserved bytes pile up (a request waits, or the client does not read
+        its answers); read again once they are served."""
+        transport = self.transport
+        if transport is None or self.lost:
+            return
+        backlog = len(self.buffer) > READ_HIGH_WATER_BYTES or self.write_paused
+        if backlog and not self.read_paused:
+            self.read_paused = True
+            transport.pause_reading()
+        elif not backlog and self.read_paused:
+            self.read_paused = False
+            transport.resume_reading()
+
+    def _serve_frame(self, frame: bytes) -> None:
+        started = perf_counter()
+        server = self.server
+        api_key, api_version, correlation_id = peek_header(frame)
+        spec = self.registry.get(api_key)
+        if spec is None or not spec.min_version <= api_version <= spec.max_version:
+            if api_key == API_VERSIONS_KEY and spec is not None and api_version > spec.max_version:
+                self.transport.write(api_versions_fallback_response(correlation_id, server.advertised_ranges))
                 return
+            _log_unserved(server, self.peer, frame, api_key, api_version, spec is None, self.software)
+            self.close()
+            return
+        try:
+            header, body = decode_request(frame)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: malformed request (API key %d version %d): %s",
+                        self.peer, api_key, api_version, exc)
+            self.close()
+            return
+        ctx = RequestContext(server, self.peer, api_key, api_version, correlation_id,
+                             getattr(header, "client_id", None), header, self.token)
+        if api_key == API_VERSIONS_KEY and getattr(body, "client_software_name", None):
+            self.software = f"{body.client_software_name} {body.client_software_version}"
+        server.requests_in_flight += 1
+        coro = spec.handler(ctx, body)
+        try:
+            first = coro.send(None)
+        except StopIteration as stop:
+            server.requests_in_flight -= 1
+            self._answer(ctx, stop.value, started)
+            return
+        except BaseException as exc:
+            server.requests_in_flight -= 1
+            if not isinstance(exc, Exception):
+                raise
+            self._failed(ctx, exc)
+            return
+        self.task = asyncio.get_running_loop().create_task(self._finish(ctx, coro, first, started))
+
+    async def _finish(self, ctx: RequestContext, coro, first, started: float) -> None:
+        """The rest of a handler that waits: answer it, then serve what arrived meanwhile."""
+        try:
+            try:
+                response = await _Resume(coro, first)
             finally:
-                server.requests_in_flight -= 1
-            if response is None:
-                observe(api_key, api_version, (perf_counter() - started) * 1000.0)
-                continue
+                self.server.requests_in_flight -= 1
+        except asyncio.CancelledError:  # the broker is stopping
+            self.task = None
+            self.close()
+            if self.lost:
+                self._gone()
+            raise
+        except Exception as exc:  # noqa: BLE001 - logged, the connection closed
+            self.task = None
+            self._failed(ctx, exc)
+        else:
+            self.task = None
+            self._answer(ctx, response, started)
+        if self.lost:
+            self._gone()
+        elif self.buffer:
+            self._serve_buffered()
+        else:
+            self._flow_control()
+
+    def _answer(self, ctx: RequestContext, response: Any, started: float) -> None:
+        if response is not None:
             if not isinstance(response, (bytes, bytearray)):
-                response = encode_response(correlation_id, response)
-            writer.write(response)
-            observe(api_key, api_version, (perf_counter() - started) * 1000.0)
-            if writer.transport.get_write_buffer_size() > HIGH_WATER_BYTES:
-                await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    except ProtocolError as exc:
-        log.warning("closing connection from %s: %s", peer, exc)
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("closing connection from %s after an internal error", peer)
-    finally:
-        writer.close()
-        server.on_connection_closed(connection)
+                try:
+                    response = encode_response(ctx.correlation_id, response)
+                except Exception:  # noqa: BLE001 - a response we cannot encode: logged, connection closed
+                    log.exception("closing connection from %s: the response to API key %d version %d does not "
+                                  "encode", self.peer, ctx.api_key, ctx.api_version)
+                    self.close()
+                    return
+            if not self.lost:
+                self.transport.write(response)
+        self.observe(ctx.api_key, ctx.api_version, (perf_counter() - started) * 1000.0)
+
+    def _failed(self, ctx: RequestContext, exc: Exception) -> None:
+        if isinstance(exc, ProtocolError):
+            log.warning("closing connection from %s: invalid request (API key %d version %d): %s",
+                        self.peer, ctx.api_key, ctx.api_version, exc)
+        elif isinstance(exc, CloseConnection):
+            log.info("closing connection from %s after API key %d version %d: %s",
+                     self.peer, ctx.api_key, ctx.api_version, exc)
+        else:
+            log.error("closing connection from %s after an internal error (API key %d version %d)",
+                      self.peer, ctx.api_key, ctx.api_version, exc_info=exc)
+        self.close()
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Serve nothing more; the transport sends what it holds, then closes (connection_lost)."""
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> asyncio.Task | None:
+        """The broker is stopping: cancel the request in flight and close; the task to await."""
+        task = self.task
+        if task is not None:
+            task.cancel()
+        self.close()
+        return task
+
+    def _gone(self) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        self.server.connections.discard(self)
+        self.server.on_connection_closed(self.token)
 
 
 def _log_unserved(server: "BrokerServer", peer: str, frame: bytes, api_key: int, api_version: int,

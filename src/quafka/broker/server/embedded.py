@@ -4,7 +4,8 @@
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
 
 It listens on a free loopback port unless `config` names `listeners`. `data_dir=None` means a
-temporary directory that is removed on exit.
+temporary directory that is removed on exit. `event_loop` is `quafka broker --event-loop`'s choice:
+"auto" (uvloop where installed), "uvloop" or "asyncio".
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from typing import Mapping
 
 from quafka.broker import config as cfg
 
+from .event_loop import loop_factory
 from .server import BrokerServer
 
 
 class EmbeddedBroker:
-    def __init__(self, data_dir: str | None = None, config: Mapping[str, object] | None = None) -> None:
+    def __init__(self, data_dir: str | None = None, config: Mapping[str, object] | None = None,
+                 event_loop: str = "auto") -> None:
+        self._loop_factory = loop_factory(event_loop)[0]
         self._temp_dir: str | None = None
         if data_dir is None:
             self._temp_dir = tempfile.mkdtemp(prefix="quafka-")
@@ -79,7 +83,7 @@ class EmbeddedBroker:
         return self
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = self._loop_factory()
         self._loop = loop
         try:
             loop.run_until_complete(self._main())

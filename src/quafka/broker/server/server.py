@@ -16,7 +16,7 @@ from quafka.broker.storage import LogDirHealth, LogEvent
 from .clock import wall_clock_ms
 from quafka.broker.core.share_session import ShareSessionCache
 
-from .connection import serve_connection
+from .connection import BrokerConnection
 from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .registry import HandlerSpec, advertised_ranges, load_handlers
@@ -31,9 +31,6 @@ from .timers import TimerService
 
 log = logging.getLogger("quafka.server")
 
-# Read buffer per connection before asyncio pauses reading: large enough that a typical ~1 MB
-# produce request arrives without pause/resume cycles.
-STREAM_LIMIT_BYTES = 4 * 1024 * 1024
 # A broker halting on a failed log directory lets requests in flight answer for at most this long.
 HALT_DRAIN_S = 1.0
 
@@ -92,7 +89,7 @@ class BrokerServer:
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
-        self._connections: set[asyncio.Task] = set()
+        self.connections: set[BrokerConnection] = set()  # open client connections (connection.py)
         self._tasks: list[asyncio.Task] = []
         self.bound: list[tuple[str, int]] = []
         self._stopped = asyncio.Event()
@@ -127,8 +124,8 @@ class BrokerServer:
         self.state.group_config_listeners.append(self.share_partitions.on_group_config_changed)
         await self._start_metrics()
         for _name, host, port in self.config.listeners:
-            server = await asyncio.start_server(self._on_connection, host or None, port, reuse_address=True,
-                                                limit=STREAM_LIMIT_BYTES)
+            server = await asyncio.get_running_loop().create_server(
+                lambda: BrokerConnection(self), host or None, port, reuse_address=True)
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
             self.bound.append((sock[0], sock[1]))
@@ -254,9 +251,8 @@ class BrokerServer:
         self.timers.close()
         self.share_partitions.close()
         await self._close_services()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
+        in_flight = [task for task in (c.abort() for c in list(self.connections)) if task is not None]
+        await asyncio.gather(*self._tasks, *in_flight, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
         await self.flusher.close()
@@ -290,17 +286,6 @@ class BrokerServer:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
-
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        try:
-            await serve_connection(self, reader, writer)
-        except asyncio.CancelledError:
-            pass  # shutdown: the stream callback would log a cancelled task as an error
-        finally:
-            self._connections.discard(task)
 
     # ------------------------------------------------------------------ background work
     async def _retention_loop(self) -> None:

@@ -404,17 +404,17 @@ class SharePartitionManager:
 
         op = DelayedShareFetch(keys, try_fill)
         self.purgatory.watch(op)
+        # the future itself is awaited, with a timer that resolves it (None) at MaxWaitMs: one
+        # future and one timer handle per parked fetch (asyncio.wait adds a second future and
+        # callbacks; wait_for on Python 3.11 could swallow a cancellation that arrives just after
+        # the future completed, and a broker stopping would then keep serving this connection)
+        expiry = asyncio.get_running_loop().call_later(timeout_ms / 1000.0, _expire, op.future)
         try:
-            # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a cancellation that
-            # arrives just after the future completed, and a broker stopping would then keep
-            # serving this connection
-            await asyncio.wait((op.future,), timeout=timeout_ms / 1000.0)
+            got = await op.future
         finally:
+            expiry.cancel()
             self.purgatory.unwatch(op)
-        if op.future.done() and not op.future.cancelled():
-            return op.future.result()
-        op.future.cancel()
-        return try_fill()
+        return try_fill() if got is None else got  # None: MaxWaitMs passed ({}: woken with nothing)
 
     def complete_parked(self, ctx: ShareContext) -> int:
         """Serve the fetches parked on this share partition while it has records to hand out."""
@@ -562,6 +562,12 @@ class SharePartitionManager:
     def parked(self, group_id: str, topic_id: uuid.UUID, index: int) -> int:
         """ShareFetches parked on one share partition (tests, metrics)."""
         return self.purgatory.parked((group_id, topic_id, index))
+
+
+def _expire(future: asyncio.Future) -> None:
+    """A parked fetch's MaxWaitMs passed: it completes with None (one last try follows)."""
+    if not future.done():
+        future.set_result(None)
 
 
 async def _stored(fut: asyncio.Future, key: records.ShareStateKey) -> ErrorCode | None:

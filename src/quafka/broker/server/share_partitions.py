@@ -289,8 +289,12 @@ class SharePartitionManager:
                 self.controls.prepare(ctx, group_config, now_ms)
 
     def close(self) -> None:
+        """The broker is stopping: timers off, and the state writes still waiting for the share
+        coordinator (which stops next, and answers them no more) cancelled, not left pending."""
         self.lock_timers.close()
         self.dead_letters.close()
+        for task in list(self._tasks):
+            task.cancel()
 
     # ------------------------------------------------------------------ fetch
     def fill(self, session: "ShareSession", member_id: str, params: FetchParams) -> dict[tuple, FetchedPartition]:

@@ -83,6 +83,7 @@ _FIXED_SIZE = {
     "timedelta_i64": 8,
     "datetime_i64": 8,
 }
+FIXED_SIZE_TYPES = frozenset(_FIXED_SIZE)  # kafka types kio always reads a value for
 _LEGACY_LENGTH_SIZE = {"string": 2, "bytes": 4, "records": 4}
 
 

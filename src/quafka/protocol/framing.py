@@ -28,12 +28,19 @@ from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_schema_field_type,
+    is_optional,
+)
 from kio.serial.errors import DecodeError
 
 from . import extensions
 from .errors import ErrorCode, ProtocolError
-from .fallback import fallback_entity_reader, length_checker
+from .fallback import FIXED_SIZE_TYPES, fallback_entity_reader, length_checker
 
 __all__ = [
     "DECODE_ERRORS",
@@ -105,7 +112,7 @@ def null_checker(cls: type) -> Callable[[Any], None]:
     nested: list[tuple[str, bool, Callable[[Any], None]]] = []  # (name, is_array, checker)
     for field in dataclasses.fields(cls):
         kind = classify_field(field)
-        if not is_optional(field):
+        if not is_optional(field) and not _never_null(field, kind):
             plain.append(field.name)
         if isinstance(kind, (EntityField, EntityTupleField)):
             nested.append((field.name, isinstance(kind, EntityTupleField), null_checker(kind.type_)))
@@ -125,6 +132,17 @@ def null_checker(cls: type) -> Callable[[Any], None]:
                 sub(value)
 
     return check
+
+
+def _never_null(field: dataclasses.Field, kind: Any) -> bool:
+    """A fixed-size primitive (an int, a bool, a timedelta...): kio always reads a value for it,
+    so the null check skips it (on the job-queue path, most of a request's fields)."""
+    if isinstance(kind, (EntityField, EntityTupleField)) or isinstance(kind, PrimitiveTupleField):
+        return False
+    try:
+        return get_schema_field_type(field) in FIXED_SIZE_TYPES
+    except Exception:  # noqa: BLE001 - a field kio cannot type: keep checking it
+        return False
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[Any, Any]:

@@ -17,16 +17,19 @@ max_version)`` (the highest both the broker and kio support, within the caller's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from quafka.protocol.errors import ErrorCode
+from quafka.protocol.share_request_encoders import SHARE_FETCH_REQUEST_VERSIONS, encode_share_fetch_request
 
 from ._wire import API_VERSIONS_KEY, WireConnection, WireError, api_name, build_entity, kio_version_range, request_class
 from .errors import KafkaConnectionError, KafkaException, KafkaTimeoutError, error_for_code
+
+SHARE_FETCH_KEY = 78
 
 __all__ = ["BrokerConnection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"]
 
@@ -180,19 +183,24 @@ class BrokerConnection:
         Raises KafkaConnectionError when the connection is (or becomes) unusable and
         KafkaTimeoutError after ``timeout`` (default ``request_timeout``) seconds.
         """
+        api_key, version = type(entity).__api_key__, type(entity).__version__
+        return await self._request(api_key, version, lambda: self._wire.send(entity), timeout)
+
+    async def _request(self, api_key: int, version: int, encode: Callable[[], tuple[int, bytes]],
+                       timeout: float | None) -> Any:
+        """Send the frame `encode()` makes (correlation id, frame) and await its response."""
         if not self._connected:
             raise KafkaConnectionError(f"connection to broker {self.address} is not open: call connect() first")
         if self._closed_error is not None:
             raise type(self._closed_error)(self._closed_error.message, self._closed_error.code)
         assert self._writer is not None
-        api_key, version = type(entity).__api_key__, type(entity).__version__
         served = self.api_versions.get(api_key)
         if api_key != API_VERSIONS_KEY and not (served and served[0] <= version <= served[1]):
             # Kafka closes a connection that sends an unadvertised version; refuse it here instead
             raise KafkaException(f"broker {self.address} does not serve {api_name(api_key)} v{version} "
                                  f"(it serves {f'v{served[0]}-v{served[1]}' if served else 'no version'})",
                                  ErrorCode.unsupported_version)
-        correlation_id, frame = self._wire.send(entity)
+        correlation_id, frame = encode()
         future = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = future
         try:
@@ -219,4 +227,9 @@ class BrokerConnection:
                    max_version: int | None = None, timeout: float | None = None) -> Any:
         """Build the request at the negotiated version from ``values`` and send it."""
         version = self.version_for(api_key, min_version, max_version)
+        if api_key == SHARE_FETCH_KEY and version in SHARE_FETCH_REQUEST_VERSIONS:
+            # the share consumer's per-poll request: written by hand (protocol/share_request_encoders.py)
+            return await self._request(api_key, version, lambda: self._wire.send_encoded(
+                api_key, version, lambda cid, client_id: encode_share_fetch_request(version, cid, client_id, values)),
+                timeout)
         return await self.request(build_entity(request_class(api_key, version), values), timeout)

@@ -102,9 +102,25 @@ def response_class(api_key: int, version: int) -> type:
         raise KafkaException(f"kio has no response schema for {api_name(api_key)} v{version}") from None
 
 
+_PLAIN, _ENTITIES, _ENTITY, _DURATION = range(4)
+
+
 @functools.lru_cache(maxsize=None)
-def _fields(cls: type) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(cls)}
+def _fields(cls: type) -> dict[str, tuple[int, Any]]:
+    """name -> (how build_entity treats the value, the nested entity class): worked out once per
+    class (kio's classify_field is not cached, and a request is built per fetch)."""
+    out: dict[str, tuple[int, Any]] = {}
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        if isinstance(kind, EntityTupleField):
+            out[field.name] = (_ENTITIES, kind.type_)
+        elif isinstance(kind, EntityField):
+            out[field.name] = (_ENTITY, kind.type_)
+        elif getattr(field.type, "__name__", "").endswith("Timedelta"):
+            out[field.name] = (_DURATION, None)
+        else:
+            out[field.name] = (_PLAIN, None)
+    return out
 
 
 def build_entity(cls: type, values: Mapping[str, Any]) -> Any:
@@ -115,15 +131,15 @@ def build_entity(cls: type, values: Mapping[str, Any]) -> Any:
     fields = _fields(cls)
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
-        field = fields.get(name)
-        if field is None:
+        found = fields.get(name)
+        if found is None:
             continue
-        kind = classify_field(field)
-        if isinstance(kind, EntityTupleField) and value is not None:
-            value = tuple(build_entity(kind.type_, v) if isinstance(v, Mapping) else v for v in value)
-        elif isinstance(kind, EntityField) and isinstance(value, Mapping):
-            value = build_entity(kind.type_, value)
-        elif type(value) is int and getattr(field.type, "__name__", "").endswith("Timedelta"):
+        how, nested = found
+        if how == _ENTITIES and value is not None:
+            value = tuple(build_entity(nested, v) if isinstance(v, Mapping) else v for v in value)
+        elif how == _ENTITY and isinstance(value, Mapping):
+            value = build_entity(nested, value)
+        elif how == _DURATION and type(value) is int:
             value = datetime.timedelta(milliseconds=value)
         kwargs[name] = value
     return cls(**kwargs)
@@ -185,6 +201,16 @@ class WireConnection:
         del out
         self._in_flight.append(InFlight(correlation_id, api_key, version))
         return correlation_id, buffer.getvalue()
+
+    def send_encoded(self, api_key: int, version: int,
+                     encode: Callable[[int, str | None], bytes]) -> tuple[int, bytes]:
+        """Like `send`, for a request written by a hand-written encoder: `encode(correlation id,
+        client id)` returns the whole frame (size prefix included)."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode(correlation_id, self.client_id)
+        self._in_flight.append(InFlight(correlation_id, api_key, version))
+        return correlation_id, frame
 
     @property
     def in_flight(self) -> tuple[InFlight, ...]:

@@ -20,7 +20,6 @@ every structure.
 
 from __future__ import annotations
 
-import datetime
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,9 +50,9 @@ def _compact_nullable_string(parts: list[Any], value: str | None) -> None:
 
 
 def _millis(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return round(value.total_seconds() * 1000)
-    return int(value)
+    """Milliseconds from an int or a timedelta (duck-typed: protocol/ imports no clock module)."""
+    total_seconds = getattr(value, "total_seconds", None)
+    return int(value) if total_seconds is None else round(total_seconds() * 1000)
 
 
 def _uuid_bytes(value: Any) -> bytes:

@@ -370,14 +370,15 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.only.split(","))
     rates = [int(x) for x in args.rates.split(",") if x]
     interrupt_on_sigterm()
+    info = machine_info()  # before pinning: nproc counts the CPUs this process may use
     pin.enabled = args.pin and len(os.sched_getaffinity(0)) >= 2
     if pin.enabled:
         os.sched_setaffinity(0, pin.others())  # this process and every child it starts...
     started = time.monotonic()
     problems: list[str] = []
     blocks: list[str] = []
-    info = machine_info()
-    print(f"quafka job round: broker on {args.loop}; {info.get('cpu', '')}", flush=True)
+    print(f"quafka job round: broker on {args.loop}" + (f" from {args.broker_src}" if args.broker_src else "") + "; "
+          + "; ".join(f"{k} {v}" for k, v in info.items()), flush=True)
     echo: dict[str, float] = {}
     try:
         if "echo" in parts or "round" in parts:

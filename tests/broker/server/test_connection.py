@@ -187,3 +187,14 @@ def test_an_event_loop_that_is_not_installed_is_refused_clearly(tmp_path):
     assert result.returncode == 1
     assert "--event-loop uvloop: uvloop does not import" in result.stderr
     assert "never awaited" not in result.stderr
+
+
+def test_a_request_larger_than_the_read_high_water_mark_is_served(loop_broker):
+    # 6 MiB of trailing bytes after a valid ApiVersions body (trailing bytes are ignored, as by
+    # Kafka's parser): the connection must keep reading until the request is whole
+    body = api_versions(5)[4:] + bytes(6 * 1024 * 1024)
+    with socket.create_connection(("127.0.0.1", loop_broker.port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        assert read_response(sock)[0] == 5
+        sock.sendall(api_versions(6))  # and the connection goes on
+        assert read_response(sock)[0] == 6

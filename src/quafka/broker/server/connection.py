@@ -198,12 +198,14 @@ class BrokerConnection(asyncio.Protocol):
         self._flow_control()
 
     def _flow_control(self) -> None:
-        """Stop reading while unserved bytes pile up (a request waits, or the client does not read
-        its answers); read again once they are served."""
+        """Stop reading while the client does not read its answers, or while a request waits and
+        the bytes behind it pile up; read again once they are served. A connection that is not
+        busy always reads: the buffer then holds only the start of the next request, which may be
+        as large as socket.request.max.bytes and must arrive whole."""
         transport = self.transport
         if transport is None or self.lost:
             return
-        backlog = len(self.buffer) > READ_HIGH_WATER_BYTES or self.write_paused
+        backlog = self.write_paused or (self.task is not None and len(self.buffer) > READ_HIGH_WATER_BYTES)
         if backlog and not self.read_paused:
             self.read_paused = True
             transport.pause_reading()

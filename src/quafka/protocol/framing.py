@@ -137,7 +137,7 @@ def null_checker(cls: type) -> Callable[[Any], None]:
 def _never_null(field: dataclasses.Field, kind: Any) -> bool:
     """A fixed-size primitive (an int, a bool, a timedelta...): kio always reads a value for it,
     so the null check skips it (on the job-queue path, most of a request's fields)."""
-    if isinstance(kind, (EntityField, EntityTupleField)) or isinstance(kind, PrimitiveTupleField):
+    if isinstance(kind, (EntityField, EntityTupleField, PrimitiveTupleField)):
         return False
     try:
         return get_schema_field_type(field) in FIXED_SIZE_TYPES

@@ -24,8 +24,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .hot_encoders import _uvarint
-from .varint import uvarint_bytes
+from .varint import uvarint_bytes as _uvarint
 
 __all__ = ["SHARE_FETCH_REQUEST_VERSIONS", "encode_share_fetch_request"]
 
@@ -104,7 +103,7 @@ def encode_share_fetch_request(version: int, correlation_id: int, client_id: str
     for topic in forgotten:
         parts.append(_uuid_bytes(topic.get("topic_id")))
         indexes = topic.get("partitions") or ()
-        parts.append(uvarint_bytes(len(indexes) + 1))
+        parts.append(_uvarint(len(indexes) + 1))
         parts.append(struct.pack(f">{len(indexes)}i", *indexes))
         parts.append(_TAGS)
     parts.append(_TAGS)

@@ -652,3 +652,45 @@ def test_a_state_topic_segment_size_below_the_segment_minimum_is_refused_at_star
     with pytest.raises(cfg.ConfigError) as info:
         cfg.BrokerConfig.from_props({"share.coordinator.state.topic.segment.bytes": "1000"})
     assert "share.coordinator.state.topic.segment.bytes" in str(info.value) and "1048576" in str(info.value)
+
+
+# --------------------------------------------------------------------------- the free-space watermark
+
+
+def test_the_free_space_watermark_is_on_by_default():
+    config = BrokerConfig.from_props({})
+    assert config.get("quafka.log.dir.min.free.bytes") == 256 << 20
+    assert config.get("quafka.log.dir.min.free.percent") == 1.0
+    assert config.source_of("quafka.log.dir.min.free.bytes") == cfg.ConfigSource.DEFAULT_CONFIG
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("quafka.log.dir.min.free.bytes", "-1",
+     "Invalid value -1 for configuration quafka.log.dir.min.free.bytes: Value must be at least 0"),
+    ("quafka.log.dir.min.free.bytes", "lots",
+     "Invalid value lots for configuration quafka.log.dir.min.free.bytes: Not a number of type LONG"),
+    ("quafka.log.dir.min.free.percent", "60",
+     "Invalid value 60 for configuration quafka.log.dir.min.free.percent: Value must be in the range 0.0 to 50.0 "
+     "inclusive"),
+    ("quafka.log.dir.min.free.percent", "-0.5",
+     "Invalid value -0.5 for configuration quafka.log.dir.min.free.percent: Value must be in the range 0.0 to 50.0 "
+     "inclusive"),
+    ("quafka.log.dir.min.free.percent", "nan",
+     "Invalid value nan for configuration quafka.log.dir.min.free.percent: Not a number of type DOUBLE"),
+])
+def test_free_space_watermark_values_are_validated(key, value, message):
+    with pytest.raises(cfg.ConfigError) as info:
+        BrokerConfig.from_props({key: value})
+    assert str(info.value) == message
+    with pytest.raises(cfg.ConfigError) as info:  # the same check for a dynamic change
+        BrokerConfig.from_props({}).with_dynamic(cluster_default={key: value})
+    assert str(info.value) == message
+
+
+def test_free_space_watermark_zero_and_dynamic_values_are_taken():
+    config = BrokerConfig.from_props({"quafka.log.dir.min.free.bytes": "0", "quafka.log.dir.min.free.percent": "0"})
+    assert (config.get("quafka.log.dir.min.free.bytes"), config.get("quafka.log.dir.min.free.percent")) == (0, 0.0)
+    changed = config.with_dynamic(cluster_default={"quafka.log.dir.min.free.percent": "2.5"},
+                                  per_broker={"quafka.log.dir.min.free.bytes": str(1 << 30)})
+    assert (changed.get("quafka.log.dir.min.free.bytes"), changed.get("quafka.log.dir.min.free.percent")) == (
+        1 << 30, 2.5)

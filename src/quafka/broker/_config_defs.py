@@ -107,6 +107,14 @@ def _metrics_listener() -> tuple[str, Check]:
     return "http://host:port (port 0: any free port) or empty (off)", check
 
 
+# The watermark's default: 256 MiB (or 1 % of the file system when that is more) is the reserve that
+# the writes still made below it draw on — share-state and group-offset records of a few hundred
+# bytes per acknowledgement round, so millions of rounds; and more than two 100 MiB
+# __share_group_state segments, so pruning (which deletes whole segments) can still reclaim space.
+# The percentage grows the reserve with the disk, as file systems and other writers need.
+_MIN_FREE_NOTE = ("a quafka extension, not in Kafka (a full disk takes Kafka's log directory offline); on by default; "
+                  "free space is checked every second and after deletions")
+
 _BROKER = [
     # -- node and network
     _key("node.id", "int", 1, _at_least(0), "Id of this node, reported as the broker id and the controller id.",
@@ -163,6 +171,15 @@ _BROKER = [
          note="default ./quafka-data (Kafka: /tmp/kafka-logs); exactly one directory"),
     _key("log.dirs", "list", None, _dir_list(allow_null=True), "Data directory; wins over log.dir.",
          note="exactly one directory"),
+    # quafka's free-space watermark (docs/durability.md "A nearly full disk"); on by default: see _MIN_FREE_NOTE
+    _key("quafka.log.dir.min.free.bytes", "long", 256 << 20, _at_least(0),
+         "Free space the log directory keeps: below the larger of this and quafka.log.dir.min.free.percent, "
+         "produces to user topics are refused with KAFKA_STORAGE_ERROR (retriable) while fetches, share groups "
+         "and internal topics go on; produces resume by themselves once space is freed. 0 for both turns it off.",
+         CLUSTER_WIDE, note=_MIN_FREE_NOTE),
+    _key("quafka.log.dir.min.free.percent", "double", 1.0, _in_range(0.0, 50.0),
+         "The same watermark as a percentage of the log directory's file system size; the larger of the two "
+         "applies. 0 for both turns it off.", CLUSTER_WIDE, note=_MIN_FREE_NOTE),
     # -- segments
     _key("log.segment.bytes", "int", 1073741824, _at_least(1048576), "Size at which a segment is rolled.",
          CLUSTER_WIDE, "segment.bytes"),

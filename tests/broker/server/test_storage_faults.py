@@ -18,7 +18,8 @@ failing group-coordinator write) — a test shows:
 Faults are injected at the OS-call level in the broker's process (tests/support/faults.py: the
 `os` the storage modules call, only for files under the test's data directory), except the
 vanished directory (really moved away) and one test on a really full file system (a 2 MiB tmpfs;
-the machine runs the suite as root). A last test shows that a flush-scheduler error that is not an
+the machine runs the suite as root; the free-space watermark, which would refuse produces before
+the disk is full, is turned off there: test_disk_watermark.py shows it on). A last test shows that a flush-scheduler error that is not an
 OSError is counted, logged, and does not stop periodic flushing.
 """
 
@@ -51,6 +52,7 @@ TOPIC = "disk"
 GROUP = "disk-group"
 STORAGE_ERROR = 56  # KAFKA_STORAGE_ERROR
 NOT_COORDINATOR = 16
+WATERMARK_OFF = {"quafka.log.dir.min.free.bytes": "0", "quafka.log.dir.min.free.percent": "0"}
 BEFORE = 6  # records produced and acknowledged before the fault
 ACCEPTED = 3  # of which the first ones are ACCEPTed (confirmed) before the fault
 BROKER_CONFIG = {
@@ -491,8 +493,9 @@ def test_really_full_file_system(tmp_path, make_broker, broker_process):
     proc = None
     try:
         data_dir = mnt  # the broker's own log goes beside it (support.BrokerProcess), not on the tmpfs
-        proc = broker_process(str(data_dir), overrides={k: str(v) for k, v in BROKER_CONFIG.items()
-                                                       if k != "metrics.listener"})
+        # the free-space watermark off (test_disk_watermark.py shows it on): the disk really fills
+        overrides = {**{k: str(v) for k, v in BROKER_CONFIG.items() if k != "metrics.listener"}, **WATERMARK_OFF}
+        proc = broker_process(str(data_dir), overrides=overrides)
         create_topic(proc.bootstrap_servers, TOPIC, 1)
         producer = new_producer(proc.bootstrap_servers)
         stored: dict[int, bytes] = {}
@@ -514,7 +517,7 @@ def test_really_full_file_system(tmp_path, make_broker, broker_process):
 
         grown = _mount("-o", "remount,size=64m", str(mnt))
         assert grown.returncode == 0, grown.stderr
-        broker = make_broker(data_dir=str(data_dir), config=BROKER_CONFIG)
+        broker = make_broker(data_dir=str(data_dir), config={**BROKER_CONFIG, **WATERMARK_OFF})
         bootstrap = broker.bootstrap_servers
         found = read_all(bootstrap)
         lost = sorted(o for o, v in stored.items() if found.get(o) != v)

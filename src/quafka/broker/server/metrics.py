@@ -362,6 +362,23 @@ def render(server: "BrokerServer") -> str:
     out.family("quafka_log_dir_failures_total", "counter",
                "Storage failures that took the log directory offline (any call: write, read, fsync, open).",
                [((), m.log_dir_failures)])
+    disk = server.disk_space  # the free-space watermark: one series per log directory (none in memory)
+    per_dir = [(("log_dir", disk.path),)] if disk.path is not None else []
+    watermark = disk.watermark
+    out.family("quafka_log_dir_free_bytes", "gauge",
+               "Free space of the log directory's file system at the last check (every second and after "
+               "deletions), in bytes.", [(labels, max(watermark.free_bytes, 0)) for labels in per_dir])
+    out.family("quafka_log_dir_min_free_bytes", "gauge",
+               "The free-space watermark in force: the larger of quafka.log.dir.min.free.bytes and "
+               "quafka.log.dir.min.free.percent of the file system, in bytes (0: off).",
+               [(labels, watermark.threshold) for labels in per_dir])
+    out.family("quafka_log_dir_below_min_free", "gauge",
+               "1 while the log directory is below its free-space watermark and produces to user topics are "
+               "refused (KAFKA_STORAGE_ERROR); fetches, share groups and internal topics go on.",
+               [(labels, 1 if watermark.below else 0) for labels in per_dir])
+    out.family("quafka_log_dir_produce_refusals_total", "counter",
+               "Partition produces refused because the log directory was below its free-space watermark.",
+               [(labels, disk.refusals) for labels in per_dir])
     out.family("quafka_flush_scheduler_errors_total", "counter",
                "Errors of the periodic flush scheduler other than storage failures (logged; it goes on).",
                [((), m.flush_loop_errors)])

@@ -17,6 +17,7 @@ from .clock import wall_clock_ms
 from quafka.broker.core.share_session import ShareSessionCache
 
 from .connection import BrokerConnection
+from .disk_space import DiskSpaceMonitor
 from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .registry import HandlerSpec, advertised_ranges, load_handlers
@@ -76,6 +77,8 @@ class BrokerServer:
         self.timers = TimerService()
         self.flusher = LogFlusher()
         self.failed_log_dir: LogDirHealth | None = None  # set when the log directory failed
+        # the free-space watermark of the log directory (none for memory stores)
+        self.disk_space = DiskSpaceMonitor(getattr(self.state.log_store, "log_dir", None), lambda: self.state.config)
         self._halting: asyncio.Task | None = None
         self.requests_in_flight = 0  # handlers running (connection.py); a halt lets them answer
         self.unserved_requests_logged: set[tuple] = set()  # (client id, software, API key) warned once
@@ -106,6 +109,7 @@ class BrokerServer:
         internal topics (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS); returns when loaded."""
         self.state.log_store.health.listeners.append(self.on_log_dir_failure)
         self.state.load()
+        self.disk_space.check()  # before the listeners open: a produce never meets an unmeasured disk
         try:
             await self._start_after_load()
         except BaseException:
@@ -132,6 +136,8 @@ class BrokerServer:
         self.state.advertised = self._advertised_endpoint()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
+        self._tasks.append(asyncio.create_task(self.disk_space.run(lambda: self.failed_log_dir is not None),
+                                               name="free-space"))
         await self.share_coordinator.load()
         self.share_groups.load()
         self.classic_groups.load()
@@ -193,6 +199,7 @@ class BrokerServer:
             live = {t.topic_id for t in self.state.topics.values()}
             for topic_id in {c.topic_id for c in self.share_partitions.contexts.values()} - live:
                 self.share_partitions.drop_topic(topic_id)
+            self.disk_space.recheck()  # its segments are gone: produces may resume at once
 
     def close_share_session(self, group_id: str, member_id: str) -> None:
         """Close a member's share session and release every record it holds in the group."""
@@ -293,12 +300,15 @@ class BrokerServer:
             interval_ms = int(self.state.config.get("log.retention.check.interval.ms"))
             await asyncio.sleep(interval_ms / 1000.0)
             now_ms = wall_clock_ms()
+            deleted = False
             for topic in list(self.state.topics.values()):
                 for part in topic.partitions:
                     try:
-                        part.log.enforce_retention(now_ms)
+                        deleted = part.log.enforce_retention(now_ms) or deleted
                     except Exception:
                         log.exception("retention check failed for %s-%d", topic.name, part.index)
+            if deleted:
+                self.disk_space.recheck()
 
     async def _flush_loop(self) -> None:
         """Start the flushes that flush.ms makes due (on the flusher's worker). A failure here is

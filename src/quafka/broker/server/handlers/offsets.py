@@ -99,4 +99,5 @@ async def handle_delete_records(ctx, req):
                     low = plog.delete_records_before(offset)
             parts.append(make(part_cls, partition_index=p.partition_index, low_watermark=low, error_code=error))
         topics_out.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
+    ctx.server.disk_space.recheck()  # segments below the new start offsets are gone: measure now
     return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics_out))

@@ -8,11 +8,15 @@ response is written by a hand-made encoder (`quafka.protocol.hot_encoders`).
 acks: 0 (no response), 1 and -1/all behave the same on one node: the response is sent once the
 batch is in the segment file, and once fsynced (on the flusher's worker thread) when the append
 reached flush.messages. A failed write or fsync answers KAFKA_STORAGE_ERROR (the log directory is
-then offline: server.BrokerServer.on_log_dir_failure). Transactions are not implemented: a transactional InitProducerId is
+then offline: server.BrokerServer.on_log_dir_failure). Below the log directory's free-space
+watermark (quafka.log.dir.min.free.*, server.disk_space) a produce is refused with
+KAFKA_STORAGE_ERROR and a message saying so, before anything is written; nothing goes offline. Transactions are not implemented: a transactional InitProducerId is
 refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and transactional batches with INVALID_RECORD.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from quafka.broker.core.producer_state import Duplicate, Refused
 from quafka.broker.storage.base import MAX_LONG
@@ -35,7 +39,11 @@ def _failed(index: int, error: ErrorCode, message: str | None, log_start_offset:
 
 
 def produce_to_partition(topic: TopicState, part: PartitionState, records, now_ms: int,
-                         version: int) -> ProducePartitionResult:
+                         version: int, admit: Callable[[int], str | None] | None = None) -> ProducePartitionResult:
+    """Validate and append one partition's records. `admit(nbytes)` (the free-space watermark,
+    server.disk_space) is asked just before the append — after validation and after a retried
+    batch was recognised as a duplicate, which costs no space — and its message refuses the
+    append with KAFKA_STORAGE_ERROR. The Produce handler passes it; dead-letter writes do not."""
     index = part.index
     plog = part.log
     if topic.internal:  # only the coordinators write __share_group_state and __consumer_offsets
@@ -71,6 +79,8 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
                                           DUPLICATE)
         if isinstance(outcome, Refused):
             return _failed(index, outcome.error_code, outcome.message, plog.log_start_offset)
+    if admit is not None and (refusal := admit(len(records))) is not None:
+        return _failed(index, ErrorCode.kafka_storage_error, refusal, plog.log_start_offset)
     buf = bytearray(records)
     append_time = -1
     if topic.log_append_time:
@@ -96,6 +106,7 @@ async def handle_produce(ctx, req):
     topics_out = []
     refuse: tuple[ErrorCode, str] | None = None
     flushes: list[tuple[int, list, PartitionState, int]] = []
+    admit = ctx.server.disk_space.admit  # below the free-space watermark: KAFKA_STORAGE_ERROR, retriable
     if acks not in (-1, 0, 1):
         refuse = (ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, got {acks}")
     elif req.transactional_id is not None:
@@ -119,7 +130,7 @@ async def handle_produce(ctx, req):
                 parts_out.append(_failed(pd.index, missing if topic is None else ErrorCode.unknown_topic_or_partition,
                                          "This server does not host this topic-partition."))
                 continue
-            result = produce_to_partition(topic, part, pd.records, now_ms, version)
+            result = produce_to_partition(topic, part, pd.records, now_ms, version, admit)
             plog = part.log
             if result.error_code == _ERR_NONE and plog.config.flush_messages < MAX_LONG and (
                     plog.unflushed_records >= plog.config.flush_messages

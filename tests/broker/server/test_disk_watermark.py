@@ -194,7 +194,6 @@ def test_a_full_disk_refuses_produces_keeps_share_groups_working_and_resumes_aft
         assert {err.code() for err in errors} == {KafkaError.KAFKA_STORAGE_ERROR}, errors
         # librdkafka retries this code (rd_kafka_handle_Produce_error: refresh, retry, not persisted) when it
         # may (retries > 0: shown below); its delivery report names the code, not the broker's message (raw_produce)
-        print(f"filled: {stored} records of {BULK_VALUE} bytes acknowledged", flush=True)
         # the disk filled up to the watermark: everything above it took records
         assert stored * BULK_VALUE > DISK - THRESHOLD - (4 << 20), stored
         refused = raw_produce(bootstrap, JOBS, b"refused")
@@ -258,8 +257,9 @@ def test_a_full_disk_refuses_produces_keeps_share_groups_working_and_resumes_aft
 
         wait_until(refused_again, timeout_s=20, message="the producer's retries to be refused")
         assert not outcome, f"delivered below the watermark: {outcome}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         admin.delete_topics([BULK], operation_timeout=10)[BULK].result(timeout=10)
+        del admin
         assert retrying.flush(30) == 0
         assert outcome == [(None, JOB_COUNT)], outcome
         resumed = metrics(metrics_port)

@@ -70,10 +70,11 @@ def test_settings_are_taken_at_each_observation():
     assert w.observe(Reading(0, total), 0, 0.0) is None and w.admits()  # off: even an empty disk admits
 
 
-def test_the_estimate_asks_for_a_measurement_only_near_the_threshold():
+def test_the_estimate_asks_for_a_measurement_only_near_the_threshold_while_admitting():
     w = DiskWatermark()
     w.observe(Reading(50 * MIB, 100 * MIB), 10 * MIB, 0.0)
-    assert not w.needs_check(10 * MIB)
-    assert w.needs_check(10 * MIB - 1)
+    assert w.measure_under == 10 * MIB
+    w.observe(Reading(5 * MIB, 100 * MIB), 10 * MIB, 0.0)
+    assert w.measure_under == -1  # below: the produce path does not measure; timed checks do
     w.observe(Reading(50 * MIB, 100 * MIB), 0, 0.0)
-    assert not w.needs_check(-1)  # off: never measured for the produce path
+    assert w.measure_under == -1  # off: never measured for the produce path

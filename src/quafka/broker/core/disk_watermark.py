@@ -97,7 +97,10 @@ class DiskWatermark:
         self.below = below
         return Transition(below, reading.free_bytes, self.threshold, self.resume_bytes)
 
-    def needs_check(self, estimated_free_bytes: int) -> bool:
-        """Whether an estimate of the free space (the last reading minus what was appended since)
-        has come down to the threshold, so the shell should measure again before it admits more."""
-        return self.threshold > 0 and estimated_free_bytes < self.threshold
+    @property
+    def measure_under(self) -> int:
+        """The shell keeps an estimate of the free space (the last reading minus what it appended
+        since); once the estimate is under this, it measures again before admitting more: the
+        threshold while produces are admitted, -1 (never) when off or already below (the timed
+        checks and the checks after deletions bring it back)."""
+        return self.threshold if self.threshold > 0 and not self.below else -1

@@ -56,6 +56,7 @@ class DiskSpaceMonitor:
         self._statvfs = statvfs
         self.watermark = DiskWatermark()
         self.estimated_free_bytes = 0
+        self._measure_under = -1  # watermark.measure_under as of the last check
         self.refusals = 0  # partition produces refused below the watermark
         self.checks = 0
         self._check_error: OSError | None = None
@@ -69,6 +70,7 @@ class DiskSpaceMonitor:
         """Measure the file system now and apply it; log a transition (once each way)."""
         if self.path is None:
             return None
+        config = self._config_seen = self._config()  # seen even if the measurement fails: no retry per produce
         try:
             st = self._statvfs(self.path)
         except OSError as exc:
@@ -83,10 +85,10 @@ class DiskSpaceMonitor:
             self._check_error = None
         self.checks += 1
         reading = Reading(st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize)
-        config = self._config_seen = self._config()
         min_bytes, min_percent = int(config.get(MIN_FREE_BYTES)), float(config.get(MIN_FREE_PERCENT))
         transition = self.watermark.observe(reading, min_bytes, min_percent)
         self.estimated_free_bytes = reading.free_bytes
+        self._measure_under = self.watermark.measure_under
         if transition is not None:
             self._log_transition(transition, min_bytes, min_percent, reading.total_bytes)
         return transition
@@ -126,11 +128,9 @@ class DiskSpaceMonitor:
         otherwise the refusal message."""
         if self.path is None:
             return None
-        watermark = self.watermark
-        if self._config() is not self._config_seen or (
-                not watermark.below and watermark.needs_check(self.estimated_free_bytes)):
+        if self.estimated_free_bytes < self._measure_under or self._config() is not self._config_seen:
             self.check()
-        if watermark.below:
+        if self.watermark.below:
             self.refusals += 1
             return self.refusal_message()
         self.estimated_free_bytes -= nbytes

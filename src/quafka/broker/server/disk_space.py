@@ -101,15 +101,15 @@ class DiskSpaceMonitor:
             log.warning(
                 "log directory %s has %d bytes free (%s), below the free-space watermark of %d bytes (%s; %s): "
                 "produces to user topics are refused with KAFKA_STORAGE_ERROR (retriable) until %d bytes are "
-                "free again; fetches, share groups, acknowledgements and internal topics are served from the "
-                "reserve. Free space (retention, delete topics or records, grow the file system) and produces "
+                "free again; fetches, share groups and acknowledgements go on (internal topics write into the "
+                "reserve below the watermark). Free space (retention, delete topics or records, grow the file system) and produces "
                 "resume by themselves.",
                 self.path, t.free_bytes, _mib(t.free_bytes), t.threshold_bytes, _mib(t.threshold_bytes),
                 settings, t.resume_bytes)
         else:
             log.info("log directory %s has %d bytes free (%s) again, above the free-space watermark of %d "
-                        "bytes (%s): produces are accepted again", self.path, t.free_bytes, _mib(t.free_bytes),
-                        t.threshold_bytes, settings)
+                     "bytes (%s): produces are accepted again", self.path, t.free_bytes, _mib(t.free_bytes),
+                     t.threshold_bytes, settings)
 
     async def run(self, stopped: Callable[[], bool]) -> None:
         """Measure every CHECK_INTERVAL_MS until `stopped()` (the broker's background task)."""

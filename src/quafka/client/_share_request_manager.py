@@ -3,7 +3,7 @@ send to which leader, and what each answer changes. After Kafka's ``ShareConsume
 (one share session per node, one request in flight per session, acknowledgements piggy-backed on
 the next ShareFetch to the partition's leader, CurrentLeader hints) and ``ShareFetchCollector``.
 
-The asyncio driver (``share_consumer.AsyncShareConsumer``) owns the connections, the tasks and the
+The asyncio driver (``_share_driver.ShareConsumerDriver``) owns the connections, the tasks and the
 clock; it asks this object for a request, sends it, and hands back the response (or the
 exception the send raised). Time and metadata come in as data: ``topics`` is the client's
 metadata (topic name → ``TopicInfo``, refreshed in place by the driver); the acknowledgement book

@@ -1,7 +1,7 @@
 """The share consumer's request decisions, pure: which leaders a poll fetches from, which pending
 acknowledgements go out now and which ride on the next ShareFetch, what a partition's or a
 request's error means, and when a failed acknowledgement is retried. The request manager
-(`_share_request_manager`) and the asyncio driver (`share_consumer.AsyncShareConsumer`) ask these;
+(`_share_request_manager`) and the asyncio driver (`_share_driver.ShareConsumerDriver`) ask these;
 tests check each (state, input) pair (tests/client/test_share_requests.py).
 
 Kafka's Java client makes the same decisions in `ShareConsumeRequestManager` (fetch and

@@ -9,16 +9,31 @@ shares (the request manager, the acknowledgement book and its lock, the leader n
 and provides the loop helpers (``_spawn``, ``_signal``, ``_start``, ``_refresh_metadata``). After
 Kafka's ShareConsumeRequestManager (AcknowledgeRequestState, ResultHandler): the request decisions
 themselves are the request manager's (``_share_request_manager``) and ``_share_requests``'.
+
+Every acknowledgement handed to the client gets exactly one outcome. When it leaves the book for
+a request (``_take_pending``) it is entered in the unsettled ledger; ``_ack_outcomes`` reports it
+and takes it out, and refuses (logs) a second report. Success only when the leader's response
+names the partition with error code NONE (the request manager fails the partitions a response
+omits, as Kafka's ShareConsumeRequestManager.handleShareFetchSuccess and
+AcknowledgeRequestState.processingComplete do with InvalidRecordStateException); a request that
+fails with an error that is not a KafkaException fails its acknowledgements with
+UNKNOWN_SERVER_ERROR (as handleShareFetchFailure does); and what is still unsettled when ``close``
+gives up (its deadline cancelled the requests) is reported with KafkaTimeoutError
+(REQUEST_TIMED_OUT, as AcknowledgeRequestState.handleAcknowledgeTimedOut reports acknowledgements
+whose deadline passed) by ``_settle_abandoned``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from quafka.protocol.errors import ErrorCode
 
 from ._base import AsyncClient
 from ._cluster import BrokerInfo
@@ -26,11 +41,13 @@ from ._metrics import Sensor
 from ._share_acks import AckRange, AcknowledgeType, Acknowledgements, count_offsets
 from ._share_request_manager import ShareConsumeRequestManager
 from ._share_requests import commit_retries, retry_backoff_ms
-from .errors import KafkaConnectionError, KafkaException, KafkaTimeoutError
+from .errors import KafkaConnectionError, KafkaException, KafkaTimeoutError, error_for_code
 from .records import TopicPartition
 
 __all__ = ["CommitCallback", "LeaderNode", "SHARE_ACKNOWLEDGE_KEY", "SHARE_FETCH_KEY", "ShareAcknowledger",
-           "now_ms"]
+           "now_ms", "unexpected_error"]
+
+logger = logging.getLogger("quafka.client.share_consumer")
 
 SHARE_FETCH_KEY = 78
 SHARE_ACKNOWLEDGE_KEY = 79
@@ -42,6 +59,17 @@ Outcomes = dict[TopicPartition, KafkaException | None]
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def unexpected_error(what: str, exc: BaseException) -> KafkaException:
+    """The KafkaException that fails the acknowledgements of a request which failed with an error
+    that is not a KafkaException (a bug, a response the client cannot make sense of): logged with
+    its traceback, reported as UNKNOWN_SERVER_ERROR, as Kafka's
+    ShareConsumeRequestManager.handleShareFetchFailure does for a non-KafkaException."""
+    if isinstance(exc, KafkaException):
+        return exc
+    logger.warning("%s failed: %s: %s", what, type(exc).__name__, exc, exc_info=exc)
+    return KafkaException(f"{what} failed: {type(exc).__name__}: {exc}", ErrorCode.unknown_server_error)
 
 
 class LeaderNode:
@@ -72,6 +100,8 @@ class ShareAcknowledger(AsyncClient):
         self._callback: CommitCallback | None = None
         self._nodes: dict[int, LeaderNode] = {}
         self._closed_hard = False
+        # acknowledgements taken from the book for a request, by partition, until their outcome
+        self._unsettled: dict[TopicPartition, list[AckRange]] = {}
 
     def _node(self, node_id: int) -> LeaderNode:
         node = self._nodes.get(node_id)
@@ -103,12 +133,30 @@ class ShareAcknowledger(AsyncClient):
             for broker in brokers:
                 self._cluster.brokers[broker.node_id] = broker
 
+    def _take_pending(self, partitions: set[TopicPartition] | None = None) -> Acks:
+        """Take pending acknowledgements from the book to send (the caller holds ``_ack_lock``);
+        they are unsettled until ``_ack_outcomes`` reports them."""
+        acks = self._acks.take_pending(partitions)
+        for tp, ranges in acks.items():
+            self._unsettled.setdefault(tp, []).extend(ranges)
+        return acks
+
     def _ack_outcomes(self, acks: Mapping[TopicPartition, list[AckRange]],
                       outcomes: Mapping[TopicPartition, KafkaException | None]) -> None:
-        """Record the result of sent acknowledgements: renewals, metrics, the callback's queue."""
+        """Record the outcome of sent acknowledgements: renewals, metrics, the callback's queue.
+        A partition missing from ``outcomes`` failed (its request said nothing about it); ranges
+        that already had their outcome are not reported again."""
         now = now_ms()
         for tp, ranges in acks.items():
-            exc = outcomes.get(tp)
+            ranges = self._settle(tp, ranges)
+            if not ranges:
+                continue
+            if tp in outcomes:
+                exc = outcomes[tp]
+            else:
+                exc = error_for_code(ErrorCode.invalid_record_state, f"acknowledging {tp.topic}-{tp.partition}: "
+                                                                     "no outcome was received")
+                logger.warning("acknowledgements of %s-%s got no outcome from their request", tp.topic, tp.partition)
             renewed = [r for r in ranges if r[2] == AcknowledgeType.RENEW]
             if renewed:
                 with self._ack_lock:
@@ -122,6 +170,32 @@ class ShareAcknowledger(AsyncClient):
             if exc is not None:
                 self._sensors["ack-error"].record(count, now)
             self._completions.append(({tp: ranges}, exc))
+
+    def _settle(self, tp: TopicPartition, ranges: list[AckRange]) -> list[AckRange]:
+        """The ``ranges`` of ``tp`` still unsettled, now settled; a range reported before is left
+        out (and logged: it would be a second outcome)."""
+        unsettled = self._unsettled.get(tp)
+        kept = []
+        for r in ranges:
+            if unsettled and r in unsettled:
+                unsettled.remove(r)
+                kept.append(r)
+            else:
+                logger.error("a second outcome for the acknowledgement %s of %s-%s was dropped", r, tp.topic,
+                             tp.partition)
+        if unsettled is not None and not unsettled:
+            del self._unsettled[tp]
+        return kept
+
+    def _settle_abandoned(self) -> None:
+        """At the end of ``close``: acknowledgements still in the book (never sent) or unsettled
+        (their requests were cancelled by the close deadline) fail with KafkaTimeoutError."""
+        with self._ack_lock:
+            self._take_pending()
+        abandoned = {tp: list(ranges) for tp, ranges in self._unsettled.items()}
+        self._ack_outcomes(abandoned, {tp: KafkaTimeoutError(
+            f"acknowledgements of {tp.topic}-{tp.partition} had no answer when the consumer closed (close "
+            f"timeout): whether the broker applied them is unknown") for tp in abandoned})
 
     def _fire_callbacks(self) -> None:
         """Run the acknowledgement commit callback for every result so far (the caller's thread)."""
@@ -154,7 +228,7 @@ class ShareAcknowledger(AsyncClient):
             if not self.explicit:
                 self._acks.accept_delivered()
             self._acks.settle_failed()
-            return self._acks.take_pending()
+            return self._take_pending()
 
     async def _commit_pending(self, deadline: float,
                               is_renew: bool | None = None) -> dict[TopicPartition, KafkaException | None]:
@@ -171,6 +245,17 @@ class ShareAcknowledger(AsyncClient):
         real outcome reaches the acknowledgement commit callback when it comes."""
         results: dict[TopicPartition, KafkaException | None] = {}
         remaining = dict(acks)
+        try:
+            return await self._commit_rounds(remaining, results, deadline, is_renew)
+        except Exception as exc:  # noqa: BLE001 - reported as each partition's outcome, logged
+            error = unexpected_error("ShareAcknowledge", exc)
+            self._ack_outcomes(remaining, {tp: error for tp in remaining})
+            results.update({tp: error for tp in remaining if tp not in results})
+            return results
+
+    async def _commit_rounds(self, remaining: Acks, results: Outcomes, deadline: float,
+                             is_renew: bool | None) -> Outcomes:
+        """``_commit``'s rounds; ``remaining`` holds, in place, the partitions not finished yet."""
         attempt = 0
         while remaining:
             by_leader, outcomes = self._requests.commit_targets(remaining)
@@ -198,7 +283,8 @@ class ShareAcknowledger(AsyncClient):
             results.update(final)
             finished = {tp: remaining[tp] for tp in outcomes if tp not in retry}
             self._ack_outcomes(finished, results)
-            remaining = {tp: remaining[tp] for tp in retry}
+            for tp in [tp for tp in remaining if tp not in retry]:
+                del remaining[tp]
             if remaining:
                 await asyncio.sleep(backoff)
                 await self._refresh_metadata()
@@ -211,7 +297,7 @@ class ShareAcknowledger(AsyncClient):
                     for tp in part}
         exc = task.exception()
         if exc is not None:
-            error = exc if isinstance(exc, KafkaException) else KafkaException(f"{type(exc).__name__}: {exc}")
+            error = unexpected_error("ShareAcknowledge", exc)
             return {tp: error for tp in part}
         return task.result()
 
@@ -229,9 +315,15 @@ class ShareAcknowledger(AsyncClient):
                         return {tp: exc for tp in acks}
                 values = requests.acknowledge_request(node_id, acks, is_renew=is_renew, closing=closing)
                 response = await conn.call(SHARE_ACKNOWLEDGE_KEY, values, min_version=1, max_version=2)
-            except KafkaException as exc:
+            except Exception as exc:  # noqa: BLE001 - a KafkaException, or logged by unexpected_error
                 requests.on_request_failed(node_id)
-                return {tp: exc for tp in acks}
-            result = requests.on_acknowledge_response(node_id, acks, response)
+                error = unexpected_error(f"ShareAcknowledge to node {node_id}", exc)
+                return {tp: error for tp in acks}
+            try:
+                result = requests.on_acknowledge_response(node_id, acks, response)
+            except Exception as exc:  # noqa: BLE001 - an answer the client cannot make sense of
+                requests.on_request_failed(node_id)
+                error = unexpected_error(f"ShareAcknowledge to node {node_id}", exc)
+                return {tp: error for tp in acks}
             self._learn_brokers(result.brokers)
             return result.outcomes

@@ -29,7 +29,7 @@ from typing import Any
 from quafka.protocol.errors import ErrorCode
 
 from ._metrics import Sensor
-from ._share_acknowledger import SHARE_FETCH_KEY, LeaderNode, ShareAcknowledger, now_ms
+from ._share_acknowledger import SHARE_FETCH_KEY, LeaderNode, ShareAcknowledger, now_ms, unexpected_error
 from ._share_acks import AckRange, AcknowledgeType, Acknowledgements
 from ._share_consumer_config import ACQUIRE_MODES, share_consumer_modes
 from ._share_fetch import AcquiredBatches, ShareFetchBuffer
@@ -235,7 +235,7 @@ class ShareConsumerDriver(ShareAcknowledger):
             with self._ack_lock:
                 renewed = self._acks.take_renewed()
                 in_flight = not renewed and self._acks.renewals_in_flight()
-                acks = self._acks.take_pending() if in_flight and not sent and self._acks.has_pending() else {}
+                acks = self._take_pending() if in_flight and not sent and self._acks.has_pending() else {}
             if renewed:
                 return renewed
             if not in_flight:
@@ -334,13 +334,13 @@ class ShareConsumerDriver(ShareAcknowledger):
         tps = self._requests.acks_to_send_now(tps, buffered=bool(self._buffer))
         if tps:
             with self._ack_lock:
-                acks = self._acks.take_pending(tps)
+                acks = self._take_pending(tps)
             if acks:
                 self._spawn(self._commit(acks, time.monotonic() + self.config["default.api.timeout.ms"] / 1000))
 
     def _take_acks(self, rides) -> dict[TopicPartition, list[AckRange]]:
         with self._ack_lock:
-            return self._acks.take_pending({tp for tp in self._acks.pending_partitions() if rides(tp)})
+            return self._take_pending({tp for tp in self._acks.pending_partitions() if rides(tp)})
 
     async def _fetch(self, node: LeaderNode) -> None:
         requests = self._requests
@@ -353,12 +353,14 @@ class ShareConsumerDriver(ShareAcknowledger):
                 try:
                     conn = await self._cluster.connection(node.node_id)
                     response = await conn.call(SHARE_FETCH_KEY, request.values, min_version=1, max_version=2)
-                except KafkaException as exc:
-                    result = requests.on_fetch_failed(request, exc)
-                else:
                     # fractional milliseconds, as Kafka's fetch-latency (a fetch often takes less than 1 ms)
                     self._sensors["fetch-latency"].record((time.monotonic() - started) * 1000.0, now_ms())
                     result = requests.on_fetch_response(request, response)
+                except Exception as exc:  # noqa: BLE001 - a KafkaException, or logged by unexpected_error
+                    # not only a lost connection or a timeout: an answer the client cannot make sense
+                    # of fails the fetch too, so that the acknowledgements riding on it get an outcome
+                    result = requests.on_fetch_failed(request, unexpected_error(f"ShareFetch to node {node.node_id}",
+                                                                                exc))
                 self._apply_fetch_result(request.acks, result)
                 if result.back_off:
                     await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
@@ -370,6 +372,7 @@ class ShareConsumerDriver(ShareAcknowledger):
         """Carry out what a ShareFetch's answer means: learned brokers, the consumer's own
         acknowledgements, records for the buffer, failures for the next poll, the outcome of the
         acknowledgements that rode on it, metrics."""
+        self._ack_outcomes(acks, result.ack_outcomes)  # first: nothing below may keep them from their outcome
         now = now_ms()
         self._learn_brokers(result.brokers)
         if result.own_acks or result.released:
@@ -384,7 +387,6 @@ class ShareConsumerDriver(ShareAcknowledger):
             self._completions.append(({tp: []}, exc))
         if result.fatal is not None:
             self._fatal = result.fatal
-        self._ack_outcomes(acks, result.ack_outcomes)
         if not result.back_off:
             self._bytes_consumed += result.bytes_count
             self._sensors["fetch-size"].record(result.bytes_count, now)
@@ -504,6 +506,8 @@ class ShareConsumerDriver(ShareAcknowledger):
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+        await asyncio.sleep(0)  # the done callbacks of the cancelled requests report their outcomes first
+        self._settle_abandoned()
         await super().close()
 
     async def _close_sessions_and_leave(self, deadline: float) -> None:
@@ -518,10 +522,17 @@ class ShareConsumerDriver(ShareAcknowledger):
             with self._ack_lock:
                 # explicit: what the application acknowledged is committed; implicit: the last
                 # poll's records are released, not accepted. Either way only failed records and
-                # the consumer's own GAP/REJECT/RELEASE join them; a pending RENEW is moot.
+                # the consumer's own GAP/REJECT/RELEASE join them; a pending RENEW is moot (it
+                # fails: the records are released with the session).
                 self._acks.settle_failed()
-                acks = {tp: kept for tp, ranges in self._acks.take_pending().items()
-                        if (kept := [r for r in ranges if r[2] != AcknowledgeType.RENEW])}
+                taken = self._take_pending()
+            acks = {tp: kept for tp, ranges in taken.items()
+                    if (kept := [r for r in ranges if r[2] != AcknowledgeType.RENEW])}
+            moot = {tp: renews for tp, ranges in taken.items()
+                    if (renews := [r for r in ranges if r[2] == AcknowledgeType.RENEW])}
+            self._ack_outcomes(moot, {tp: KafkaException(
+                f"RENEW of {tp.topic}-{tp.partition} not sent: the consumer is closing, its share sessions "
+                f"release the records") for tp in moot})
             self._buffer.drop(self._buffer.partitions())  # released with the session
             by_leader, outcomes = self._requests.commit_targets(acks)
             node_ids = set(by_leader) | set(self._requests.open_sessions())

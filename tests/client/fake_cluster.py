@@ -28,7 +28,11 @@ and the new leader serves the partition; with ``leader_hints=False`` the refusal
 ``stop_node`` / ``start_node`` (same port), ``hang_node(node[, False])`` (requests are read but
 not answered), ``freeze_metadata(node[, False])`` (its Metadata keeps the leaders of the moment),
 ``evict_sessions(node)`` (the node forgets its share
-sessions, connections stay up).
+sessions, connections stay up), ``omit_partitions(node, partitions)`` (its ShareFetch and
+ShareAcknowledge answers leave those partitions out, although it applied their acknowledgements:
+a broker answering UNKNOWN_TOPIC_ID by omission, or a buggy one), ``unknown_ack_error(node, code)``
+(its ShareFetch answers give every acknowledged partition an AcknowledgeErrorCode the client's
+ErrorCode does not know: a response the client cannot make sense of).
 
 Everything observed is logged: ``requests`` (one ``Req`` per request, in arrival order, with what
 the fake answered), ``accepted`` (one ``Ack`` per accepted acknowledged offset), ``session_opens``,
@@ -205,6 +209,8 @@ class _Node:
         self.running = False
         self.hung = False  # requests are read (and logged) but not answered
         self.stale_leaders: dict[int, tuple[int, int]] | None = None  # Metadata answered from this view
+        self.omitted: frozenset[int] = frozenset()  # partitions its share answers leave out
+        self.unknown_ack_error: int | None = None  # AcknowledgeErrorCode its ShareFetch answers give
 
 
 class FakeCluster:
@@ -387,6 +393,21 @@ class FakeCluster:
             for key in [k for k in self._sessions if k[0] == node_id]:
                 self._close_session(node_id, key[1], key[2])
             return self._event(f"node {node_id} evicts its share sessions")
+
+    def omit_partitions(self, node_id: int, partitions=()) -> int:
+        """The node's ShareFetch and ShareAcknowledge answers leave ``partitions`` out (their
+        acknowledgements are still applied); ``()`` ends it. Returns the request sequence number."""
+        with self._lock:
+            self._nodes[node_id].omitted = frozenset(partitions)
+            return self._event(f"node {node_id} omits partitions {sorted(partitions)} from its share answers")
+
+    def unknown_ack_error(self, node_id: int, code: int | None = 32000) -> int:
+        """The node's ShareFetch answers give each partition that carried acknowledgements the
+        AcknowledgeErrorCode ``code`` (one no ErrorCode knows; None ends it). Returns the request
+        sequence number."""
+        with self._lock:
+            self._nodes[node_id].unknown_ack_error = code
+            return self._event(f"node {node_id} answers acknowledgements with error code {code}")
 
     def _event(self, text: str) -> int:
         with self._lock:
@@ -898,12 +919,19 @@ class FakeCluster:
         entry.acquired = {p: ranges for p, (_, ranges) in fetched.items()}
         endpoints: set[int] = set()
         parts = []
+        omitted, unknown_ack_error = self._nodes[node].omitted, self._nodes[node].unknown_ack_error
         for p in sorted(set(errors) | set(fetched) | set(entry.ack_errors)):
+            if p in omitted:
+                entry.info.setdefault("omitted", []).append(p)
+                continue
             part = self._partitions.get(p)
             leader = part.leader if part is not None else -1
             leader_epoch = part.leader_epoch if part is not None else -1
             error = errors.get(p, NONE)
             ack_error = entry.ack_errors.get(p, NONE)
+            if unknown_ack_error is not None and p in entry.ack_errors:
+                ack_error = unknown_ack_error
+                entry.info["unknown_ack_error"] = unknown_ack_error
             if ErrorCode.not_leader_or_follower in (error, ack_error):
                 if self.leader_hints:
                     endpoints.add(leader)
@@ -958,6 +986,9 @@ class FakeCluster:
             endpoints = set()
             parts = []
             for p in sorted(errors):
+                if p in self._nodes[node].omitted:
+                    entry.info.setdefault("omitted", []).append(p)
+                    continue
                 part = self._partitions.get(p)
                 leader = part.leader if part is not None else -1
                 leader_epoch = part.leader_epoch if part is not None else -1

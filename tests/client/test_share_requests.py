@@ -144,6 +144,10 @@ def test_backoff_doubles_up_to_the_maximum(attempt, expected):
 
 RETRIABLE = KafkaException("moved", ErrorCode.not_leader_or_follower)
 FATAL = KafkaException("refused", ErrorCode.invalid_record_state)
+# retriable codes, but the topic is gone: Kafka's ShareConsumeRequestManager.handlePartitionError
+# does not retry them
+DELETED_TOPIC = KafkaException("deleted", ErrorCode.unknown_topic_id)
+DELETED_PARTITION = KafkaException("deleted", ErrorCode.unknown_topic_or_partition)
 
 
 @pytest.mark.parametrize(("outcome", "time_left", "closing", "retried"), [
@@ -153,6 +157,8 @@ FATAL = KafkaException("refused", ErrorCode.invalid_record_state)
     (RETRIABLE, False, False, False),  # retriable, the deadline comes first: final
     (RETRIABLE, True, True, False),    # retriable but the consumer is closing: final
     (None, False, True, False),
+    (DELETED_TOPIC, True, False, False),      # a deleted topic: final at once
+    (DELETED_PARTITION, True, False, False),
 ])
 def test_commit_retries(outcome, time_left, closing, retried):
     retry, final = commit_retries({"tp": outcome}, now_ms=1000, backoff_ms=200,

@@ -1,14 +1,20 @@
 """The share consumer's configuration table: every key it takes with its type, default and lower
 bound (Kafka's ConsumerConfig names and defaults, as a share consumer uses them), the consumer
 configs Kafka refuses for a share consumer and why, and the keys only the constructor takes.
-Declared here, validated by `_config.Key` when a consumer is built, then run by share_consumer.py.
+Declared here, validated by `_config.Key` when a consumer is built (plus the checks below that a
+type and a lower bound cannot express), then run by the driver (`_share_driver`).
 """
 
 from __future__ import annotations
 
-from ._config import Key
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["ACQUIRE_MODES", "REJECTED_CONFIGS", "SHARE_CONSUMER_CONFIG"]
+from ._config import Key
+from .errors import ConfigException
+
+__all__ = ["ACQUIRE_MODES", "REJECTED_CONFIGS", "SHARE_CONSUMER_CONFIG", "check_share_consumer_keys",
+           "share_consumer_modes"]
 
 #: share.acquire.mode values and their ShareAcquireMode on the wire (KIP-1206)
 ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
@@ -62,3 +68,33 @@ REJECTED_CONFIGS = {
     "group.remote.assignor": "the share group's coordinator assigns partitions",
 }
 _CONSTRUCTOR_ONLY = {"key.deserializer": "key_deserializer", "value.deserializer": "value_deserializer"}
+
+
+def check_share_consumer_keys(config: Mapping[str, Any]) -> None:
+    """Refuse, before parsing, the keys Kafka refuses for a share consumer and the keys only the
+    constructor takes (as callables)."""
+    for name in config:
+        if name in REJECTED_CONFIGS:
+            raise ConfigException(name, f"{name} is not supported by a share consumer: {REJECTED_CONFIGS[name]}")
+        if name in _CONSTRUCTOR_ONLY:
+            raise ConfigException(name, f"{name} is not a configuration key here: pass a callable as "
+                                        f"{_CONSTRUCTOR_ONLY[name]}= to the constructor")
+
+
+def share_consumer_modes(config: dict[str, Any]) -> tuple[str, str]:
+    """(share.acknowledgement.mode, share.acquire.mode) of a parsed config, lower-cased in place;
+    ConfigException for a value that is not one of the allowed ones, or a security.protocol other
+    than PLAINTEXT."""
+    mode = config["share.acknowledgement.mode"].lower()
+    if mode not in ("implicit", "explicit"):
+        raise ConfigException("share.acknowledgement.mode", f"share.acknowledgement.mode={mode!r} is not one of "
+                                                            "implicit, explicit")
+    acquire = config["share.acquire.mode"].lower()
+    if acquire not in ACQUIRE_MODES:
+        raise ConfigException("share.acquire.mode", f"share.acquire.mode={acquire!r} is not one of "
+                                                    f"{', '.join(ACQUIRE_MODES)}")
+    if config["security.protocol"].upper() != "PLAINTEXT":
+        raise ConfigException("security.protocol", f"security.protocol={config['security.protocol']!r} is "
+                                                    "not supported: quafka's client speaks PLAINTEXT only")
+    config["share.acknowledgement.mode"], config["share.acquire.mode"] = mode, acquire
+    return mode, acquire

@@ -3,7 +3,7 @@ send to which leader, and what each answer changes. After Kafka's ``ShareConsume
 (one share session per node, one request in flight per session, acknowledgements piggy-backed on
 the next ShareFetch to the partition's leader, CurrentLeader hints) and ``ShareFetchCollector``.
 
-The asyncio driver (``share_consumer.AsyncShareConsumer``) owns the connections, the tasks and the
+The asyncio driver (``_share_driver.ShareConsumerDriver``) owns the connections, the tasks and the
 clock; it asks this object for a request, sends it, and hands back the response (or the
 exception the send raised). Time and metadata come in as data: ``topics`` is the client's
 metadata (topic name → ``TopicInfo``, refreshed in place by the driver); the acknowledgement book
@@ -14,6 +14,15 @@ request, a response without error, a response with a session error, with a fatal
 top-level error, a failed send, and per partition: records, an acknowledgement error, a leader
 error with or without CurrentLeader, a metadata error, another error, a partition revoked while
 the fetch was out. tests/client/test_share_request_manager.py checks each pair.
+
+An acknowledgement succeeded only when the response names its partition with error code NONE. A
+partition the response leaves out fails with INVALID_RECORD_STATE, as Kafka's
+ShareConsumeRequestManager fails "Acknowledgement not successful due to invalid response from
+broker" (handleShareFetchSuccess for the acknowledgements left in flight; processingComplete
+through processPendingInFlightAcknowledgements for ShareAcknowledge). Response partitions are named
+by topic id through every name the client has known for it, not only the current metadata (as
+Kafka's topicNamesMap): a topic deleted while the request was out is refreshed out of the metadata,
+and its UNKNOWN_TOPIC_ID answer must still reach its acknowledgements.
 """
 
 from __future__ import annotations
@@ -42,11 +51,20 @@ from .errors import KafkaException, error_for_code
 from .records import Record, TopicPartition
 
 __all__ = ["ShareAcknowledgeResult", "ShareConsumeRequestManager", "ShareFetchRequest", "ShareFetchResult",
-           "duration_ms"]
+           "duration_ms", "omitted_error"]
 
 TopicIdPartition = tuple[UUID, int]
 Acks = dict[TopicPartition, list[AckRange]]
 Outcomes = dict[TopicPartition, KafkaException | None]
+
+
+def omitted_error(tp: TopicPartition, response: str) -> KafkaException:
+    """The failure of acknowledgements whose partition ``response`` left out (or that were never
+    sent: their topic id was unknown): INVALID_RECORD_STATE, as Kafka's ShareConsumeRequestManager
+    (INVALID_RESPONSE); whether the broker applied them is unknown."""
+    return error_for_code(ErrorCode.invalid_record_state,
+                          f"acknowledging {tp.topic}-{tp.partition}: the {response} did not include the "
+                          f"partition, so the acknowledgements are not known to have succeeded")
 
 
 def duration_ms(value: Any) -> int:
@@ -112,6 +130,7 @@ class ShareConsumeRequestManager:
         self.metadata_stale = False  # a leader or topic is unknown: the driver refreshes the metadata
         self.lock_timeout_ms: int | None = None
         self.batch_cache = BatchCache()  # batches only partly acquired, decoded once
+        self._names_known: dict[UUID, str] = {}  # every topic id → name seen (ids are never reused)
 
     # ------------------------------------------------------------------ leaders and metadata
 
@@ -139,7 +158,13 @@ class ShareConsumeRequestManager:
         return out
 
     def topic_names(self) -> dict[UUID, str]:
-        return {info.topic_id: name for name, info in self.topics.items() if info.topic_id is not None}
+        """Topic id → name for every topic in the metadata now, and any seen before (a deleted
+        topic's id keeps its name: its requests' answers still need it)."""
+        known = self._names_known
+        for name, info in self.topics.items():
+            if info.topic_id is not None and known.get(info.topic_id) != name:
+                known[info.topic_id] = name
+        return known
 
     def on_metadata(self) -> None:
         """The metadata was refreshed: leader hints it has caught up with are dropped."""
@@ -169,8 +194,10 @@ class ShareConsumeRequestManager:
 
     def resolve_assignment(self, assignment: Mapping[UUID, Iterable[int]]
                            ) -> tuple[dict[TopicPartition, TopicIdPartition], bool]:
-        """The assignment by topic name, and whether every topic id in it is known."""
-        names = self.topic_names()
+        """The assignment by topic name, and whether every topic id in it is known (in the
+        metadata now: a topic id assigned is one of a topic that exists)."""
+        names = {info.topic_id: name for name, info in self.topics.items() if info.topic_id is not None}
+        self.topic_names()
         resolved = {TopicPartition(names[topic_id], p): (topic_id, p)
                     for topic_id, partitions in assignment.items() if topic_id in names for p in partitions}
         complete = all(topic_id in names for topic_id in assignment)
@@ -287,7 +314,8 @@ class ShareConsumeRequestManager:
                 result.bytes_count += decoded.bytes_count
                 result.records_count += records_count
         for tp in acks:
-            outcomes.setdefault(tp, None)
+            if tp not in outcomes:
+                outcomes[tp] = omitted_error(tp, f"ShareFetch response from node {node_id}")
         return result
 
     def _release_all(self, decoded: DecodedPartition) -> list[AckRange]:
@@ -357,17 +385,24 @@ class ShareConsumeRequestManager:
         if timeout is not None and duration_ms(timeout) > 0:
             self.lock_timeout_ms = duration_ms(timeout)
         names = self.topic_names()
-        out: Outcomes = {tp: None for tp in acks}
+        out: Outcomes = {}
         for topic in response.responses:
             name = names.get(topic.topic_id)
+            if name is None:
+                self.metadata_stale = True
+                continue
             for p in topic.partitions:
                 tp = TopicPartition(name, p.partition_index)
-                if tp not in out:
+                if tp not in acks:
                     continue
                 code = ErrorCode(p.error_code)
+                out[tp] = None
                 if code != ErrorCode.none:
                     if code in LEADER_ERRORS:
                         self._partition_error(tp, code, p.current_leader)
                     out[tp] = error_for_code(code, f"acknowledging {tp.topic}-{tp.partition}"
                                              + (f" ({p.error_message})" if p.error_message else ""))
+        for tp in acks:
+            if tp not in out:
+                out[tp] = omitted_error(tp, f"ShareAcknowledge response from node {node_id}")
         return ShareAcknowledgeResult(out, self._brokers(response))

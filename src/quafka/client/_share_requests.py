@@ -1,7 +1,7 @@
 """The share consumer's request decisions, pure: which leaders a poll fetches from, which pending
 acknowledgements go out now and which ride on the next ShareFetch, what a partition's or a
 request's error means, and when a failed acknowledgement is retried. The request manager
-(`_share_request_manager`) and the asyncio driver (`share_consumer.AsyncShareConsumer`) ask these;
+(`_share_request_manager`) and the asyncio driver (`_share_driver.ShareConsumerDriver`) ask these;
 tests check each (state, input) pair (tests/client/test_share_requests.py).
 
 Kafka's Java client makes the same decisions in `ShareConsumeRequestManager` (fetch and
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from quafka.protocol.errors import ErrorCode
 
 __all__ = [
-    "LEADER_ERRORS", "METADATA_ERRORS", "PartitionErrorAction", "SESSION_ERRORS", "acks_to_send_now",
+    "DELETED_ERRORS", "LEADER_ERRORS", "METADATA_ERRORS", "PartitionErrorAction", "SESSION_ERRORS", "acks_to_send_now",
     "commit_retries", "fetch_error_is_fatal", "fetch_targets", "leader_of", "partition_error_action",
     "retry_backoff_ms",
 ]
@@ -29,6 +29,9 @@ TP = TypeVar("TP")
 LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 METADATA_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id,
                              ErrorCode.leader_not_available})
+# acknowledgements of a deleted topic or partition: final, never retried (Kafka's
+# ShareConsumeRequestManager.handlePartitionError does not retry them although they are retriable)
+DELETED_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
 # a ShareFetch refused for its share session: the session starts again, the consumer goes on
 SESSION_ERRORS = frozenset({ErrorCode.share_session_not_found, ErrorCode.invalid_share_session_epoch,
                             ErrorCode.share_session_limit_reached})
@@ -116,11 +119,14 @@ def commit_retries(outcomes: Mapping[TP, Any], *, now_ms: float, backoff_ms: flo
                    closing: bool) -> tuple[set[TP], dict[TP, Any]]:
     """(partitions whose acknowledgements are sent again, final outcomes of the others) after one
     round of ShareAcknowledge: a retriable error is retried while the retry can start before the
-    commit's deadline and the consumer is not closing; anything else is final (None: success)."""
+    commit's deadline and the consumer is not closing, except UNKNOWN_TOPIC_OR_PARTITION and
+    UNKNOWN_TOPIC_ID (the topic was deleted: retrying would only end in LEADER_NOT_AVAILABLE at the
+    deadline); anything else is final (None: success)."""
     retry: set[TP] = set()
     final: dict[TP, Any] = {}
     for tp, exc in outcomes.items():
-        if exc is not None and getattr(exc, "retriable", False) and now_ms + backoff_ms < deadline_ms and not closing:
+        if exc is not None and getattr(exc, "retriable", False) and getattr(exc, "code", None) not in DELETED_ERRORS \
+                and now_ms + backoff_ms < deadline_ms and not closing:
             retry.add(tp)
         else:
             final[tp] = exc

@@ -884,3 +884,22 @@ def test_delivery_complete_count_never_goes_back_across_writes_in_flight():
     second = applied(ack(sp, "m1", [(8, 8, [ACCEPT])]))
     assert first.start_offset == second.start_offset == 0
     assert first.delivery_complete_count == 3 and second.delivery_complete_count == 4
+
+
+def test_records_never_sent_go_back_with_their_count_from_before():
+    """`return_unsent` (a fetch acquired, its connection dropped before the answer was written):
+    the acquisition is undone — AVAILABLE at once (no backoff), the count from before — only for
+    the ranges given and only while the member still holds them."""
+    sp = SharePartition(0)
+    assert acquire(sp, "m1", [(0, 9)]) == [AcquiredRange(0, 9, 1)]
+    effects = sp.return_unsent("m1", [(2, 4)])
+    write = the_write(effects)  # the restored state is written like a release; acquirable once stored
+    assert write is not None and acquire(sp, "m2", [(0, 9)]) == []
+    sp.on_write_complete(write.write_id, True, delivery_limit=LIMIT, now_ms=0)
+    for offset in (2, 3, 4):
+        assert sp.record(offset) == (AVAILABLE, 0, None)
+    assert sp.record(1) == (ACQUIRED, 1, "m1") and sp.record(5) == (ACQUIRED, 1, "m1")
+    assert sp.return_unsent("m2", [(0, 1)]) == [] and sp.record(0) == (ACQUIRED, 1, "m1")  # not m2's
+    assert acquire(sp, "m2", [(0, 9)]) == [AcquiredRange(2, 4, 1)]  # first delivery again, for anyone
+    ack(sp, "m1", [(0, 1, [RELEASE])])
+    assert acquire(sp, "m2", [(0, 9)]) == []  # released records wait for the release's write

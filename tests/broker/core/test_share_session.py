@@ -280,3 +280,23 @@ def test_a_session_remembers_its_partitions_across_requests():
     cache.advance(session)
     found, error = cache.check(G, "m1", 2)
     assert error == ErrorCode.none and list(found.partitions) == [("t", 0)]
+
+
+
+def test_a_disconnect_removes_only_that_connections_sessions_through_the_index():
+    """Kafka's ShareSessionCache maps a connection to its session (connectionIdToSessionMap) so
+    that a disconnect does not scan the cache; replaced and closed sessions leave the index."""
+    cache = ShareSessionCache(10)
+    opened(cache, G, "m1", "c1")
+    opened(cache, G, "m2", "c1")
+    opened(cache, G, "m3", "c2")
+    moved, _ = opened(cache, "other", "m1", "c2")
+    cache.close(G, "m2")  # closed at its final epoch: no longer the connection's
+    again, replaced = opened(cache, "other", "m1", "c1")  # the member reopened on another connection
+    assert replaced is moved and not cache.is_live(moved) and cache.is_live(again)
+    gone = cache.remove_connection("c1")
+    assert sorted(s.key for s in gone) == [(G, "m1"), ("other", "m1")]
+    assert cache.evictions == 2 and sorted(cache.sessions) == [(G, "m3")]
+    assert cache.remove_connection("c1") == []  # a second sweep finds nothing
+    assert [s.key for s in cache.remove_connection("c2")] == [(G, "m3")]
+    assert len(cache) == 0 and cache._by_connection == {}

@@ -417,6 +417,34 @@ class SharePartition(DeliveryControlsMixin):
         self._timer_effect(effects)
         return effects
 
+    def return_unsent(self, member_id: str, ranges: Iterable[tuple[int, int]]) -> list[Effect]:
+        """Hand back records acquired for `member_id` whose delivery never left the broker (the
+        fetch that acquired them was completed, but its connection dropped before the response
+        was written): AVAILABLE again at once with the delivery count from before the acquisition
+        — the acquisition is undone, not counted as an attempt. Records the member no longer holds
+        (a lock expired meanwhile) are left as they are.
+
+        A departure from Kafka, which only has the session-close release (`release_member`, count
+        kept since KAFKA-19972): Kafka's `DelayedShareFetch` completes and the response is then
+        lost on the closed channel, so those records come back one delivery closer to the limit
+        although nobody saw them. A record that did reach a client keeps its count (that release
+        still goes through `release_member`), so a consumer crashing on a record still reaches the
+        limit."""
+        effects: list[Effect] = []
+        changes: dict[Run, Snapshot] = {}
+        runs = self.runs
+        for first, last in ranges:
+            held = [run for run in runs.held_by(member_id) if run.last >= first and run.first <= last]
+            for run in held:
+                for part in self._isolate(max(run.first, first), min(run.last, last)):
+                    if part.state is not ACQUIRED or part.member_id != member_id or part.pending:
+                        continue
+                    changes[part] = _snapshot(part)
+                    runs.set_state(part, AVAILABLE, delivery_count=max(part.delivery_count - 1, 0))
+        self._start_write(changes, effects)
+        self._timer_effect(effects)
+        return effects
+
     def on_lock_timer(self, *, delivery_limit: int, now_ms: int, dlq_enabled: bool = False) -> list[Effect]:
         """The timer of the last `LockTimer` effect fired: expire what is due, make records whose
         due time came acquirable (and wake parked fetches for them), re-arm."""

@@ -11,7 +11,13 @@ from and the epoch its next request must carry (kafka-reference §2.5):
 
 At most `max_sessions` sessions exist; a new one beyond that is refused (the shell waits MaxWaitMs
 and answers SHARE_SESSION_LIMIT_REACHED). Live sessions are never evicted to make room (Kafka 4.4);
-a closed connection removes its sessions.
+a closed connection removes its sessions. The cache indexes sessions by connection, as Kafka's
+`ShareSessionCache` keeps `connectionIdToSessionMap` for its `ClientConnectionDisconnectListener`,
+so a disconnect costs what that connection holds, not a scan of every session.
+
+While a ShareFetch of the session is parked, `parked` holds it (the shell wakes it with nothing
+when the session ends); `unsent` holds what a parked fetch acquired until its response is written
+(the shell hands those records back, never delivered, if the connection drops in between).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ class ShareSession:
     epoch: int = INITIAL_EPOCH  # the epoch the next request must carry (advanced after each request)
     partitions: dict[tuple, None] = field(default_factory=dict)  # ordered set of (topic id, partition)
     rotation: int = 0  # first partition to fill on the next fetch (partitions rotate per request)
+    parked: object | None = None  # the shell's parked ShareFetch of this session, if any
+    unsent: dict | None = None  # {(topic id, partition): acquired ranges} completed but not yet answered
 
     @property
     def key(self) -> tuple[str, str]:
@@ -64,6 +72,7 @@ class ShareSessionCache:
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._by_connection: dict[Hashable, dict[tuple[str, str], None]] = {}
         self.evictions = 0  # sessions removed because their connection closed
 
     def __len__(self) -> int:
@@ -76,11 +85,12 @@ class ShareSessionCache:
         """Open a session at epoch 0. Returns (new session or None if the cache is full, the
         session it replaced or None)."""
         key = (group_id, member_id)
-        replaced = self.sessions.pop(key, None)
+        replaced = self._pop(key)
         if replaced is None and len(self.sessions) >= self.max_sessions:
             return None, None
         session = ShareSession(group_id, member_id, connection, epoch=INITIAL_EPOCH)  # the shell advances it
         self.sessions[key] = session
+        self._by_connection.setdefault(connection, {})[key] = None
         return session, replaced
 
     def check(self, group_id: str, member_id: str, epoch: int) -> tuple[ShareSession | None, ErrorCode]:
@@ -95,18 +105,34 @@ class ShareSessionCache:
     def advance(self, session: ShareSession) -> None:
         session.epoch = next_epoch(session.epoch)
 
+    def is_live(self, session: ShareSession) -> bool:
+        """`session` is still the member's session (not closed, dropped or replaced)."""
+        return self.sessions.get(session.key) is session
+
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
-        return self.sessions.pop((group_id, member_id), None)
+        return self._pop((group_id, member_id))
 
     def remove_connection(self, connection: Hashable) -> list[ShareSession]:
-        gone = [s for s in self.sessions.values() if s.connection == connection]
-        for s in gone:
-            del self.sessions[s.key]
+        """Remove the sessions opened on `connection` (it closed): O(its sessions)."""
+        keys = self._by_connection.pop(connection, None)
+        if not keys:
+            return []
+        gone = [self.sessions.pop(key) for key in keys]
         self.evictions += len(gone)
         return gone
 
     def remove_member(self, group_id: str, member_id: str) -> ShareSession | None:
-        return self.sessions.pop((group_id, member_id), None)
+        return self._pop((group_id, member_id))
+
+    def _pop(self, key: tuple[str, str]) -> ShareSession | None:
+        session = self.sessions.pop(key, None)
+        if session is not None:
+            keys = self._by_connection.get(session.connection)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._by_connection[session.connection]
+        return session
 
     def partition_count(self) -> int:
         return sum(len(s.partitions) for s in self.sessions.values())

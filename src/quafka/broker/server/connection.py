@@ -22,9 +22,14 @@ meanwhile are buffered; past `READ_HIGH_WATER_BYTES` the transport stops reading
 transport's write buffer is above `WRITE_HIGH_WATER_BYTES` no request is served (Kafka's muted
 channel), so a client that does not read its responses cannot grow the broker's memory.
 
-A closed connection closes the member's share sessions (`BrokerServer.on_connection_closed`) once
-the request in flight, if any, has been answered — as before, a handler is never cancelled half
-way by a client going away (its state write must complete).
+A closed connection closes the member's share sessions (`BrokerServer.on_connection_closed`) the
+moment it is seen to close — the end of the stream read (`eof_received`: a client that shuts its
+side down has gone, as Kafka's Selector closes a channel whose read returns -1) or the transport
+lost — even while a request of it is in flight, as Kafka's SocketServer calls its
+`ConnectionDisconnectListener`s: a parked ShareFetch then answers empty instead of acquiring
+records for a client that cannot receive them. The handler in flight is never cancelled (its
+state write must complete); once it has finished, the connection's sessions are swept once more,
+in case it opened one after the close.
 """
 
 from __future__ import annotations
@@ -150,12 +155,23 @@ class BrokerConnection(asyncio.Protocol):
         buffer += data
         self._serve_buffered()
 
+    def eof_received(self) -> bool:
+        self._disconnected()
+        return False  # close the transport (connection_lost follows)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._disconnected()
+
+    def _disconnected(self) -> None:
+        if self.lost:
+            return
         self.lost = True
         self.closing = True
         self.buffer.clear()
         if self.task is None:
             self._gone()
+        else:  # a request is in flight: its sessions end now, the sweep is repeated once it finishes
+            self.server.on_connection_closed(self.token)
 
     def pause_writing(self) -> None:
         self.write_paused = True

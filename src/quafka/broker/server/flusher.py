@@ -9,6 +9,12 @@ One flush per log runs at a time; callers that need an offset durable wait for t
 flight and start another if it did not cover them (`flush(log, end_offset)`). Memory logs have
 nothing to sync: their tickets complete inline, so a simulated broker stays single-threaded.
 
+Two worker threads sync: one for the internal logs (`__share_group_state`, `__consumer_offsets`
+and the other `__` topics), one for the data logs. With one thread, an acknowledgement's state write
+waited behind the fsyncs of every data log (a large produce's sync, the background flush loop)
+although it needs only its own small sync; Kafka's share coordinator likewise writes through its
+own coordinator runtime, not behind the partitions' log flushes.
+
 A sync that fails takes the log directory offline (`LogDirHealth.fail`): every waiter gets the
 error, the failure is counted (`flush_failures`) and logged, and the broker handles it as Kafka
 handles a failed log directory (server.BrokerServer.on_log_dir_failure).
@@ -31,7 +37,7 @@ __all__ = ["LogFlusher"]
 
 class LogFlusher:
     def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
+        self._executors: dict[bool, ThreadPoolExecutor] = {}  # internal log? -> its worker thread
         self._in_flight: dict[Log, asyncio.Task] = {}
         self.flush_time_ms = Histogram(WRITE_BUCKETS_MS)  # completed flushes (LogFlushRateAndTimeMs)
         self.flush_failures = 0
@@ -68,9 +74,7 @@ class LogFlusher:
         started = loop.time()
         try:
             if ticket.blocking:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quafka-fsync")
-                await loop.run_in_executor(self._executor, ticket.run)
+                await loop.run_in_executor(self._executor_for(plog), ticket.run)
             else:
                 ticket.run()
         except OSError as exc:
@@ -84,13 +88,21 @@ class LogFlusher:
         plog.complete_flush(ticket)
         self.flush_time_ms.observe((loop.time() - started) * 1000.0)
 
+    def _executor_for(self, plog: Log) -> ThreadPoolExecutor:
+        internal = plog.topic.startswith("__")
+        executor = self._executors.get(internal)
+        if executor is None:
+            name = "quafka-fsync-internal" if internal else "quafka-fsync-data"
+            executor = self._executors[internal] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        return executor
+
     async def close(self) -> None:
-        """Wait for the flushes in flight (their failures are already handled), stop the worker."""
+        """Wait for the flushes in flight (their failures are already handled), stop the workers."""
         if self._in_flight:
             await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        for executor in self._executors.values():
+            executor.shutdown(wait=True)
+        self._executors.clear()
 
 
 def _consume_exception(task: asyncio.Task) -> None:

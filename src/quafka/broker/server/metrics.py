@@ -92,6 +92,8 @@ class BrokerMetrics:
         self.share_fetch_failed = 0
         self.share_ack_requests = 0
         self.share_ack_failed = 0
+        # records a completed ShareFetch acquired but never sent (its connection dropped first)
+        self.share_fetch_unsent_returned = 0
         # ShareGroupMetrics: acknowledged records by ack type (index = wire type, 0 = GAP unused)
         self.acknowledgements = [0, 0, 0, 0, 0]
         self.partition_load_time_ms = Histogram(WRITE_BUCKETS_MS)
@@ -258,6 +260,10 @@ def render(server: "BrokerServer") -> str:
     out.family("kafka_server_sharesessioncache_sharesessionevictions_total", "counter",
                "Share sessions removed because their connection closed (kafka.server:type=ShareSessionCache,"
                "name=ShareSessionEvictionsPerSec).", [((), sessions.evictions)])
+    out.family("quafka_share_fetch_unsent_records_returned_total", "counter",
+               "Records a completed ShareFetch acquired but never sent because its connection dropped first: "
+               "made available again with their delivery count from before (a quafka extension).",
+               [((), server.metrics.share_fetch_unsent_returned)])
 
     # ---- kafka.server:type=DelayedOperationPurgatory,delayedOperation=ShareFetch
     parked = manager.purgatory.operation_count()

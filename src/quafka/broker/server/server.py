@@ -203,14 +203,22 @@ class BrokerServer:
 
     def close_share_session(self, group_id: str, member_id: str) -> None:
         """Close a member's share session and release every record it holds in the group."""
-        self.share_sessions.close(group_id, member_id)
+        session = self.share_sessions.close(group_id, member_id)
+        if session is not None:
+            self.share_partitions.session_ended(session)
         self.share_partitions.release_member(group_id, member_id)
 
     def on_connection_closed(self, connection: object) -> None:
-        """A dropped connection closes its share sessions and releases their records at once."""
+        """A dropped connection closes its share sessions and releases their records at once —
+        called as soon as the connection is seen to close, even while one of its requests is still
+        in flight (Kafka's `ShareSessionCache.ClientConnectionDisconnectListener`): a parked
+        ShareFetch of the session is woken with nothing instead of acquiring for a client that has
+        gone, and records a completed fetch acquired but never sent go back undelivered
+        (`SharePartitionManager.session_ended`)."""
         if self._stopping:
             return
         for session in self.share_sessions.remove_connection(connection):
+            self.share_partitions.session_ended(session)
             self.share_partitions.release_member(session.group_id, session.member_id)
 
     # ------------------------------------------------------------------ a failed log directory

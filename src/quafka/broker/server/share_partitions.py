@@ -399,15 +399,19 @@ class SharePartitionManager:
         keys = [(session.group_id, k[0], k[1]) for k in session.partitions]
         if timeout_ms <= 0 or not keys:
             return {}
-        sessions = self.server.share_sessions.sessions
+        cache = self.server.share_sessions
 
         def try_fill() -> dict[tuple, FetchedPartition]:
-            if sessions.get((session.group_id, session.member_id)) is not session:
+            if not cache.is_live(session):
                 return {}  # the session closed or was replaced while parked: acquire nothing for it
-            return self.fill(session, member_id, params)
+            got = self.fill(session, member_id, params)
+            if got:  # acquired, not yet answered: handed back undelivered if the connection drops now
+                session.unsent = got
+            return got
 
         op = DelayedShareFetch(keys, try_fill)
         self.purgatory.watch(op)
+        session.parked = op
         # the future itself is awaited, with a timer that resolves it (None) at MaxWaitMs: one
         # future and one timer handle per parked fetch (asyncio.wait adds a second future and
         # callbacks; wait_for on Python 3.11 could swallow a cancellation that arrives just after
@@ -418,7 +422,30 @@ class SharePartitionManager:
         finally:
             expiry.cancel()
             self.purgatory.unwatch(op)
+            session.parked = None
+            session.unsent = None  # from here to the response being written nothing waits
+        if not cache.is_live(session):
+            return {}  # the session ended while this fetch waited (what it got was handed back)
         return try_fill() if got is None else got  # None: MaxWaitMs passed ({}: woken with nothing)
+
+    def session_ended(self, session: "ShareSession") -> None:
+        """A share session was closed, replaced or dropped with its connection: wake its parked
+        ShareFetch with nothing, and hand back undelivered what a completed fetch acquired for it
+        but has not answered yet (`SharePartition.return_unsent`)."""
+        op, unsent = session.parked, session.unsent
+        session.parked = session.unsent = None
+        if unsent:
+            for (topic_id, partition), fetched in unsent.items():
+                ctx = self.contexts.get((session.group_id, topic_id, partition))
+                if ctx is None:
+                    continue
+                ranges = [(r.first_offset, r.last_offset) for r in fetched.acquired]
+                self.execute(ctx, ctx.share_partition.return_unsent(session.member_id, ranges))
+                self.server.metrics.share_fetch_unsent_returned += sum(last - first + 1 for first, last in ranges)
+        if op is not None:
+            self.purgatory.unwatch(op)
+            if not op.future.done():
+                op.future.set_result({})
 
     def complete_parked(self, ctx: ShareContext) -> int:
         """Serve the fetches parked on this share partition while it has records to hand out."""

@@ -72,8 +72,13 @@ def _request_acks(req) -> tuple[dict, list]:
 
 async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_renew: bool,
                       group_config) -> dict[tuple, ErrorCode]:
+    """Apply each partition's acknowledgements; their state writes run concurrently, as Kafka's
+    `SharePartitionManager.acknowledge` starts every partition's `SharePartition.acknowledge` and
+    waits for all their futures: with flush on, the writes share the share coordinator's fsync
+    (one group commit) instead of one fsync round per partition."""
     results: dict[tuple, ErrorCode] = {}
     manager = server.share_partitions
+    pending: list[tuple[tuple, object]] = []
     for key, batches in acks.items():
         if not batches:
             continue
@@ -84,10 +89,18 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
                 error = ErrorCode.unknown_topic_id if server.state.topics_by_id.get(key[0]) is None \
                     else ErrorCode.unknown_topic_or_partition
             else:
-                error = await manager.acknowledge(
+                pending.append((key, manager.acknowledge(
                     share_context, member_id, [(b.first_offset, b.last_offset, b.acknowledge_types) for b in batches],
-                    group_config)
+                    group_config)))
+                results[key] = ErrorCode.none  # its place in the answer; the outcome is filled in below
+                continue
         results[key] = error
+    if len(pending) == 1:  # the common case (one partition per request): no task
+        key, applying = pending[0]
+        results[key] = await applying
+    elif pending:
+        for (key, _), error in zip(pending, await asyncio.gather(*(applying for _, applying in pending))):
+            results[key] = error
     return results
 
 
@@ -188,13 +201,15 @@ async def _share_fetch(ctx, req) -> _Outcome:
         if any(acks.values()):
             return _Outcome(ErrorCode.invalid_request, "acknowledgements cannot be sent on the initial share session "
                                                        "epoch", group_config)
-        session, _replaced = cache.open(group_id, member_id, ctx.connection)
+        session, replaced = cache.open(group_id, member_id, ctx.connection)
         if session is None:
             await asyncio.sleep(max(max_wait_ms, 0) / 1000.0)
-            session, _replaced = cache.open(group_id, member_id, ctx.connection)
+            session, replaced = cache.open(group_id, member_id, ctx.connection)
             if session is None:
                 return _Outcome(ErrorCode.share_session_limit_reached,
                                 f"the share session cache is full ({cache.max_sessions} sessions)", group_config)
+        if replaced is not None:  # its parked fetch, if any, answers empty
+            server.share_partitions.session_ended(replaced)
     else:
         session, error = cache.check(group_id, member_id, epoch)
         if session is None:
@@ -237,6 +252,10 @@ async def _fetch(server, session, member_id: str, req, max_wait_ms: int) -> dict
     )
     if not manager.all_loaded(session.group_id, session.partitions):  # only a first use awaits
         await manager.load(session.group_id, session.partitions)
+    if not server.share_sessions.is_live(session):
+        # the session ended while the acknowledgements or the load above waited (its connection
+        # dropped, or it was closed or replaced): acquire nothing for a client that has gone
+        return {}
     fetched = manager.fill(session, member_id, params)
     if fetched or max_wait_ms <= 0 or server.failed_log_dir is not None:  # a failed read is answered now
         return fetched

@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hours", type=float, help="campaign: run seeds until this many simulated hours in total")
     parser.add_argument("--budget", type=float, help="campaign: stop starting seeds after this many wall seconds")
     parser.add_argument("--seed-hours", type=float, help="stop each seed after this much simulated time")
-    parser.add_argument("--plant", help="plant a bug: ack-before-append, forget-accept-on-restart")
+    parser.add_argument("--plant", help="plant a bug (tests/sim/plants.py: PLANTS)")
+    parser.add_argument("--areas", help="comma-separated areas of the world beyond share groups (default all: "
+                                        "consumer-groups,dlq,parked-drops); 'none': the world of the seeds found "
+                                        "before them (KNOWN_BUGS)")
+    parser.add_argument("--check", action="append", default=[],
+                        help="enforce an invariant of oracle.PENDING (counted, not enforced, by default)")
     parser.add_argument("--trace", type=int, default=40, help="events shown on a violation (default 40)")
     parser.add_argument("--full-trace", action="store_true", help="print every event of the run (one seed)")
     parser.add_argument("--intensity", type=float, default=1.0, help="scale every fault probability")
@@ -47,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _reexec_with_fixed_hash_seed()
 
-    from .runner import Simulation
+    from .runner import AREAS, Simulation
+
+    areas = AREAS if args.areas is None else tuple(a for a in args.areas.split(",") if a and a != "none")
 
     if args.seed is not None:
         seeds = iter([args.seed])
@@ -64,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     sim_seconds = 0.0
     failures = []
     anomalies = 0
+    commits = dead_letters = 0
+    pending: dict[str, list[int]] = {}
     for seed in seeds:
         if args.budget is not None and time.perf_counter() - started >= args.budget:
             break
@@ -71,18 +80,25 @@ def main(argv: list[str] | None = None) -> int:
             break
         sim = Simulation(seed, args.steps, plant=args.plant, hours=args.seed_hours, trace_len=args.trace,
                          full_trace=args.full_trace, intensity=args.intensity, strict_exceptions=not args.lenient,
-                         verbose=args.verbose, unsafe_power=args.unsafe_power)
+                         verbose=args.verbose, unsafe_power=args.unsafe_power, areas=areas,
+                         pending_checks=tuple(args.check))
         result = sim.run()
         runs += 1
         steps += result.steps
         sim_seconds += result.sim_seconds
         totals.update(result.faults)
         anomalies += len(result.anomalies)
+        commits += result.commits_acked
+        dead_letters += result.dead_letters
+        for name in result.pending:
+            pending.setdefault(name, []).append(seed)
         status = "ok" if result.ok else ("VIOLATION " + result.violation.invariant if result.violation else "ERROR")
         print(f"seed {seed}: {status}  steps {result.steps}  simulated {result.sim_seconds / 60:.1f} min  "
               f"wall {result.wall_seconds:.1f} s  crashes {result.faults.get('crashes', 0)}  "
-              f"acked records {result.acked_records}  deliveries {result.deliveries}  digest {result.digest:016x}",
-              flush=True)
+              f"acked records {result.acked_records}  deliveries {result.deliveries}  commits {result.commits_acked}  "
+              f"dead letters {result.dead_letters}  digest {result.digest:016x}", flush=True)
+        for name, text in sorted(result.pending.items()):
+            print(f"  pending invariant {name} (not enforced): {text}", flush=True)
         if args.full_trace and sim.world.full_trace is not None:
             print("\n".join(sim.world.full_trace))
         if args.lenient and result.anomalies:
@@ -100,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
           + (f"  plant {args.plant}" if args.plant else ""))
     fault_keys = sorted(k for k in totals if k not in ("checks",))
     print("faults and events: " + ", ".join(f"{k} {totals[k]}" for k in fault_keys))
+    print(f"acknowledged commits {commits}  dead letters {dead_letters}")
     if anomalies:
         print(f"unexpected exceptions (lenient): {anomalies}")
+    for name, hit in sorted(pending.items()):
+        print(f"pending invariant {name} (not enforced; --check {name}): seeds {hit[:20]}"
+              + (f" ... ({len(hit)} in all)" if len(hit) > 20 else ""))
     print(f"violations: {len(failures)}" + "".join(
         f"\n  seed {seed}: {r.violation.invariant if r.violation else 'simulator error: ' + str(r.error)}  replay: "
         f"PYTHONHASHSEED=0 .venv/bin/python -m tests.sim --seed {seed} --steps {args.steps}"

@@ -474,6 +474,14 @@ class Consumer(Actor):
         else:
             self.session_epoch = next_session_epoch(epoch)
 
+    def drop_while_fetching(self) -> None:
+        """The client goes away (restarts) while its ShareFetch is parked at the broker."""
+        self.world.event(f"{self.name} drops its connection while its {self.conn.what.split(' ', 1)[0]} is in flight "
+                         f"(holding {self.held_count()})")
+        self.conn.drop()
+        self.conn = None
+        self.on_connection_lost()
+
     def abandon(self) -> None:
         keys = sorted(self.held, key=lambda k: (str(k[0]), k[1]))
         key = self.rng.choice(keys)
@@ -571,7 +579,7 @@ class Consumer(Actor):
                         self.oracle.on_delivered(self.group, self.name, self.conn_gen, key[0], key[1], offset, count,
                                                  now_ms, lock_ms, config_gen)
                         self.oracle.on_delivered_value(key[0], key[1], offset, records.get(offset, None),
-                                                       offset in records)
+                                                       offset in records, self.group)
                         held[offset] = (count, now_ms + lock_ms)
                         self.sim.deliveries += 1
         self.event(f"{self.name} <- ShareFetch lock {lock_ms} ms: {'; '.join(summary) or 'nothing'}")
@@ -684,6 +692,7 @@ class Admin(Actor):
     def delete_topic(self, name: str) -> None:
         entity = req(20, 6, topics=[{"name": name, "topic_id": None}], timeout=ms(30000))
         self.oracle.uncertain_topics.add(name)  # it may be gone before we hear back
+        self.sim.groups_ledger.on_topic_gone(name)
         self.send(entity, lambda r, f, now: self._on_delete(r, name), f"DeleteTopics {name}")
 
     def _on_delete(self, response, name: str) -> None:
@@ -714,7 +723,8 @@ class Admin(Actor):
             {"topic_name": name, "partitions": tuple(range(n))} for name, _tid, n in topics]}])
         self.send(entity, lambda r, f, now: self.on_describe_offsets(r, group, now), f"DescribeShareGroupOffsets {group}")
 
-    def on_describe_offsets(self, response, group: str, now_ms: int) -> None:
+    def on_describe_offsets(self, response, group: str, now_ms: int, log_ends: dict | None = None) -> None:
+        """`log_ends`: (topic id, partition) -> high watermark of a full Fetch just before (checks)."""
         if response is None:
             return
         g = response.groups[0]
@@ -731,6 +741,11 @@ class Admin(Actor):
                     continue
                 shown.append(f"{t.topic_name}-{p.partition_index}@{p.start_offset}")
                 self.oracle.on_start_offset(group, tid, p.partition_index, p.start_offset, now_ms)
+                end = (log_ends or {}).get((tid, p.partition_index))
+                if end is not None and p.start_offset > end:
+                    self.oracle._fail("start-offset-beyond-log-end",  # noqa: SLF001
+                                      f"{group} {t.topic_name}-{p.partition_index}: start offset {p.start_offset} is "
+                                      f"beyond the log end {end}: records produced there will never be delivered")
         self.event(f"admin <- DescribeShareGroupOffsets {group}: {' '.join(shown)}")
 
     def alter_offsets(self, group: str) -> None:
@@ -793,9 +808,9 @@ class Admin(Actor):
                 self.oracle.on_reset(group, tid, p, None)
 
     # -- group configs
-    def group_config_entity(self, group: str, lock_ms: int, limit: int):
+    def group_config_entity(self, group: str, lock_ms: int, limit: int, extra: list[tuple[str, str]] = ()):
         configs = [("share.record.lock.duration.ms", str(lock_ms)), ("share.delivery.count.limit", str(limit)),
-                   ("share.auto.offset.reset", "earliest")]
+                   ("share.auto.offset.reset", "earliest"), *extra]
         return req(44, 1, resources=[{"resource_type": GROUP_RESOURCE, "resource_name": group, "configs": [
             {"name": k, "config_operation": 0, "value": v} for k, v in configs]}], validate_only=False), dict(configs)
 

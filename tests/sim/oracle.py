@@ -38,6 +38,14 @@ from dataclasses import dataclass, field
 
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 ACK_NAMES = {0: "GAP", 1: "ACCEPT", 2: "RELEASE", 3: "REJECT", 4: "RENEW"}
+# Invariants of issue 28's fixes still in progress: counted (Result.pending) instead of failing the
+# run, unless named in Simulation(pending_checks=...) / `--check NAME`. Move one out once its fix is in.
+PENDING = {
+    # a parked ShareFetch whose client went away acquires records for nobody; they come back with a
+    # delivery count one higher (issue 28, item 1; needs the broker to notice the disconnect at once,
+    # and world.SimConnection.drop to mirror it)
+    "delivery-count-skipped": "issue 28 item 1",
+}
 LOCK_SLACK_MS = 5  # the client sees the answer at the virtual time the broker acquired; leave a little
 
 
@@ -67,11 +75,13 @@ class PartModel:
     holds: dict[int, Hold] = field(default_factory=dict)
     last_count: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (count, incarnation)
     expired_at_limit: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # -> (deadline, incarnation, config gen)
-    delivered: set[int] = field(default_factory=set)
+    delivered: dict[int, bytes | None] = field(default_factory=dict)  # offset -> the value delivered there
     base: int | None = 0  # the group starts here (earliest); None: unknown (drain check off)
     min_start: int | None = None  # the highest start offset described since the last reset
+    resets: int = 0  # admin resets (sent or answered) since the start
 
     def reset(self, start: int | None) -> None:
+        self.resets += 1
         self.finished.clear()
         self.holds.clear()
         self.last_count.clear()
@@ -120,9 +130,16 @@ class Oracle:
         self.incarnation = 0
         self.acked_records = 0
         self.seq = 0  # numbers deliveries and acknowledgements sent, in the order the clients saw them
+        self.topic_hooks: list = []  # on_topic_created(name), on_topic_gone(name): consumer groups' ledger
+        self.pending_checks: frozenset[str] = frozenset()  # PENDING invariants to enforce (else counted)
+        self.pending_seen: dict[str, str] = {}  # PENDING invariant -> its first violation (not enforced)
 
     # ------------------------------------------------------------------ helpers
     def _fail(self, invariant: str, message: str) -> None:
+        if invariant in PENDING and invariant not in self.pending_checks:
+            self.pending_seen.setdefault(invariant, f"step {self.world.step}: {message}")
+            self.world.stats["pending: " + invariant] += 1
+            return
         raise Violation(invariant, message)
 
     def topic_name(self, topic_id: uuid.UUID) -> str:
@@ -137,9 +154,14 @@ class Oracle:
     def on_topic_created(self, name: str, topic_id: uuid.UUID, partitions: int) -> None:
         self.topics[topic_id] = TopicModel(name, topic_id, partitions, [{} for _ in range(partitions)])
         self.uncertain_topics.discard(name)
+        for hook in self.topic_hooks:
+            hook.on_topic_created(name)
 
     def on_topic_deleted(self, topic_id: uuid.UUID) -> None:
-        self.topics.pop(topic_id, None)
+        gone = self.topics.pop(topic_id, None)
+        if gone is not None:
+            for hook in self.topic_hooks:
+                hook.on_topic_gone(gone.name)
         self.deleted_ids.add(topic_id)
         for group in self.groups.values():
             for key in [k for k in group.parts if k[0] == topic_id]:
@@ -175,6 +197,15 @@ class Oracle:
                                                 f"{prior[0]!r}, now acknowledged again for {value!r}")
             acked[offset] = (value, pid, seq + i)
             self.acked_records += 1
+            for group in self.groups.values():
+                part = group.parts.get((topic_id, partition))
+                if part is not None and offset in part.delivered and part.delivered[offset] != value:
+                    # an unacknowledged record delivered here was lost (power loss); this one replaced it
+                    part.delivered.pop(offset)
+                    part.finished.pop(offset, None)
+                    part.holds.pop(offset, None)
+                    part.last_count.pop(offset, None)
+                    part.expired_at_limit.pop(offset, None)
 
     def check_log(self, topic_id: uuid.UUID, partition: int, records: dict[int, tuple[bytes, int, int]]) -> None:
         """A full Fetch of the partition: every acknowledged record is there at its offset, and no
@@ -242,19 +273,25 @@ class Oracle:
         if last is not None and last[1] == self.incarnation and count <= last[0]:
             self._fail("delivery-count-regressed", f"{where} delivered to {consumer} with count {count}; "
                                                    f"it was delivered before with count {last[0]} (same incarnation)")
+        if last is not None and last[1] == self.incarnation and count > last[0] + 1:
+            self._fail("delivery-count-skipped", f"{where} delivered to {consumer} with count {count}; the last "
+                                                 f"delivery any client received had count {last[0]} (same "
+                                                 f"incarnation): a delivery nobody received was counted")
         part.last_count[offset] = (count, self.incarnation)
         part.expired_at_limit.pop(offset, None)
-        part.delivered.add(offset)
+        part.delivered[offset] = None  # the value follows (on_delivered_value)
         self.seq += 1
         part.holds[offset] = Hold(consumer, count, now_ms + lock_ms, self.incarnation, conn_gen,
                                   config_gen if config_gen == group.config_gen else -1, group.limit, seq=self.seq)
 
     def on_delivered_value(self, topic_id: uuid.UUID, partition: int, offset: int, value: bytes | None,
-                           present: bool) -> None:
+                           present: bool, group_name: str | None = None) -> None:
         """The record the ShareFetch returned for an acquired offset is the one produced there."""
         topic = self.topics.get(topic_id)
         if topic is None:
             return
+        if group_name is not None:
+            self.groups[group_name].part(topic_id, partition).delivered[offset] = value
         where = f"{topic.name}-{partition} offset {offset}"
         if not present:
             self._fail("acquired-without-record", f"{where} was acquired but the returned batches do not hold it")
@@ -386,7 +423,8 @@ class Oracle:
                 part = group.part(topic.topic_id, partition)
                 if part.base is None:
                     continue
-                missing = [o for o in sorted(topic.acked[partition]) if o >= part.base and o not in part.delivered]
+                missing = [o for o, (value, _pid, _seq) in sorted(topic.acked[partition].items())
+                           if o >= part.base and (o not in part.delivered or part.delivered[o] != value)]
                 if missing:
                     self._fail("record-never-delivered",
                                f"{group_name} {topic.name}-{partition}: acknowledged records at offsets "
@@ -402,7 +440,8 @@ class Oracle:
                 part = group.part(topic.topic_id, partition)
                 if part.base is None:
                     continue
-                count += sum(1 for o in topic.acked[partition] if o >= part.base and o not in part.delivered)
+                count += sum(1 for o, (value, _pid, _seq) in topic.acked[partition].items()
+                             if o >= part.base and (o not in part.delivered or part.delivered[o] != value))
         return count
 
 

@@ -9,6 +9,17 @@ Each is a monkeypatch inside the simulation process, undone when the run ends:
 - ``forget-accept-on-restart``: `ShareCoordinatorService.read` (the share partition loading its state,
   as after a restart) turns ACKNOWLEDGED state batches back into AVAILABLE, so an ACCEPT that was
   made durable is forgotten. Expected: ``redelivered-after-ack``.
+- ``commit-before-durable``: `ConsumerOffsetsService.commit` answers NONE at once and makes the
+  commit 50 ms – 2 s later (or never, if the broker crashes first). Expected:
+  ``committed-offset-lost`` (or ``-backwards``).
+- ``assign-unreleased``: the KIP-848 reconciliation gives a member partitions that another member
+  still owns (as if no partition had an owner). Expected: ``partition-owned-twice``.
+- ``dead-letter-skipped``: the DLQ writer drops every other write, the first one included (the
+  records are archived with no dead letter). Expected: ``dead-letter-missing``.
+- ``dead-letter-twice-on-reload``: the DLQ writer does not look for dead letters written before a
+  crash when it writes recovered ARCHIVING records again. Expected: ``dead-letter-duplicated``;
+  it needs a crash between a DLQ write and its ARCHIVED state write, so it is for campaigns, not
+  for the CI slice (`CI_PLANTS`).
 """
 
 from __future__ import annotations
@@ -18,12 +29,24 @@ import dataclasses
 import random
 from typing import Callable
 
+from quafka.broker.core import consumer_group
+from quafka.broker.server.consumer_offsets import ConsumerOffsetsService
+from quafka.broker.server.dead_letter_writer import DeadLetterWriter
 from quafka.broker.server.share_coordinator import ShareCoordinatorService
 from quafka.protocol.errors import ErrorCode
 
 ACKNOWLEDGED, AVAILABLE = 2, 0
 
-PLANTS = ("ack-before-append", "forget-accept-on-restart")
+# plant -> the invariants that may catch it
+PLANTS = {
+    "ack-before-append": ("redelivered-after-ack",),
+    "forget-accept-on-restart": ("redelivered-after-ack",),
+    "commit-before-durable": ("committed-offset-lost", "committed-offset-backwards"),
+    "assign-unreleased": ("partition-owned-twice",),
+    "dead-letter-skipped": ("dead-letter-missing",),
+    "dead-letter-twice-on-reload": ("dead-letter-duplicated",),
+}
+CI_PLANTS = tuple(p for p in PLANTS if p != "dead-letter-twice-on-reload")
 
 
 def install(name: str, world) -> Callable[[], None]:
@@ -31,7 +54,83 @@ def install(name: str, world) -> Callable[[], None]:
         return _ack_before_append(random.Random(world.seed ^ 0xB06))
     if name == "forget-accept-on-restart":
         return _forget_accept_on_restart()
+    if name == "commit-before-durable":
+        return _commit_before_durable(random.Random(world.seed ^ 0xC0))
+    if name == "assign-unreleased":
+        return _assign_unreleased()
+    if name == "dead-letter-skipped":
+        return _dead_letter_skipped()
+    if name == "dead-letter-twice-on-reload":
+        return _dead_letter_twice_on_reload()
     raise ValueError(f"unknown plant {name!r}; known: {', '.join(PLANTS)}")
+
+
+def _commit_before_durable(rng: random.Random) -> Callable[[], None]:
+    original = ConsumerOffsetsService.commit
+
+    async def commit(self, request):
+        loop = asyncio.get_running_loop()
+
+        def later() -> None:
+            task = loop.create_task(original(self, request))
+            task.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+        loop.call_later(rng.uniform(0.05, 2.0), later)
+        return {(p.topic, p.partition): ErrorCode.none for p in request.partitions}
+
+    ConsumerOffsetsService.commit = commit
+
+    def undo() -> None:
+        ConsumerOffsetsService.commit = original
+
+    return undo
+
+
+def _assign_unreleased() -> Callable[[], None]:
+    original = consumer_group.reconcile
+
+    def reconcile(member, **kwargs):
+        kwargs["partition_epoch"] = lambda topic_id, partition: -1
+        return original(member, **kwargs)
+
+    consumer_group.reconcile = reconcile
+
+    def undo() -> None:
+        consumer_group.reconcile = original
+
+    return undo
+
+
+def _dead_letter_skipped() -> Callable[[], None]:
+    original = DeadLetterWriter.write
+    calls = [0]
+
+    async def write(self, ctx, writes):
+        calls[0] += 1
+        if calls[0] % 2 == 1:
+            return 0
+        return await original(self, ctx, writes)
+
+    DeadLetterWriter.write = write
+
+    def undo() -> None:
+        DeadLetterWriter.write = original
+
+    return undo
+
+
+def _dead_letter_twice_on_reload() -> Callable[[], None]:
+    original = DeadLetterWriter._written_before  # noqa: SLF001
+
+    async def written_before(self, dlq_log, ctx):
+        return set()
+
+    DeadLetterWriter._written_before = written_before  # noqa: SLF001
+
+    def undo() -> None:
+        DeadLetterWriter._written_before = original  # noqa: SLF001
+
+    return undo
 
 
 def _ack_before_append(rng: random.Random) -> Callable[[], None]:

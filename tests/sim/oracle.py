@@ -45,6 +45,12 @@ PENDING = {
     # delivery count one higher (issue 28, item 1; needs the broker to notice the disconnect at once,
     # and world.SimConnection.drop to mirror it)
     "delivery-count-skipped": "issue 28 item 1",
+    # KIP-848 groups across crashes and topic deletion, not diagnosed yet: seed 46 (500 steps) gives a
+    # partition to a new member while a member that kept heartbeating at an old epoch still owns it
+    # (after t2 was deleted and re-created, then a crash); seed 500050 (1000 steps) ends the drain
+    # with a joined member owning nothing. A broker bug or a gap in members.py: to be found.
+    "partition-owned-twice": "KIP-848 ownership across crashes and topic deletion (seed 46)",
+    "partition-never-assigned": "KIP-848 assignment after crashes (seed 500050 --steps 1000)",
 }
 LOCK_SLACK_MS = 5  # the client sees the answer at the virtual time the broker acquired; leave a little
 

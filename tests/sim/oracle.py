@@ -28,7 +28,13 @@ invariant:
 - ``topic-lost`` / ``topic-resurrected`` / ``config-lost``: metadata answered before a crash is
   different after it;
 - ``record-never-delivered``: at the end, after draining, an acknowledged record at or above the
-  group's start was never delivered to a group subscribed to its topic.
+  group's start was never delivered to a group subscribed to its topic (the value delivered at its
+  offset must be its own: an unacknowledged record cut by a power loss may have been there);
+- ``start-offset-beyond-log-end``: a share partition's start offset above its log's high watermark;
+- ``delivery-count-skipped`` (PENDING): a delivery count more than one above the last one a client
+  received, in one incarnation.
+
+Consumer groups' invariants are in members.py, the DLQ's in dead_letters.py.
 """
 
 from __future__ import annotations

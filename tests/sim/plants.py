@@ -39,7 +39,9 @@ ACKNOWLEDGED, AVAILABLE = 2, 0
 
 # plant -> the invariants that may catch it
 PLANTS = {
-    "ack-before-append": ("redelivered-after-ack",),
+    # state writes answered before they are appended: with a DLQ, a record archived twice is
+    # dead-lettered twice (seed 0 of the CI slice shows that first)
+    "ack-before-append": ("redelivered-after-ack", "dead-letter-duplicated"),
     "forget-accept-on-restart": ("redelivered-after-ack",),
     "commit-before-durable": ("committed-offset-lost", "committed-offset-backwards"),
     "assign-unreleased": ("partition-owned-twice",),

@@ -542,6 +542,16 @@ class Consumer(Actor):
         epoch, listed, forgotten, acks, config_gen, sent_seq = sent
         if response is None:
             self._forget_sent_acks(acks)
+            lost = getattr(failure, "response", None)
+            if lost is not None and int(lost.error_code) == NONE:
+                # the broker answered, the client dropped the connection before reading it: those
+                # deliveries were made (counted, as in Kafka), nobody received them
+                for t in lost.responses:
+                    for p in t.partitions:
+                        for a in p.acquired_records:
+                            for offset in range(a.first_offset, a.last_offset + 1):
+                                self.oracle.on_delivery_unread(self.group, t.topic_id, p.partition_index, offset,
+                                                               a.delivery_count)
             return
         error = int(response.error_code)
         if error != NONE:

@@ -31,7 +31,7 @@ invariant:
   group's start was never delivered to a group subscribed to its topic (the value delivered at its
   offset must be its own: an unacknowledged record cut by a power loss may have been there);
 - ``start-offset-beyond-log-end``: a share partition's start offset above its log's high watermark;
-- ``delivery-count-skipped`` (PENDING): a delivery count more than one above the last one a client
+- ``delivery-count-skipped``: a delivery count more than one above the last one a client
   received, in one incarnation.
 
 Consumer groups' invariants are in members.py, the DLQ's in dead_letters.py.
@@ -47,10 +47,6 @@ ACK_NAMES = {0: "GAP", 1: "ACCEPT", 2: "RELEASE", 3: "REJECT", 4: "RENEW"}
 # Invariants of issue 28's fixes still in progress: counted (Result.pending) instead of failing the
 # run, unless named in Simulation(pending_checks=...) / `--check NAME`. Move one out once its fix is in.
 PENDING = {
-    # a parked ShareFetch whose client went away acquires records for nobody; they come back with a
-    # delivery count one higher (issue 28, item 1; needs the broker to notice the disconnect at once,
-    # and world.SimConnection.drop to mirror it)
-    "delivery-count-skipped": "issue 28 item 1",
     # KIP-848 groups across crashes and topic deletion, not diagnosed yet: seed 46 (500 steps) gives a
     # partition to a new member while a member that kept heartbeating at an old epoch still owns it
     # (after t2 was deleted and re-created, then a crash); seed 500050 (1000 steps) ends the drain
@@ -295,6 +291,15 @@ class Oracle:
         self.seq += 1
         part.holds[offset] = Hold(consumer, count, now_ms + lock_ms, self.incarnation, conn_gen,
                                   config_gen if config_gen == group.config_gen else -1, group.limit, seq=self.seq)
+
+    def on_delivery_unread(self, group_name: str, topic_id: uuid.UUID, partition: int, offset: int,
+                           count: int) -> None:
+        """The broker answered a ShareFetch with this delivery, but the client dropped its connection
+        before reading the answer: the delivery was made (its count is the last one), nobody holds it."""
+        part = self.groups[group_name].part(topic_id, partition)
+        last = part.last_count.get(offset)
+        if last is None or last[1] != self.incarnation or count > last[0]:
+            part.last_count[offset] = (count, self.incarnation)
 
     def on_delivered_value(self, topic_id: uuid.UUID, partition: int, offset: int, value: bytes | None,
                            present: bool, group_name: str | None = None) -> None:

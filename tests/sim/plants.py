@@ -16,6 +16,11 @@ Each is a monkeypatch inside the simulation process, undone when the run ends:
   still owns (as if no partition had an owner). Expected: ``partition-owned-twice``.
 - ``dead-letter-skipped``: the DLQ writer drops every other write, the first one included (the
   records are archived with no dead letter). Expected: ``dead-letter-missing``.
+- ``fetch-for-gone-client``: the share fetch path forgets that a session can end while a request
+  waits (`ShareSessionCache.is_live` always true, `SharePartitionManager.session_ended` neither
+  wakes the parked fetch nor hands back what it acquired): a parked ShareFetch whose client
+  dropped its connection acquires records for nobody (issue 28, item 1). Expected:
+  ``delivery-count-skipped``.
 - ``dead-letter-twice-on-reload``: the DLQ writer does not look for dead letters written before a
   crash when it writes recovered ARCHIVING records again. Expected: ``dead-letter-duplicated``;
   it needs a crash between a DLQ write and its ARCHIVED state write, so it is for campaigns, not
@@ -47,6 +52,7 @@ PLANTS = {
     "assign-unreleased": ("partition-owned-twice",),
     "dead-letter-skipped": ("dead-letter-missing",),
     "dead-letter-twice-on-reload": ("dead-letter-duplicated",),
+    "fetch-for-gone-client": ("delivery-count-skipped",),
 }
 CI_PLANTS = tuple(p for p in PLANTS if p != "dead-letter-twice-on-reload")
 
@@ -56,6 +62,8 @@ def install(name: str, world) -> Callable[[], None]:
         return _ack_before_append(random.Random(world.seed ^ 0xB06))
     if name == "forget-accept-on-restart":
         return _forget_accept_on_restart()
+    if name == "fetch-for-gone-client":
+        return _fetch_for_gone_client()
     if name == "commit-before-durable":
         return _commit_before_durable(random.Random(world.seed ^ 0xC0))
     if name == "assign-unreleased":
@@ -199,4 +207,17 @@ def _forget_accept_on_restart() -> Callable[[], None]:
     def undo() -> None:
         ShareCoordinatorService.read = original
 
+    return undo
+
+
+def _fetch_for_gone_client() -> Callable[[], None]:
+    from quafka.broker.core.share_session import ShareSessionCache
+    from quafka.broker.server.share_partitions import SharePartitionManager
+
+    real_live, real_ended = ShareSessionCache.is_live, SharePartitionManager.session_ended
+    ShareSessionCache.is_live = lambda self, session: True
+    SharePartitionManager.session_ended = lambda self, session: None
+
+    def undo() -> None:
+        ShareSessionCache.is_live, SharePartitionManager.session_ended = real_live, real_ended
     return undo

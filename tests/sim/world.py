@@ -224,6 +224,13 @@ def _stable_hash(text: str) -> int:
 # ----------------------------------------------------------------------------- connections
 
 
+class LostAnswer(str):
+    """A failure: the client dropped its connection after the broker had answered the request in
+    flight; `response` is that answer (decoded), which the client never read."""
+
+    response: Any = None
+
+
 class SimConnection:
     """One client connection to the current broker incarnation."""
 
@@ -235,6 +242,7 @@ class SimConnection:
         world.next_peer += 1
         self.peer = f"10.0.{world.next_peer // 250}.{world.next_peer % 250}:{40000 + world.next_peer % 20000}"
         self.closed = False
+        self.answered_before_drop = False  # drop() came after the request in flight had been answered
         self.task: asyncio.Task | None = None
         self.sent_at_ms = 0
         self.what = ""
@@ -305,7 +313,14 @@ class SimConnection:
             return
         if self.closed:  # the client dropped it meanwhile: the answer goes nowhere
             self._broker_side_closed()
-            self._complete(on_done, direct, None, "connection dropped by the client", now_ms)
+            failure = LostAnswer("connection dropped by the client")
+            data = task.result()
+            if data is not None and self.answered_before_drop:
+                # the broker had answered before the drop: sent, never read (the oracle counts its
+                # deliveries); an answer finished after the drop was told to the broker counts nothing
+                responses = self.wire.receive_bytes(data)
+                failure.response = responses[0][1] if len(responses) == 1 else None
+            self._complete(on_done, direct, None, failure, now_ms)
             return
         data = task.result()
         if data is None:
@@ -332,9 +347,10 @@ class SimConnection:
                 pass
 
     def drop(self) -> None:
-        """The client closes the connection: the broker notices once its request in flight is done."""
+        """The client closes the connection: the broker notices at once, even with a request in
+        flight (BrokerConnection._disconnected), and sweeps once more when that request is done."""
         if self.closed:
             return
         self.closed = True
-        if self.task is None:
-            self._broker_side_closed()
+        self.answered_before_drop = self.task is not None and self.task.done()
+        self._broker_side_closed()

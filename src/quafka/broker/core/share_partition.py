@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from quafka.protocol.coordinator_records import StateBatch
+from quafka.protocol.share_state_records import StateBatch
 from quafka.protocol.dead_letter_headers import (
     REASON_LOCK_EXPIRED_AT_LIMIT,
     REASON_RECOVERED,

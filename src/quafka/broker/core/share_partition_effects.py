@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Union
 
-from quafka.protocol.coordinator_records import StateBatch
+from quafka.protocol.share_state_records import StateBatch
 from quafka.protocol.errors import ErrorCode
 
 from ._runs import WAIT_BACKOFF, Run

@@ -47,7 +47,7 @@ from quafka.protocol.classic_group_records import (
     encode_group_metadata_key,
     encode_group_metadata_value,
 )
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.errors import ErrorCode
 
 from .coordinator_shell import CoordinatorShell

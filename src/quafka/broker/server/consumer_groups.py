@@ -47,7 +47,7 @@ from quafka.broker.core.consumer_group import (
 )
 from quafka.broker.core.consumer_group_images import ConsumerGroupImages, Image, diff, image_of, restore_group
 from quafka.broker.core.consumer_offsets import GroupKind, GroupView
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.consumer_group_records import decode_consumer_group_record, encode_consumer_group_record
 from quafka.protocol.errors import ErrorCode
 

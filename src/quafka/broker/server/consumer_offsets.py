@@ -37,7 +37,7 @@ from quafka.broker.core.consumer_offsets import (
     OffsetRecord,
     TopicPartition,
 )
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.offset_commit_records import (
     decode_offset_commit_record,

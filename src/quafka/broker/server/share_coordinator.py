@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from quafka.broker.core.share_coordinator import ReadSummaryResult, ShareCoordinator
 from quafka.broker.storage import Log
 from quafka.broker.storage.base import MAX_LONG
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.share_state_records import (
     SHARE_GROUP_STATE_TOPIC,
     ShareStateKey,
     ShareStateRecord,

@@ -50,12 +50,9 @@ from quafka.broker.core.share_group import (
     ShareGroupCoordinator,
 )
 from quafka.broker.storage import Log
-from quafka.protocol.coordinator_records import (
-    CONSUMER_OFFSETS_TOPIC,
-    ShareStateKey,
-    decode_group_record,
-    encode_group_record,
-)
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.share_group_records import decode_group_record, encode_group_record
+from quafka.protocol.share_state_records import ShareStateKey
 from quafka.protocol.errors import ErrorCode
 
 from .coordinator_shell import NOT_STORED, CoordinatorShell

@@ -57,7 +57,7 @@ from quafka.broker.core.share_partition import (
     WakeFetches,
 )
 from quafka.broker.storage import Log, LogEvent
-from quafka.protocol import coordinator_records as records
+from quafka.protocol import share_state_records as records
 from quafka.protocol.errors import ErrorCode
 
 from .clock import monotonic_ms, wall_clock_ms

@@ -50,7 +50,7 @@ class WakeFetches(NamedTuple):
 
 class DeadLetterWrite(NamedTuple):
     """Effect: write offsets [first_offset, last_offset] (now ARCHIVING, and durably so) to the
-    group's dead-letter queue, then call `on_dead_letter_done` — whether the write succeeded or
+    group's dead-letter queue, then call `on_dead_letters_done` — whether the write succeeded or
     not. `reason` is one of `dead_letter_headers.REASONS`."""
 
     first_offset: int

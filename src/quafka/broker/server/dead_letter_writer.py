@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 
     from quafka.broker.config import ShareGroupConfig
 
-    from .server import BrokerServer
+    from ._services import BrokerServices
     from .share_partitions import ShareContext, SharePartitionManager
     from .state import TopicState
 
@@ -88,7 +88,7 @@ DLQ_TOPIC_CONFIGS = {"errors.deadletterqueue.group.enable": "true", "message.tim
 
 
 class DeadLetterWriter:
-    def __init__(self, server: "BrokerServer", manager: "SharePartitionManager") -> None:
+    def __init__(self, server: "BrokerServices", manager: "SharePartitionManager") -> None:
         self.server = server
         self.manager = manager
         self._tasks: set[asyncio.Task] = set()

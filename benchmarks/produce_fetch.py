@@ -451,11 +451,19 @@ SYSCALL_WORDS = ("'send'", "'recv'", "'sendmsg'", "posix.write", "posix.pread", 
 
 
 def _short(file: str) -> str:
+    """A profiled function's file as the docs print it: the package path of installed and quafka
+    code (`quafka/...`, `kio/...`, `asyncio/...`), a repository file relative to the repository
+    (`benchmarks/spark.py`), never an absolute path of the machine that ran it."""
     for marker in ("/site-packages/", "/src/"):
         if marker in file:
             return file.split(marker, 1)[1]
     m = re.search(r"/lib/python3\.\d+/", file)
-    return file[m.end():] if m else file
+    if m:
+        return file[m.end():]
+    path = Path(file)
+    if not path.is_absolute():
+        return file
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
 
 
 def _label(key) -> str:

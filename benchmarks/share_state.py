@@ -42,7 +42,7 @@ from confluent_kafka import Producer, ShareConsumer  # noqa: E402
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
 
 from quafka import EmbeddedBroker  # noqa: E402
-from quafka.protocol.coordinator_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, StateBatch  # noqa: E402
+from quafka.protocol.share_state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, StateBatch  # noqa: E402
 
 BEGIN_MARK = "<!-- share-state:begin -->"
 END_MARK = "<!-- share-state:end -->"

@@ -38,8 +38,8 @@ from client.fake_cluster import (
 
 TOPIC = "t"
 GROUP = "multinode-group"
-SESSION_ERRORS = {int(ErrorCode.invalid_share_session_epoch), int(ErrorCode.share_session_not_found),
-                  int(ErrorCode.invalid_request)}
+SESSION_REFUSAL_CODES = {int(ErrorCode.invalid_share_session_epoch), int(ErrorCode.share_session_not_found),
+                         int(ErrorCode.invalid_request)}
 
 
 def consumer_config(fake: FakeCluster, mode: str = "explicit", **extra) -> dict:
@@ -187,7 +187,7 @@ def assert_sessions_sequential(fake: FakeCluster, member: str, restarted: dict[i
         for r in fake.share_requests(node=node):
             assert r.member == member
             context = f"node {node}, request #{r.seq}:\n{fake.transcript(share_only=True)[-6000:]}"
-            assert r.error not in SESSION_ERRORS, f"share session error {ErrorCode(r.error).name}; {context}"
+            assert r.error not in SESSION_REFUSAL_CODES, f"share session error {ErrorCode(r.error).name}; {context}"
             if restarted.get(node) is not None and r.seq > restarted[node]:
                 expected = None  # the node restarted: its sessions died with its connections
                 restarted[node] = None
@@ -765,7 +765,7 @@ def test_hung_broker_does_not_stall_the_others_and_commit_sync_keeps_its_timeout
             consumer.close(3.0)
 
         assert live_overrun < 0.5, f"a poll overran its timeout by {live_overrun:.2f}s while node 2 hung"
-        refused = [r.short() for r in fake.share_requests() if r.error in SESSION_ERRORS]
+        refused = [r.short() for r in fake.share_requests() if r.error in SESSION_REFUSAL_CODES]
         assert not refused, "share session errors:\n" + "\n".join(refused)
         assert_one_session_open_per_node(fake, (1, 3), member)
         assert_no_lost_acknowledgements(app, fake)

@@ -11,11 +11,12 @@ import pytest
 from quafka.client._share_acks import GAP, AcknowledgeType, Acknowledgements, ack_batches
 from quafka.client._share_fetch import RECORD_COLUMNS, ShareFetchBuffer, decode_acquired, raw_acquired
 from quafka.client._share_membership import INPUTS, TRANSITIONS, MemberState, ShareMembership
-from quafka.client._share_session import INT32_MAX, ShareSession, next_epoch
+from quafka.client._share_session import ShareSession
 from quafka.client.errors import CorruptRecordException, IllegalStateException
 from quafka.client.records import Record, TopicPartition
 from quafka.protocol import record_batch as rb
 from quafka.protocol.errors import ErrorCode
+from quafka.protocol.share_session_epoch import INT32_MAX, next_epoch
 
 A = AcknowledgeType
 TP = TopicPartition("t", 0)

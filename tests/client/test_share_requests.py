@@ -11,7 +11,7 @@ import pytest
 from quafka.client._share_requests import (
     LEADER_ERRORS,
     METADATA_ERRORS,
-    SESSION_ERRORS,
+    SESSION_REFUSAL_ERRORS,
     PartitionErrorAction,
     acks_to_send_now,
     commit_retries,
@@ -123,7 +123,7 @@ def test_known_partition_errors():
 
 @pytest.mark.parametrize("error", list(ErrorCode), ids=[e.name for e in ErrorCode])
 def test_which_fetch_errors_end_the_consumer(error):
-    expected = error != ErrorCode.none and not error.retriable and error not in SESSION_ERRORS
+    expected = error != ErrorCode.none and not error.retriable and error not in SESSION_REFUSAL_ERRORS
     assert fetch_error_is_fatal(error) is expected
 
 

@@ -74,7 +74,7 @@ from support import set_group_configs, wait_until
 from support.share_client import ShareClient, create_topic
 
 from quafka.broker.core.share_coordinator import ShareCoordinator
-from quafka.protocol.coordinator_records import ShareStateKey, decode_share_state_record
+from quafka.protocol.share_state_records import ShareStateKey, decode_share_state_record
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_share_crash_child.py")
 _spec = importlib.util.spec_from_file_location("_share_crash_child", CHILD)

@@ -26,7 +26,7 @@ from quafka.protocol.consumer_group_records import (
     decode_consumer_group_record,
     encode_consumer_group_record,
 )
-from quafka.protocol.coordinator_records import CorruptRecord, UnknownRecordType
+from quafka.protocol.coordinator_record_codec import CorruptRecord, UnknownRecordType
 
 TID = UUID(bytes=bytes(range(16)))
 GK = GroupKey("g")

@@ -9,8 +9,13 @@ from uuid import UUID
 
 import pytest
 
-from quafka.protocol.coordinator_records import CorruptRecord, UnknownRecordType, encode_group_record, GroupKey, \
-    GroupRecord, ShareGroupMetadataValue, SHARE_GROUP_METADATA
+from quafka.protocol.coordinator_record_codec import CorruptRecord, GroupKey, UnknownRecordType
+from quafka.protocol.share_group_records import (
+    SHARE_GROUP_METADATA,
+    GroupRecord,
+    ShareGroupMetadataValue,
+    encode_group_record,
+)
 from quafka.protocol.offset_commit_records import (
     OffsetCommitKey,
     OffsetCommitValue,

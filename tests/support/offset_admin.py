@@ -7,7 +7,8 @@
   AlterShareGroupOffsets to "earliest" or "latest");
 * readers of the coordinators' internal topics with a plain confluent `Consumer`: every record
   of one partition from its log start offset up to its high watermark, decoded with
-  `quafka.protocol.coordinator_records` (tombstones come back with value None).
+  `quafka.protocol.share_state_records` and `quafka.protocol.share_group_records` (tombstones come
+  back with value None).
 
 Shapes:
 
@@ -29,17 +30,10 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from quafka.protocol.coordinator_records import (
-    CONSUMER_OFFSETS_TOPIC,
-    SHARE_GROUP_STATE_TOPIC,
-    GroupRecord,
-    ShareStateRecord,
-    UnknownRecordType,
-    decode_group_record,
-    decode_share_state_record,
-    group_partition,
-    share_state_partition,
-)
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC, UnknownRecordType
+from quafka.protocol.partition_placement import group_partition, share_state_partition
+from quafka.protocol.share_group_records import GroupRecord, decode_group_record
+from quafka.protocol.share_state_records import SHARE_GROUP_STATE_TOPIC, ShareStateRecord, decode_share_state_record
 
 from . import RawClient
 

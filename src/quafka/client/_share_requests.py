@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 from quafka.protocol.errors import ErrorCode
 
 __all__ = [
-    "DELETED_ERRORS", "LEADER_ERRORS", "METADATA_ERRORS", "PartitionErrorAction", "SESSION_ERRORS", "acks_to_send_now",
-    "commit_retries", "fetch_error_is_fatal", "fetch_targets", "leader_of", "partition_error_action",
+    "DELETED_ERRORS", "LEADER_ERRORS", "METADATA_ERRORS", "PartitionErrorAction", "SESSION_REFUSAL_ERRORS",
+    "acks_to_send_now", "commit_retries", "fetch_error_is_fatal", "fetch_targets", "leader_of", "partition_error_action",
     "retry_backoff_ms",
 ]
 
@@ -32,9 +32,10 @@ METADATA_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unk
 # acknowledgements of a deleted topic or partition: final, never retried (Kafka's
 # ShareConsumeRequestManager.handlePartitionError does not retry them although they are retriable)
 DELETED_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
-# a ShareFetch refused for its share session: the session starts again, the consumer goes on
-SESSION_ERRORS = frozenset({ErrorCode.share_session_not_found, ErrorCode.invalid_share_session_epoch,
-                            ErrorCode.share_session_limit_reached})
+# a ShareFetch refused for its share session (gone, out of step, or no room for a new one): the session
+# starts again, the consumer goes on
+SESSION_REFUSAL_ERRORS = frozenset({ErrorCode.share_session_not_found, ErrorCode.invalid_share_session_epoch,
+                                    ErrorCode.share_session_limit_reached})
 
 
 def leader_of(leader_id: int | None, leader_epoch: int, hint: tuple[int, int] | None) -> int | None:
@@ -107,7 +108,7 @@ def partition_error_action(error: ErrorCode, current_leader_id: int | None) -> P
 def fetch_error_is_fatal(error: ErrorCode) -> bool:
     """A ShareFetch's top-level error that ends the consumer (raised by the next poll): not
     retriable and not about the share session (which simply starts again)."""
-    return error != ErrorCode.none and not error.retriable and error not in SESSION_ERRORS
+    return error != ErrorCode.none and not error.retriable and error not in SESSION_REFUSAL_ERRORS
 
 
 def retry_backoff_ms(attempt: int, base_ms: int, max_ms: int) -> int:

@@ -21,17 +21,14 @@ from uuid import UUID
 
 from quafka.protocol.errors import ErrorCode
 
-__all__ = ["INITIAL_EPOCH", "FINAL_EPOCH", "ShareSession", "next_epoch"]
+from quafka.protocol.share_session_epoch import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 
-INITIAL_EPOCH, FINAL_EPOCH = 0, -1
-INT32_MAX = 2**31 - 1
-SESSION_ERRORS = frozenset({ErrorCode.share_session_not_found, ErrorCode.invalid_share_session_epoch})
+__all__ = ["ShareSession"]
+
+# the broker holds no session at this client's epoch (dropped, or out of step): start again at epoch 0
+SESSION_GONE_ERRORS = frozenset({ErrorCode.share_session_not_found, ErrorCode.invalid_share_session_epoch})
 TopicIdPartition = tuple[UUID, int]
 AckBatches = list[tuple[int, int, tuple[int, ...]]]
-
-
-def next_epoch(epoch: int) -> int:
-    return 1 if epoch >= INT32_MAX else epoch + 1
 
 
 def _topics(partitions: Iterable[TopicIdPartition], acks: Mapping[TopicIdPartition, AckBatches],
@@ -109,7 +106,7 @@ class ShareSession:
 
     def on_response(self, error: ErrorCode) -> None:
         """The answer to the request built last: move the epoch on, or reset the session."""
-        if error in SESSION_ERRORS:
+        if error in SESSION_GONE_ERRORS:
             self.reset()
             return
         if error != ErrorCode.none:

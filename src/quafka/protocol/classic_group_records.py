@@ -37,15 +37,15 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .coordinator_records import (
+from .coordinator_record_codec import (
     CONSUMER_OFFSETS_TOPIC,
     CorruptRecord,
+    FieldReader,
     UnknownRecordType,
-    _Reader,
-    _w_compact_string,
-    _w_string,
-    _w_uvarint,
+    write_compact_string,
+    write_string,
 )
+from .varint import write_uvarint
 
 GROUP_METADATA = 2  # record type of GroupMetadataKey / GroupMetadataValue
 GROUP_METADATA_VALUE_VERSION = 3  # what Kafka 4.2 writes
@@ -92,12 +92,12 @@ def _w_nullable_string(buf: bytearray, s: str | None) -> None:
     if s is None:
         buf += _I16.pack(-1)
     else:
-        _w_string(buf, s)
+        write_string(buf, s)
 
 
 def _w_bytes(buf: bytearray, data: bytes, flexible: bool) -> None:
     if flexible:
-        _w_uvarint(buf, len(data) + 1)
+        write_uvarint(buf, len(data) + 1)
     else:
         buf += _I32.pack(len(data))
     buf += data
@@ -105,14 +105,14 @@ def _w_bytes(buf: bytearray, data: bytes, flexible: bool) -> None:
 
 def _w_str(buf: bytearray, s: str | None, flexible: bool) -> None:
     if flexible:
-        _w_compact_string(buf, s)
+        write_compact_string(buf, s)
     else:
         _w_nullable_string(buf, s)
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
     buf = bytearray(_I16.pack(GROUP_METADATA))
-    _w_string(buf, key.group_id)
+    write_string(buf, key.group_id)
     return bytes(buf)
 
 
@@ -135,7 +135,7 @@ def encode_group_metadata_value(value: GroupMetadataValue | None,
         if version >= 2:
             buf += _I64.pack(value.current_state_timestamp_ms)
         if flexible:
-            _w_uvarint(buf, len(value.members) + 1)
+            write_uvarint(buf, len(value.members) + 1)
         else:
             buf += _I32.pack(len(value.members))
         for m in value.members:
@@ -168,7 +168,7 @@ def is_group_metadata_key(key: bytes) -> bool:
 
 
 def _decode_key(key: bytes) -> GroupMetadataKey:
-    r = _Reader(key, f"{CONSUMER_OFFSETS_TOPIC} key")
+    r = FieldReader(key, f"{CONSUMER_OFFSETS_TOPIC} key")
     record_type = r.int16()
     if record_type != GROUP_METADATA:
         raise UnknownRecordType(record_type, CONSUMER_OFFSETS_TOPIC)
@@ -177,7 +177,7 @@ def _decode_key(key: bytes) -> GroupMetadataKey:
     return decoded
 
 
-def _r_nullable(r: _Reader, flexible: bool) -> str | None:
+def _r_nullable(r: FieldReader, flexible: bool) -> str | None:
     if flexible:
         return r.nullable_compact_string()
     n = r.int16()
@@ -188,11 +188,11 @@ def _r_nullable(r: _Reader, flexible: bool) -> str | None:
     return r._text(n)
 
 
-def _r_string(r: _Reader, flexible: bool) -> str:
+def _r_string(r: FieldReader, flexible: bool) -> str:
     return r.compact_string() if flexible else r.string()
 
 
-def _r_bytes(r: _Reader, flexible: bool) -> bytes:
+def _r_bytes(r: FieldReader, flexible: bool) -> bytes:
     if flexible:
         n = r.uvarint()
         if n == 0:
@@ -205,7 +205,7 @@ def _r_bytes(r: _Reader, flexible: bool) -> bytes:
 
 
 def _decode_value(value: bytes) -> GroupMetadataValue:
-    r = _Reader(value, f"{CONSUMER_OFFSETS_TOPIC} group metadata value")
+    r = FieldReader(value, f"{CONSUMER_OFFSETS_TOPIC} group metadata value")
     version = r.int16()
     if not 0 <= version <= 4:
         raise r.fail(f"unsupported value version {version}")

@@ -25,25 +25,25 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 from uuid import UUID
 
-from .coordinator_records import (
+from .coordinator_record_codec import (
     CONSUMER_OFFSETS_TOPIC,
+    I16,
+    I32,
+    VALUE_VERSION,
+    FieldReader,
     GroupKey,
     GroupMemberKey,
     TopicPartitions,
     UnknownRecordType,
-    _I16,
-    _I32,
-    _VALUE_VERSION,
-    _Reader,
-    _encode,
-    _r_record_type,
-    _r_topic_partitions,
-    _w_compact_string,
-    _w_string,
-    _w_structs,
-    _w_topic_partitions,
-    _w_uvarint,
+    checked_encode,
+    read_record_type,
+    read_topic_partitions,
+    write_compact_string,
+    write_string,
+    write_structs,
+    write_topic_partitions,
 )
+from .varint import write_uvarint
 
 __all__ = [
     "CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT", "CONSUMER_GROUP_MEMBER_METADATA", "CONSUMER_GROUP_METADATA",
@@ -136,90 +136,90 @@ class ConsumerGroupRecord(NamedTuple):
 
 
 def _w_tags(buf: bytearray, tags: list[tuple[int, bytes]]) -> None:
-    _w_uvarint(buf, len(tags))
+    write_uvarint(buf, len(tags))
     for tag, payload in tags:
-        _w_uvarint(buf, tag)
-        _w_uvarint(buf, len(payload))
+        write_uvarint(buf, tag)
+        write_uvarint(buf, len(payload))
         buf += payload
 
 
 def _w_metadata(buf: bytearray, v: ConsumerGroupMetadataValue) -> list[tuple[int, bytes]]:
-    buf += _I32.pack(v.epoch)
+    buf += I32.pack(v.epoch)
     return [(_TAG_METADATA_HASH, _I64.pack(v.metadata_hash))] if v.metadata_hash else []
 
 
 def _w_partition_topic(buf: bytearray, t: PartitionTopicMetadata) -> None:
     buf += t.topic_id.bytes
-    _w_compact_string(buf, t.topic_name)
-    buf += _I32.pack(t.num_partitions)
+    write_compact_string(buf, t.topic_name)
+    buf += I32.pack(t.num_partitions)
 
     def rack(b: bytearray, item: tuple[int, tuple[str, ...]]) -> None:
-        b += _I32.pack(item[0])
-        _w_uvarint(b, len(item[1]) + 1)
+        b += I32.pack(item[0])
+        write_uvarint(b, len(item[1]) + 1)
         for name in item[1]:
-            _w_compact_string(b, name)
-    _w_structs(buf, t.partition_racks, rack)
+            write_compact_string(b, name)
+    write_structs(buf, t.partition_racks, rack)
 
 
-def _r_partition_topic(r: _Reader) -> PartitionTopicMetadata:
+def _r_partition_topic(r: FieldReader) -> PartitionTopicMetadata:
     topic_id, name, count = r.uuid(), r.compact_string(), r.int32()
     return PartitionTopicMetadata(topic_id, name, count, r.structs(5, lambda rr: (rr.int32(), rr.strings())))
 
 
 def _w_member_metadata(buf: bytearray, v: ConsumerGroupMemberMetadataValue) -> list[tuple[int, bytes]]:
-    _w_compact_string(buf, v.instance_id)
-    _w_compact_string(buf, v.rack_id)
-    _w_compact_string(buf, v.client_id)
-    _w_compact_string(buf, v.client_host)
-    _w_uvarint(buf, len(v.subscribed_topic_names) + 1)
+    write_compact_string(buf, v.instance_id)
+    write_compact_string(buf, v.rack_id)
+    write_compact_string(buf, v.client_id)
+    write_compact_string(buf, v.client_host)
+    write_uvarint(buf, len(v.subscribed_topic_names) + 1)
     for name in v.subscribed_topic_names:
-        _w_compact_string(buf, name)
-    _w_compact_string(buf, v.subscribed_topic_regex)
-    buf += _I32.pack(v.rebalance_timeout_ms)
-    _w_compact_string(buf, v.server_assignor)
+        write_compact_string(buf, name)
+    write_compact_string(buf, v.subscribed_topic_regex)
+    buf += I32.pack(v.rebalance_timeout_ms)
+    write_compact_string(buf, v.server_assignor)
     if v.classic_member_metadata is None:
         return []
     return [(_TAG_CLASSIC_MEMBER_METADATA, v.classic_member_metadata)]
 
 
-def _r_member_metadata(r: _Reader) -> tuple:
+def _r_member_metadata(r: FieldReader) -> tuple:
     return (r.nullable_compact_string(), r.nullable_compact_string(), r.compact_string(), r.compact_string(),
             r.strings(), r.nullable_compact_string(), r.int32(), r.nullable_compact_string())
 
 
 def _w_current_assignment(buf: bytearray, v: ConsumerGroupCurrentMemberAssignmentValue) -> list:
     buf += _ASSIGNMENT_HEAD.pack(v.member_epoch, v.previous_member_epoch, v.state)
-    _w_structs(buf, v.assigned_partitions, _w_topic_partitions)
-    _w_structs(buf, v.partitions_pending_revocation, _w_topic_partitions)
+    write_structs(buf, v.assigned_partitions, write_topic_partitions)
+    write_structs(buf, v.partitions_pending_revocation, write_topic_partitions)
     return []
 
 
 # record type -> (key class, value class, writer (returns the top-level tags), reader, known top tag)
-_CODECS: dict[int, tuple[type, type, Callable[[bytearray, Any], list], Callable[[_Reader], tuple], int | None]] = {
+_CODECS: dict[int, tuple[type, type, Callable[[bytearray, Any], list], Callable[[FieldReader], tuple], int | None]] = {
     CONSUMER_GROUP_METADATA: (GroupKey, ConsumerGroupMetadataValue, _w_metadata,
                               lambda r: (r.int32(),), _TAG_METADATA_HASH),
     CONSUMER_GROUP_PARTITION_METADATA: (
         GroupKey, ConsumerGroupPartitionMetadataValue,
-        lambda buf, v: _w_structs(buf, v.topics, _w_partition_topic) or [],
+        lambda buf, v: write_structs(buf, v.topics, _w_partition_topic) or [],
         lambda r: (r.structs(22, _r_partition_topic),), None),
     CONSUMER_GROUP_MEMBER_METADATA: (GroupMemberKey, ConsumerGroupMemberMetadataValue, _w_member_metadata,
                                      _r_member_metadata, _TAG_CLASSIC_MEMBER_METADATA),
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (
         GroupKey, ConsumerGroupTargetAssignmentMetadataValue,
-        lambda buf, v: buf.extend(_I32.pack(v.assignment_epoch)) or [], lambda r: (r.int32(),), None),
+        lambda buf, v: buf.extend(I32.pack(v.assignment_epoch)) or [], lambda r: (r.int32(),), None),
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (
         GroupMemberKey, ConsumerGroupTargetAssignmentMemberValue,
-        lambda buf, v: _w_structs(buf, v.topic_partitions, _w_topic_partitions) or [],
-        lambda r: (r.structs(17, _r_topic_partitions),), None),
+        lambda buf, v: write_structs(buf, v.topic_partitions, write_topic_partitions) or [],
+        lambda r: (r.structs(17, read_topic_partitions),), None),
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
         GroupMemberKey, ConsumerGroupCurrentMemberAssignmentValue, _w_current_assignment,
-        lambda r: (*r.unpack(_ASSIGNMENT_HEAD), r.structs(17, _r_topic_partitions),
-                   r.structs(17, _r_topic_partitions)), None),
+        lambda r: (*r.unpack(_ASSIGNMENT_HEAD), r.structs(17, read_topic_partitions),
+                   r.structs(17, read_topic_partitions)), None),
 }
 
 
 def _write_value(write_fields: Callable[[bytearray, Any], list], value: Any) -> bytes:
-    buf = bytearray(_I16.pack(_VALUE_VERSION))
+    buf = bytearray(I16.pack(VALUE_VERSION))
     tags = write_fields(buf, value)
     _w_tags(buf, tags)
     return bytes(buf)
@@ -232,21 +232,21 @@ def encode_consumer_group_record(record: ConsumerGroupRecord) -> tuple[bytes, by
     key_cls, value_cls, write_fields, _, _ = codec
     if type(record.key) is not key_cls:
         raise ValueError(f"record type {record.record_type} needs a {key_cls.__name__} key")
-    key = bytearray(_I16.pack(record.record_type))
+    key = bytearray(I16.pack(record.record_type))
     for part in record.key:
-        _w_string(key, part)
+        write_string(key, part)
     if record.value is None:
         return bytes(key), None
     if not isinstance(record.value, value_cls):
         raise ValueError(f"record type {record.record_type} needs a {value_cls.__name__} value")
-    return bytes(key), _encode(_write_value, write_fields, record.value)
+    return bytes(key), checked_encode(_write_value, write_fields, record.value)
 
 
 def decode_consumer_group_record(key: bytes, value: bytes | None) -> ConsumerGroupRecord:
     """Raises UnknownRecordType for the other types of `__consumer_offsets` and CorruptRecord for
     bytes that do not decode."""
-    r = _Reader(key, f"{CONSUMER_OFFSETS_TOPIC} key")
-    record_type = _r_record_type(r)
+    r = FieldReader(key, f"{CONSUMER_OFFSETS_TOPIC} key")
+    record_type = read_record_type(r)
     codec = _CODECS.get(record_type)
     if codec is None:
         raise UnknownRecordType(record_type, CONSUMER_OFFSETS_TOPIC)
@@ -255,9 +255,9 @@ def decode_consumer_group_record(key: bytes, value: bytes | None) -> ConsumerGro
     r.end()
     if value is None:
         return ConsumerGroupRecord(record_type, decoded_key, None)
-    vr = _Reader(value, f"{CONSUMER_OFFSETS_TOPIC} value of type {record_type}")
+    vr = FieldReader(value, f"{CONSUMER_OFFSETS_TOPIC} value of type {record_type}")
     version = vr.int16()
-    if version != _VALUE_VERSION:
+    if version != VALUE_VERSION:
         raise vr.fail(f"unsupported value version {version}")
     fields = read_fields(vr)
     payload = vr.tags(top_tag)

@@ -31,13 +31,13 @@ import struct
 from typing import NamedTuple
 from uuid import UUID
 
-from .coordinator_records import (
+from .coordinator_record_codec import (
     CONSUMER_OFFSETS_TOPIC,
     CorruptRecord,
+    FieldReader,
     UnknownRecordType,
-    _Reader,
-    _w_compact_string,
-    _w_string,
+    write_compact_string,
+    write_string,
 )
 
 OFFSET_COMMIT = 1  # record type of OffsetCommitKey / OffsetCommitValue
@@ -77,8 +77,8 @@ def offset_commit_value_version(value: OffsetCommitValue) -> int:
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
     buf = bytearray(_I16.pack(OFFSET_COMMIT))
-    _w_string(buf, key.group_id)
-    _w_string(buf, key.topic)
+    write_string(buf, key.group_id)
+    write_string(buf, key.topic)
     try:
         buf += _I32.pack(key.partition)
     except struct.error:
@@ -94,11 +94,11 @@ def encode_offset_commit_value(value: OffsetCommitValue | None) -> bytes | None:
     try:
         if version == 1:
             buf += _I64.pack(value.offset)
-            _w_string(buf, value.metadata)
+            write_string(buf, value.metadata)
             buf += _I64.pack(value.commit_timestamp_ms) + _I64.pack(value.expire_timestamp_ms)
         else:
             buf += _I64.pack(value.offset) + _I32.pack(value.leader_epoch)
-            _w_compact_string(buf, value.metadata)
+            write_compact_string(buf, value.metadata)
             buf += _I64.pack(value.commit_timestamp_ms)
             if value.topic_id == ZERO_UUID:
                 buf.append(0)  # no tagged fields
@@ -114,7 +114,7 @@ def is_offset_commit_key(key: bytes) -> bool:
 
 
 def _decode_key(key: bytes) -> OffsetCommitKey:
-    r = _Reader(key, f"{CONSUMER_OFFSETS_TOPIC} key")
+    r = FieldReader(key, f"{CONSUMER_OFFSETS_TOPIC} key")
     record_type = r.int16()
     if record_type != OFFSET_COMMIT:
         raise UnknownRecordType(record_type, CONSUMER_OFFSETS_TOPIC)
@@ -124,7 +124,7 @@ def _decode_key(key: bytes) -> OffsetCommitKey:
 
 
 def _decode_value(value: bytes) -> OffsetCommitValue:
-    r = _Reader(value, f"{CONSUMER_OFFSETS_TOPIC} offset commit value")
+    r = FieldReader(value, f"{CONSUMER_OFFSETS_TOPIC} offset commit value")
     version = r.int16()
     if not 0 <= version <= 4:
         raise r.fail(f"unsupported value version {version}")

@@ -9,7 +9,7 @@ import pytest
 
 from quafka.broker.core.group_records import GroupImages, StatePartitionMetadata, diff, image_of, restore_group
 from quafka.broker.core.share_group import ShareGroupCoordinator, StaticGroupSettings
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.share_group_records import (
     SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     SHARE_GROUP_MEMBER_METADATA,
     SHARE_GROUP_METADATA,

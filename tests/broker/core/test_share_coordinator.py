@@ -22,7 +22,7 @@ from quafka.broker.core.share_coordinator import (
     ShareCoordinator,
     combine_batches,
 )
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.share_state_records import (
     SHARE_SNAPSHOT,
     SHARE_UPDATE,
     STATE_ACKNOWLEDGED,

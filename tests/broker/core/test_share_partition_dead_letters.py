@@ -56,7 +56,7 @@ def test_archiving_holds_the_start_offset_until_the_dead_letter_is_done():
     complete(sp, ack(sp, "m", [(0, 0, [REJECT])]).write)
     complete(sp, ack(sp, "m", [(1, 4, [ACCEPT])]).write)
     assert sp.start_offset == 0 and sp.delivery_complete_count() == 4
-    effects = sp.on_dead_letter_done(0, 0)
+    effects = sp.on_dead_letters_done([(0, 0)])
     write = the_write(effects)
     assert (write.start_offset, write.state_batches) == (5, ())  # the start offset now covers it
     assert state_of(sp, 0) == (ARCHIVED, 1)
@@ -141,7 +141,7 @@ def test_a_failed_archived_write_keeps_the_archive_in_memory():
     sp = SharePartition(0)
     acquire(sp, "m", [(0, 1)])
     complete(sp, ack(sp, "m", [(0, 0, [REJECT])]).write)
-    write = the_write(sp.on_dead_letter_done(0, 0))
+    write = the_write(sp.on_dead_letters_done([(0, 0)]))
     complete(sp, write, ok=False)
     assert state_of(sp, 0) == (ARCHIVED, 1)
     complete(sp, ack(sp, "m", [(1, 1, [ACCEPT])]).write)  # the next write moves the start offset past it
@@ -158,7 +158,7 @@ def test_a_lock_expired_at_the_limit_whose_write_failed_is_still_dead_lettered()
     assert dead_letters(effects) == [DeadLetterWrite(0, 0, 1, REASON_LOCK_EXPIRED_AT_LIMIT)]
     assert the_write(effects) is None  # no second ARCHIVING write: nothing can loop
     assert state_of(sp, 0) == (ARCHIVING, 1)
-    archived = the_write(sp.on_dead_letter_done(0, 0))
+    archived = the_write(sp.on_dead_letters_done([(0, 0)]))
     complete(sp, archived, ok=False, limit=1)  # even if this write fails too, the archive stays
     assert state_of(sp, 0) == (ARCHIVED, 1)
 
@@ -191,13 +191,13 @@ def test_dead_letter_done_covers_only_archiving_runs_and_ignores_offsets_outside
     acquire(sp, "m", [(0, 9)])
     complete(sp, ack(sp, "m", [(2, 3, [REJECT])]).write)
     complete(sp, ack(sp, "m", [(4, 4, [REJECT])]).write)  # merged with 2-3 into one ARCHIVING run
-    write = the_write(sp.on_dead_letter_done(4, 4))  # one of the two DLQ writes ended
+    write = the_write(sp.on_dead_letters_done([(4, 4)]))  # one of the two DLQ writes ended
     assert write.state_batches == (StateBatch(4, 4, int(ARCHIVED), 1),)
     assert state_of(sp, 3) == (ARCHIVING, 1)
-    assert sp.on_dead_letter_done(4, 4) == []  # already archived
-    assert sp.on_dead_letter_done(100, 200) == []
+    assert sp.on_dead_letters_done([(4, 4)]) == []  # already archived
+    assert sp.on_dead_letters_done([(100, 200)]) == []
     complete(sp, write)
-    assert the_write(sp.on_dead_letter_done(0, 9)).state_batches == (StateBatch(2, 3, int(ARCHIVED), 1),)
+    assert the_write(sp.on_dead_letters_done([(0, 9)])).state_batches == (StateBatch(2, 3, int(ARCHIVED), 1),)
 
 
 def test_the_log_start_offset_passing_archiving_records_archives_them():
@@ -206,7 +206,7 @@ def test_the_log_start_offset_passing_archiving_records_archives_them():
     complete(sp, ack(sp, "m", [(0, 1, [REJECT])]).write)
     sp.move_start_offset(2)
     assert sp.start_offset == 2
-    assert sp.on_dead_letter_done(0, 1) == []
+    assert sp.on_dead_letters_done([(0, 1)]) == []
 
 
 def test_archiving_found_at_start_up_is_resumed_with_its_delivery_count():
@@ -217,7 +217,7 @@ def test_archiving_found_at_start_up_is_resumed_with_its_delivery_count():
     assert sp.resume_dead_letters() == [DeadLetterWrite(2, 4, 3, REASON_RECOVERED),
                                         DeadLetterWrite(6, 6, 1, REASON_RECOVERED)]
     assert acquire(sp, "m", [(0, 6)]) == [(5, 5, 2)]
-    write = the_write(sp.on_dead_letter_done(2, 4))
+    write = the_write(sp.on_dead_letters_done([(2, 4)]))
     complete(sp, write)
     assert sp.start_offset == 5
 
@@ -226,7 +226,7 @@ def test_a_restart_after_the_archived_write_resumes_nothing():
     sp = SharePartition(0)
     acquire(sp, "m", [(0, 0)])
     complete(sp, ack(sp, "m", [(0, 0, [REJECT])]).write)
-    write = the_write(sp.on_dead_letter_done(0, 0))
+    write = the_write(sp.on_dead_letters_done([(0, 0)]))
     restarted = SharePartition(0, write.state_batches)
     assert restarted.resume_dead_letters() == []
 
@@ -267,10 +267,10 @@ def test_randomized_every_rejected_or_exhausted_record_is_dead_lettered_once(see
         if pending and rng.random() < 0.5:
             rng.shuffle(pending)
             done = pending.pop()
-            drain(sp.on_dead_letter_done(done.first_offset, done.last_offset))
+            drain(sp.on_dead_letters_done([(done.first_offset, done.last_offset)]))
     while pending:
         done = pending.pop()
-        drain(sp.on_dead_letter_done(done.first_offset, done.last_offset))
+        drain(sp.on_dead_letters_done([(done.first_offset, done.last_offset)]))
     assert len(dead) == len(set(dead)), f"seed {seed}: an offset dead-lettered twice"
     for offset in range(sp.start_offset, sp.next_offset):
         assert sp.record(offset)[0] != ARCHIVING, f"seed {seed}: offset {offset} left ARCHIVING"

@@ -343,12 +343,12 @@ def test_dead_letter_sends_a_keys_later_records_after_the_failed_one():
                          renew_enabled=True, now_ms=0, dlq_enabled=True)
     effects = complete(sp, got.write)
     assert DeadLetterWrite(0, 0, 1, "rejected") in effects
-    letters = drain(sp, sp.on_dead_letter_done(0, 0))
+    letters = drain(sp, sp.on_dead_letters_done([(0, 0)]))
     # offset 1 follows (ARCHIVING, its dead letter with reason key-failed, ARCHIVED), then offset 2
     assert letters == [DeadLetterWrite(1, 1, 0, "key-failed")]
-    letters = drain(sp, sp.on_dead_letter_done(1, 1))
+    letters = drain(sp, sp.on_dead_letters_done([(1, 1)]))
     assert letters == [DeadLetterWrite(2, 2, 0, "key-failed")]
-    drain(sp, sp.on_dead_letter_done(2, 2))
+    drain(sp, sp.on_dead_letters_done([(2, 2)]))
     assert sp.start_offset == 3 and sp.keys.failed == {b"a": 0}  # still failed until released
 
 

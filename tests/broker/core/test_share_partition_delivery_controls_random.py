@@ -122,7 +122,7 @@ def test_random_operations_keep_the_promises_of_key_ordering_and_due_times(run):
             run(effects)
             for e in effects:
                 if type(e).__name__ == "DeadLetterWrite":
-                    run(sp.on_dead_letter_done(e.first_offset, e.last_offset))
+                    run(sp.on_dead_letters_done([(e.first_offset, e.last_offset)]))
         elif op < 0.82:
             run(sp.on_lock_timer(delivery_limit=LIMIT, now_ms=now, dlq_enabled=policy.dead_letters))
         elif op < 0.86:

@@ -1,14 +1,8 @@
 """Share sessions: epochs, the cache cap, connections and partitions (kafka-reference §2.5)."""
 
-from quafka.broker.core.share_session import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    INT32_MAX,
-    ShareSession,
-    ShareSessionCache,
-    next_epoch,
-)
+from quafka.broker.core.share_session import ShareSession, ShareSessionCache
 from quafka.protocol.errors import ErrorCode
+from quafka.protocol.share_session_epoch import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, next_epoch
 
 G = "group"
 

@@ -9,7 +9,8 @@ from kio.index import load_request_schema
 
 from support import RawClient
 
-from quafka.broker.server.registry import REGISTRY, advertised_ranges
+from quafka.broker.server.handlers import advertised_ranges
+from quafka.broker.server.registry import REGISTRY
 from quafka.protocol import extensions
 from quafka.protocol.framing import request_class
 

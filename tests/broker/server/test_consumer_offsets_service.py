@@ -9,7 +9,7 @@ import errno
 from confluent_kafka import Consumer, TopicPartition
 
 from quafka.client import Admin
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 
 
 def _commit(bootstrap: str, group: str, offset: int):

@@ -26,7 +26,7 @@ from quafka import EmbeddedBroker
 from quafka.broker import config as cfg
 from quafka.broker.server.metrics import CONTENT_TYPE
 from quafka.client import AcknowledgeType, ShareConsumer
-from support import set_group_configs, wait_until
+from support import produce_batch, set_group_configs, wait_until
 from support.share_client import ACCEPT, RENEW, ShareClient, acquired_offsets, create_topic, partition_errors
 
 pytestmark = pytest.mark.timeout(60)
@@ -224,11 +224,16 @@ def test_misbehaving_scrapes_do_not_disturb_the_broker(broker):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(req, timeout=5)
     assert info.value.code == 405
-    # the metrics endpoint and the Kafka listener still serve, with the stalled connection open
-    assert scrape(broker).family("kafka_network_requestmetrics_requests_total", "counter") is not None
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    producer.produce("metrics-after-garbage", b"x")
-    assert producer.flush(10) == 0
+    # the metrics endpoint and the Kafka listener still serve, with the stalled connection open: three
+    # Produce requests (raw, one each) are three more in the requests counter, and nothing else moved it
+    create_topic(broker.bootstrap_servers, "metrics-after-garbage")
+    requests = "kafka_network_requestmetrics_requests_total"
+    before = scrape(broker).total(requests, "counter", request="Produce")
+    for _ in range(3):
+        produce_batch(broker.bootstrap_servers, "metrics-after-garbage", 1)
+    wait_until(lambda: scrape(broker).total(requests, "counter", request="Produce") >= before + 3, 10, 0.02,
+               message="three Produce requests counted")
+    assert scrape(broker).total(requests, "counter", request="Produce") == before + 3
     stalled.close()
 
 

@@ -25,7 +25,8 @@ import uuid
 import pytest
 
 from quafka.broker.core.group_records import image_of
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, ShareStateKey, StateBatch
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.share_state_records import SHARE_GROUP_STATE_TOPIC, ShareStateKey, StateBatch
 from quafka.protocol.errors import ErrorCode
 from support.share_client import ShareClient, create_topic
 

@@ -13,7 +13,7 @@ listed as Empty and DescribeShareGroupOffsets still shows its start offsets.
 
 Members are the kio `ShareClient` (client id "quafka-tests"); configs go through raw kio
 IncrementalAlterConfigs/DescribeConfigs; `__consumer_offsets` is read back with a plain confluent
-Consumer and decoded with `quafka.protocol.coordinator_records`.
+Consumer and decoded with `quafka.protocol.share_group_records`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from kio.schema.incremental_alter_configs.v1.request import (
 )
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.coordinator_record_codec import TopicPartitions
+from quafka.protocol.share_group_records import (
     SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     SHARE_GROUP_MEMBER_METADATA,
     SHARE_GROUP_METADATA,
@@ -43,7 +44,6 @@ from quafka.protocol.coordinator_records import (
     ShareGroupStatePartitionMetadataValue,
     ShareGroupTargetAssignmentMemberValue,
     ShareGroupTargetAssignmentMetadataValue,
-    TopicPartitions,
     TopicPartitionsInfo,
 )
 from support import RawClient, wait_until

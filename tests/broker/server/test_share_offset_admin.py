@@ -21,13 +21,13 @@ from kio.schema.incremental_alter_configs.v1.request import (
 )
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.share_group_records import (
     SHARE_GROUP_METADATA,
     SHARE_GROUP_STATE_PARTITION_METADATA,
     SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
-    SHARE_SNAPSHOT,
     TopicInfo,
 )
+from quafka.protocol.share_state_records import SHARE_SNAPSHOT
 from support import RawClient, wait_until
 from support.offset_admin import (
     EARLIEST_TIMESTAMP,

@@ -30,7 +30,8 @@ from kio.schema.errors import ErrorCode
 
 from quafka.broker.core.record_state import RecordState
 from quafka.broker.core.share_coordinator import ShareCoordinator
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.partition_placement import share_state_partition
+from quafka.protocol.share_state_records import (
     SHARE_GROUP_STATE_TOPIC,
     SHARE_SNAPSHOT,
     SHARE_UPDATE,
@@ -40,7 +41,6 @@ from quafka.protocol.coordinator_records import (
     ShareStateKey,
     StateBatch,
     decode_share_state_record,
-    share_state_partition,
 )
 from support import RawClient, produce_batch, set_group_configs, wait_until
 from support.share_client import (

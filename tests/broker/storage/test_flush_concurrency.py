@@ -7,7 +7,8 @@ a segment rolled during the flush could be cleared from the dirty list without i
 the flush loop). Here a worker thread syncs tickets while the main thread appends and rolls tiny
 segments; every sync is recorded by inode, and the test checks, for every completed flush, that
 every segment file holding records below the ticket's end offset was synced by that flush or an
-earlier one, and that the bookkeeping never breaks.
+earlier one, and that the bookkeeping never breaks. Seeded: each run draws a fresh seed and prints
+it; rerun one with QUAFKA_SEED=<seed>.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from quafka.broker.storage import FileLog, LogConfig
 from quafka.broker.storage import file_log as file_log_module
 from quafka.protocol.record_batch import build_batch, read_header
 
-SEED = int(os.environ.get("FLUSH_TEST_SEED", random.randrange(1 << 30)))
+SEED = int(os.environ.get("QUAFKA_SEED", random.randrange(1 << 30)))
 
 
 def _batch(i: int) -> bytearray:
@@ -51,6 +52,7 @@ class SyncRecorder:
 
 @pytest.mark.parametrize("round_", range(3))
 def test_no_segment_is_marked_clean_without_its_fsync(tmp_path, monkeypatch, round_):
+    print(f"seed {SEED} (replay with QUAFKA_SEED={SEED})")
     rng = random.Random(SEED + round_)
     recorder = SyncRecorder()
     monkeypatch.setattr(file_log_module, "_sync_data", recorder)

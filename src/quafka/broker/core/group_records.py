@@ -23,15 +23,14 @@ from __future__ import annotations
 from uuid import UUID
 from dataclasses import dataclass, field
 
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.coordinator_record_codec import GroupKey, GroupMemberKey, TopicPartitions
+from quafka.protocol.share_group_records import (
     SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     SHARE_GROUP_MEMBER_METADATA,
     SHARE_GROUP_METADATA,
     SHARE_GROUP_STATE_PARTITION_METADATA,
     SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
     SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
-    GroupKey,
-    GroupMemberKey,
     GroupRecord,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataValue,
@@ -40,7 +39,6 @@ from quafka.protocol.coordinator_records import (
     ShareGroupTargetAssignmentMemberValue,
     ShareGroupTargetAssignmentMetadataValue,
     TopicInfo,
-    TopicPartitions,
     TopicPartitionsInfo,
 )
 

@@ -50,7 +50,8 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.partition_placement import share_state_partition
+from quafka.protocol.share_state_records import (
     SHARE_SNAPSHOT,
     SHARE_UPDATE,
     STATE_ACKNOWLEDGED,
@@ -60,7 +61,6 @@ from quafka.protocol.coordinator_records import (
     ShareStateRecord,
     ShareUpdateValue,
     StateBatch,
-    share_state_partition,
 )
 from quafka.protocol.errors import ErrorCode
 

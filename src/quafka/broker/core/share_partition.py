@@ -31,7 +31,7 @@ share.version 2 and a DLQ topic configured), a REJECT, a RELEASE at the delivery
 session ending at the limit and a lock expiring at the limit lead to ARCHIVING instead of ARCHIVED.
 ARCHIVING is persisted (state 3) by the same two-phase write; when that write commits, a
 `DeadLetterWrite` effect asks the shell to write the records to the DLQ, and the shell then calls
-`on_dead_letter_done`, which archives them whether the DLQ write succeeded or not, and persists
+`on_dead_letters_done`, which archives them whether the DLQ write succeeded or not, and persists
 that (Kafka's `SharePartition.initiateDLQAndArchive`). ARCHIVING is not terminal, so it holds the
 start offset back until then. Records found ARCHIVING at start-up are handed back by
 `resume_dead_letters` (Kafka's `maybeResumeDlqArchiving`).
@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from quafka.protocol.coordinator_records import StateBatch
+from quafka.protocol.share_state_records import StateBatch
 from quafka.protocol.dead_letter_headers import (
     REASON_LOCK_EXPIRED_AT_LIMIT,
     REASON_RECOVERED,
@@ -404,8 +404,6 @@ class SharePartition(DeliveryControlsMixin):
         effects: list[Effect] = []
         changes: dict[Run, Snapshot] = {}
         for run in self.runs.held_by(member_id):
-            if run.pending:
-                continue
             changes[run] = _snapshot(run)
             event = Event.RELEASE_AT_LIMIT if run.delivery_count >= delivery_limit else Event.RELEASE
             if event == Event.RELEASE_AT_LIMIT:
@@ -487,10 +485,6 @@ class SharePartition(DeliveryControlsMixin):
         delivery count, as Kafka does not persist it)."""
         return [DeadLetterWrite(run.first, run.last, run.delivery_count, REASON_RECOVERED)
                 for run in self.runs if run.state == ARCHIVING and not run.pending]
-
-    def on_dead_letter_done(self, first_offset: int, last_offset: int) -> list[Effect]:
-        """The DLQ write of one `DeadLetterWrite` ended (see `on_dead_letters_done`)."""
-        return self.on_dead_letters_done([(first_offset, last_offset)])
 
     def on_dead_letters_done(self, ranges: Iterable[tuple[int, int]]) -> list[Effect]:
         """The DLQ writes of these (first offset, last offset) ranges ended (written, or refused:

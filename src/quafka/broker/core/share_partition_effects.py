@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Union
 
-from quafka.protocol.coordinator_records import StateBatch
+from quafka.protocol.share_state_records import StateBatch
 from quafka.protocol.errors import ErrorCode
 
 from ._runs import WAIT_BACKOFF, Run
@@ -50,7 +50,7 @@ class WakeFetches(NamedTuple):
 
 class DeadLetterWrite(NamedTuple):
     """Effect: write offsets [first_offset, last_offset] (now ARCHIVING, and durably so) to the
-    group's dead-letter queue, then call `on_dead_letter_done` — whether the write succeeded or
+    group's dead-letter queue, then call `on_dead_letters_done` — whether the write succeeded or
     not. `reason` is one of `dead_letter_headers.REASONS`."""
 
     first_offset: int

@@ -26,14 +26,7 @@ from dataclasses import dataclass, field
 from typing import Hashable
 
 from quafka.protocol.errors import ErrorCode
-
-INT32_MAX = 2**31 - 1
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-
-
-def next_epoch(epoch: int) -> int:
-    return 1 if epoch >= INT32_MAX else epoch + 1
+from quafka.protocol.share_session_epoch import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 
 
 @dataclass

@@ -47,14 +47,14 @@ from quafka.protocol.classic_group_records import (
     encode_group_metadata_key,
     encode_group_metadata_value,
 )
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.errors import ErrorCode
 
 from .coordinator_shell import CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from ._services import BrokerServices
 
 log = logging.getLogger("quafka.classic_groups")
 
@@ -64,7 +64,7 @@ __all__ = ["ClassicGroupService"]
 class ClassicGroupService(CoordinatorShell):
     _log = log
 
-    def __init__(self, server: "BrokerServer") -> None:
+    def __init__(self, server: "BrokerServices") -> None:
         super().__init__(server)
         self.coordinator = ClassicGroupCoordinator(new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}",
                                                    config=self._config())

@@ -40,15 +40,19 @@ import socket
 import struct
 from time import perf_counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from quafka.protocol.errors import ProtocolError
 from quafka.protocol.framing import api_versions_fallback_response, decode_request, encode_response, peek_header
 
+from ._services import BrokerServices
 from .metrics import api_name
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from quafka.broker.core.share_session import ShareSessionCache
+    from quafka.broker.storage import LogDirHealth
+
+    from .registry import HandlerSpec
 
 log = logging.getLogger("quafka.connection")
 
@@ -62,9 +66,42 @@ class CloseConnection(Exception):
     """Raised by a handler that has done its work but must close the connection (logged)."""
 
 
+class RequestBroker(BrokerServices, Protocol):
+    """The broker as a connection and the request handlers (through `RequestContext.server`) see it.
+    The services are typed loosely: the handlers sit between this module and them (the dead-letter
+    writer produces through handlers/produce.py, which imports this module), so naming their classes
+    here would close an import cycle."""
+
+    registry: dict[int, HandlerSpec]
+    advertised_ranges: list[tuple[int, int, int]]
+    connections: set[BrokerConnection]
+    requests_in_flight: int
+    unserved_requests_logged: set[tuple]
+    failed_log_dir: LogDirHealth | None
+    share_sessions: ShareSessionCache
+    purgatory: Any  # server.FetchPurgatory
+    share_partitions: Any  # share_partitions.SharePartitionManager
+    share_coordinator: Any  # share_coordinator.ShareCoordinatorService | None
+    share_groups: Any  # share_groups.ShareGroupService | None
+    consumer_offsets: Any  # consumer_offsets.ConsumerOffsetsService | None
+    classic_groups: Any  # classic_groups.ClassicGroupService | None
+    consumer_groups: Any  # consumer_groups.ConsumerGroupService | None
+
+    @property
+    def coordinators_loaded(self) -> bool: ...
+
+    async def wait_loaded(self) -> None: ...
+
+    def close_share_session(self, group_id: str, member_id: str) -> None: ...
+
+    def on_connection_closed(self, connection: object) -> None: ...
+
+    def loop_time_ms(self) -> float: ...
+
+
 @dataclass(slots=True)
 class RequestContext:
-    server: "BrokerServer"
+    server: "RequestBroker"
     peer: str
     api_key: int
     api_version: int
@@ -110,7 +147,7 @@ class _Resume:
 class BrokerConnection(asyncio.Protocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, server: "BrokerServer") -> None:
+    def __init__(self, server: "RequestBroker") -> None:
         self.server = server
         self.registry = server.registry
         self.max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
@@ -343,7 +380,7 @@ class BrokerConnection(asyncio.Protocol):
         self.server.on_connection_closed(self.token)
 
 
-def _log_unserved(server: "BrokerServer", peer: str, frame: bytes, api_key: int, api_version: int,
+def _log_unserved(server: "RequestBroker", peer: str, frame: bytes, api_key: int, api_version: int,
                   unknown_key: bool, software: str) -> None:
     """A request for an API (or a version) this broker does not serve closes the connection, as
     Kafka does; the first one per client and API is logged as a warning naming the API, the client

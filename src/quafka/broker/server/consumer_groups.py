@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from quafka.broker._config_types import consumer_assignor_names
 from quafka.broker.core.consumer_group import (
@@ -47,15 +47,17 @@ from quafka.broker.core.consumer_group import (
 )
 from quafka.broker.core.consumer_group_images import ConsumerGroupImages, Image, diff, image_of, restore_group
 from quafka.broker.core.consumer_offsets import GroupKind, GroupView
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.consumer_group_records import decode_consumer_group_record, encode_consumer_group_record
 from quafka.protocol.errors import ErrorCode
 
+from ._services import BrokerServices
 from .coordinator_shell import NOT_STORED, CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from .classic_groups import ClassicGroupService
+    from .share_groups import ShareGroupService
 
 log = logging.getLogger("quafka.consumer_groups")
 
@@ -69,10 +71,20 @@ class _Settings:
     heartbeat_interval_ms: int
 
 
+class ConsumerGroupsBroker(BrokerServices, Protocol):
+    """What the consumer-group (KIP-848) coordinator uses of the broker: the other group kinds,
+    whose ids it must not take."""
+
+    classic_groups: ClassicGroupService | None
+    share_groups: ShareGroupService | None
+
+
 class ConsumerGroupService(CoordinatorShell):
     _log = log
 
-    def __init__(self, server: "BrokerServer") -> None:
+    server: ConsumerGroupsBroker
+
+    def __init__(self, server: "ConsumerGroupsBroker") -> None:
         super().__init__(server)
         self.coordinator = ConsumerGroupCoordinator(settings=self._group_settings)
         self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group

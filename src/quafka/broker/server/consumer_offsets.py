@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from quafka.broker.core.consumer_offsets import (
     NO_GROUP,
@@ -37,7 +37,7 @@ from quafka.broker.core.consumer_offsets import (
     OffsetRecord,
     TopicPartition,
 )
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.offset_commit_records import (
     decode_offset_commit_record,
@@ -45,11 +45,14 @@ from quafka.protocol.offset_commit_records import (
     encode_offset_commit_value,
 )
 
+from ._services import BrokerServices
 from .coordinator_shell import CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from .classic_groups import ClassicGroupService
+    from .consumer_groups import ConsumerGroupService
+    from .share_groups import ShareGroupService
 
 log = logging.getLogger("quafka.consumer_offsets")
 
@@ -58,10 +61,21 @@ __all__ = ["ConsumerOffsetsService"]
 SHARE_VIEW = GroupView(GroupKind.SHARE)
 
 
+class ConsumerOffsetsBroker(BrokerServices, Protocol):
+    """What the offsets coordinator uses of the broker: the group coordinators, which own the
+    groups it stores offsets for."""
+
+    consumer_groups: ConsumerGroupService | None
+    classic_groups: ClassicGroupService | None
+    share_groups: ShareGroupService | None
+
+
 class ConsumerOffsetsService(CoordinatorShell):
     _log = log
 
-    def __init__(self, server: "BrokerServer") -> None:
+    server: ConsumerOffsetsBroker
+
+    def __init__(self, server: "ConsumerOffsetsBroker") -> None:
         super().__init__(server)
         self.offsets = ConsumerOffsets(max_metadata_chars=int(server.state.config.get("offset.metadata.max.bytes")))
         self.loaded = False

@@ -17,7 +17,7 @@ from .internal_log import group_offsets_log
 from .timers import TimerService
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from ._services import BrokerServices
 
 __all__ = ["NOT_STORED", "CoordinatorShell"]
 
@@ -30,7 +30,7 @@ class CoordinatorShell:
 
     _log = logging.getLogger("quafka.coordinator")
 
-    def __init__(self, server: "BrokerServer") -> None:
+    def __init__(self, server: "BrokerServices") -> None:
         self.server = server
         self._own_timers: TimerService | None = None
         self._tasks: set[asyncio.Task] = set()

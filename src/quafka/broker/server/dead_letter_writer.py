@@ -4,7 +4,7 @@ effect of a share partition.
 A share partition whose group has a dead-letter queue (`share.version` 2 and the group config
 `errors.deadletterqueue.topic.name` set) persists rejected and exhausted records as ARCHIVING;
 once that is durable it asks for their DLQ write. This module carries it out, then tells the share
-partition (`on_dead_letter_done`), which archives the records whether the write succeeded or not,
+partition (`on_dead_letters_done`), which archives the records whether the write succeeded or not,
 as Kafka's `SharePartition.initiateDLQAndArchive` does ("Failed to write to DLQ, proceeding to
 ARCHIVED regardless."):
 
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 
     from quafka.broker.config import ShareGroupConfig
 
-    from .server import BrokerServer
+    from ._services import BrokerServices
     from .share_partitions import ShareContext, SharePartitionManager
     from .state import TopicState
 
@@ -88,7 +88,7 @@ DLQ_TOPIC_CONFIGS = {"errors.deadletterqueue.group.enable": "true", "message.tim
 
 
 class DeadLetterWriter:
-    def __init__(self, server: "BrokerServer", manager: "SharePartitionManager") -> None:
+    def __init__(self, server: "BrokerServices", manager: "SharePartitionManager") -> None:
         self.server = server
         self.manager = manager
         self._tasks: set[asyncio.Task] = set()

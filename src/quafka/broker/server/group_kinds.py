@@ -7,10 +7,13 @@ here rather than each coordinator in turn."""
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from .classic_groups import ClassicGroupService
+    from .consumer_groups import ConsumerGroupService
+    from .consumer_offsets import ConsumerOffsetsService
+    from .share_groups import ShareGroupService
 
 __all__ = ["GroupKindOf", "group_kind"]
 
@@ -22,7 +25,16 @@ class GroupKindOf(Enum):
     SIMPLE = "simple"  # ListGroups shows it as type classic, state Empty, protocol type ""
 
 
-def group_kind(server: "BrokerServer", group_id: str) -> GroupKindOf | None:
+class GroupCoordinators(Protocol):
+    """The broker as `group_kind` sees it: its group coordinators."""
+
+    share_groups: ShareGroupService | None
+    consumer_groups: ConsumerGroupService | None
+    classic_groups: ClassicGroupService | None
+    consumer_offsets: ConsumerOffsetsService | None
+
+
+def group_kind(server: "GroupCoordinators", group_id: str) -> GroupKindOf | None:
     if server.share_groups is not None and server.share_groups.coordinator.group(group_id) is not None:
         return GroupKindOf.SHARE
     if server.classic_groups is not None and server.classic_groups.has_group(group_id):

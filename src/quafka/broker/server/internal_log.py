@@ -13,7 +13,8 @@ import logging
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from quafka.broker.storage import Log
-from quafka.protocol.coordinator_records import CONSUMER_OFFSETS_TOPIC, CorruptRecord, UnknownRecordType, group_partition
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC, CorruptRecord, UnknownRecordType
+from quafka.protocol.partition_placement import group_partition
 from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
 
 log = logging.getLogger("quafka.internal_log")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from kio.schema.index import api_key_map
 
@@ -37,7 +37,8 @@ from quafka.broker._config_defs import parse_metrics_listener
 from quafka.protocol.extensions import EXTENSION_API_NAMES
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from quafka.broker.core.share_session import ShareSessionCache
+    from quafka.broker.storage import LogDirHealth
 
 log = logging.getLogger("quafka.metrics")
 
@@ -147,7 +148,24 @@ class BrokerMetrics:
 # --------------------------------------------------------------------------- rendering
 
 
-def render(server: "BrokerServer") -> str:
+class MetricsSource(Protocol):
+    """What `render` reads of the broker: its counters, and the services it asks for their sizes.
+    The services (and the flusher) are typed loosely: they sit above this module, which they import
+    for their counters, so naming their classes here would close an import cycle."""
+
+    metrics: BrokerMetrics
+    failed_log_dir: LogDirHealth | None
+    share_sessions: ShareSessionCache
+    flusher: Any  # flusher.LogFlusher
+    share_partitions: Any  # share_partitions.SharePartitionManager
+    share_coordinator: Any  # share_coordinator.ShareCoordinatorService | None
+    share_groups: Any  # share_groups.ShareGroupService | None
+    consumer_groups: Any  # consumer_groups.ConsumerGroupService | None
+    classic_groups: Any  # classic_groups.ClassicGroupService | None
+    consumer_offsets: Any  # consumer_offsets.ConsumerOffsetsService | None
+
+
+def render(server: "MetricsSource") -> str:
     """Every metric of the broker in the Prometheus text format 0.0.4."""
     m: BrokerMetrics = server.metrics
     out = TextWriter()
@@ -410,7 +428,7 @@ class MetricsServer:
     """GET /metrics over HTTP/1.x, one response per connection. Anything else gets 400, 404 or 405;
     a connection that sends garbage or stalls is closed; nothing it does affects the broker."""
 
-    def __init__(self, broker: "BrokerServer") -> None:
+    def __init__(self, broker: "MetricsSource") -> None:
         self.broker = broker
         self._server: asyncio.base_events.Server | None = None
         self._clients: set[asyncio.Task] = set()

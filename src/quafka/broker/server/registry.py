@@ -2,7 +2,8 @@
 
 Handlers register with `@handles(api_key, min_version, max_version)`; ApiVersions is computed from
 this registry (intersected with the versions kio has schemas for), so what is advertised is
-exactly what is implemented.
+exactly what is implemented. `quafka.broker.server.handlers.load_handlers` imports every handler
+module (so that each registers) and returns the registry.
 """
 
 from __future__ import annotations
@@ -32,31 +33,3 @@ def handles(api_key: int, min_version: int, max_version: int) -> Callable[[Handl
         return fn
 
     return register
-
-
-def load_handlers() -> dict[int, HandlerSpec]:
-    """Import every handler module (each registers itself) and return the registry."""
-    from .handlers import (  # noqa: F401
-        api_versions,
-        classic_group,
-        cluster,
-        configs,
-        consumer_group,
-        consumer_offsets,
-        features,
-        fetch,
-        in_flight,
-        metadata,
-        offsets,
-        produce,
-        share_fetch,
-        share_group,
-        share_offsets,
-        topics,
-    )
-
-    return REGISTRY
-
-
-def advertised_ranges() -> list[tuple[int, int, int]]:
-    return sorted((s.api_key, s.min_version, s.max_version) for s in load_handlers().values())

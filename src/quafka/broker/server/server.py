@@ -20,7 +20,8 @@ from .connection import BrokerConnection
 from .disk_space import DiskSpaceMonitor
 from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
-from .registry import HandlerSpec, advertised_ranges, load_handlers
+from .handlers import advertised_ranges, load_handlers
+from .registry import HandlerSpec
 from .classic_groups import ClassicGroupService
 from .consumer_groups import ConsumerGroupService
 from .consumer_offsets import ConsumerOffsetsService

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from quafka.broker.core.share_coordinator import ReadSummaryResult, ShareCoordinator
 from quafka.broker.storage import Log
 from quafka.broker.storage.base import MAX_LONG
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.share_state_records import (
     SHARE_GROUP_STATE_TOPIC,
     ShareStateKey,
     ShareStateRecord,
@@ -60,7 +60,7 @@ from .clock import wall_clock_ms
 from .internal_log import append_records, verified_records
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from ._services import BrokerServices
 
 log = logging.getLogger("quafka.share_coordinator")
 
@@ -72,7 +72,7 @@ __all__ = ["LEADER_EPOCH", "ShareCoordinatorService"]
 
 
 class ShareCoordinatorService:
-    def __init__(self, server: "BrokerServer") -> None:
+    def __init__(self, server: "BrokerServices") -> None:
         self.server = server
         config = server.state.config
         self.num_partitions = int(config.get("share.coordinator.state.topic.num.partitions"))

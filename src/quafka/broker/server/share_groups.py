@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from quafka.broker.core.group_records import GroupImages, Image, StatePartitionMetadata, diff, image_of, restore_group
 from quafka.broker.core.share_group import (
@@ -50,19 +50,18 @@ from quafka.broker.core.share_group import (
     ShareGroupCoordinator,
 )
 from quafka.broker.storage import Log
-from quafka.protocol.coordinator_records import (
-    CONSUMER_OFFSETS_TOPIC,
-    ShareStateKey,
-    decode_group_record,
-    encode_group_record,
-)
+from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
+from quafka.protocol.share_group_records import decode_group_record, encode_group_record
+from quafka.protocol.share_state_records import ShareStateKey
 from quafka.protocol.errors import ErrorCode
 
+from ._services import BrokerServices
 from .coordinator_shell import NOT_STORED, CoordinatorShell
 from .internal_log import append_records, group_offsets_log, verified_records
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from .share_coordinator import ShareCoordinatorService
+    from .share_partitions import SharePartitionManager
 
 log = logging.getLogger("quafka.share_groups")
 
@@ -71,10 +70,19 @@ __all__ = ["ShareGroupService"]
 
 
 
+class ShareGroupsBroker(BrokerServices, Protocol):
+    """What the share-group coordinator uses of the broker."""
+
+    share_partitions: SharePartitionManager
+    share_coordinator: ShareCoordinatorService | None
+
+
 class ShareGroupService(CoordinatorShell):
     _log = log
 
-    def __init__(self, server: "BrokerServer") -> None:
+    server: ShareGroupsBroker
+
+    def __init__(self, server: "ShareGroupsBroker") -> None:
         super().__init__(server)
         self.coordinator = ShareGroupCoordinator(settings=self._group_settings)
         self._topics_loaded = False

@@ -43,7 +43,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from quafka.broker import config as cfg
 from quafka.broker.core.share_partition import (
@@ -57,9 +57,10 @@ from quafka.broker.core.share_partition import (
     WakeFetches,
 )
 from quafka.broker.storage import Log, LogEvent
-from quafka.protocol import coordinator_records as records
+from quafka.protocol import share_state_records as records
 from quafka.protocol.errors import ErrorCode
 
+from ._services import BrokerServices
 from .clock import monotonic_ms, wall_clock_ms
 from .dead_letter_writer import DeadLetterWriter
 from .delayed_share_fetch import DelayedShareFetch, ShareFetchPurgatory
@@ -68,9 +69,9 @@ from .timers import TimerService
 
 if TYPE_CHECKING:
     from quafka.broker.core.in_flight import ForceResult
-    from quafka.broker.core.share_session import ShareSession
+    from quafka.broker.core.share_session import ShareSession, ShareSessionCache
 
-    from .server import BrokerServer
+    from .share_coordinator import ShareCoordinatorService
     from .state import TopicState
 
 log = logging.getLogger("quafka.share")
@@ -121,8 +122,15 @@ class FetchParams:
         self.max_bytes = max_bytes
 
 
+class SharePartitionsBroker(BrokerServices, Protocol):
+    """What the share-partition manager (and its dead-letter writer) uses of the broker."""
+
+    share_coordinator: ShareCoordinatorService | None
+    share_sessions: ShareSessionCache
+
+
 class SharePartitionManager:
-    def __init__(self, server: "BrokerServer") -> None:
+    def __init__(self, server: "SharePartitionsBroker") -> None:
         self.server = server
         self.contexts: dict[tuple[str, uuid.UUID, int], ShareContext] = {}
         self.by_group: dict[str, set[ShareContext]] = {}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from quafka.broker.core import in_flight
-from quafka.protocol.coordinator_records import ShareStateKey
+from quafka.protocol.share_state_records import ShareStateKey
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.extensions import (
     ACTION_ARCHIVE,

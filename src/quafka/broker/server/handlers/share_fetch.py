@@ -22,6 +22,7 @@ from quafka.protocol.share_encoders import (
     encode_share_acknowledge_response,
     encode_share_fetch_response,
 )
+from quafka.protocol.share_session_epoch import FINAL_EPOCH, INITIAL_EPOCH
 
 from ..registry import handles
 from ..share_partitions import FetchParams
@@ -29,7 +30,6 @@ from ..state import LEADER_EPOCH
 
 MAX_MEMBER_ID_LENGTH = 36
 MAX_ACK_TYPE = {1: 3, 2: 4}
-INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 
 
 def validate_ack_batches(batches, version: int, is_renew: bool) -> ErrorCode:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 
-from quafka.protocol.coordinator_records import ShareStateKey
+from quafka.protocol.share_state_records import ShareStateKey
 from quafka.protocol.errors import ErrorCode
 
 from ..registry import handles

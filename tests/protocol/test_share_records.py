@@ -1,5 +1,6 @@
-"""Codecs of the share-group records of `__share_group_state` and `__consumer_offsets`, and the
-placement rules (Java String.hashCode, Kafka Utils.abs, base64 topic ids)."""
+"""Codecs of the share coordinators' records: `__share_group_state` (protocol/share_state_records.py)
+and the share-group records of `__consumer_offsets` (protocol/share_group_records.py), on the framing of
+protocol/coordinator_record_codec.py. The placement rules are tests/protocol/test_partition_placement.py."""
 
 from __future__ import annotations
 
@@ -10,21 +11,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quafka.protocol.coordinator_records import (
+from quafka.protocol.coordinator_record_codec import (
+    CorruptRecord,
+    GroupKey,
+    GroupMemberKey,
+    TopicPartitions,
+    UnknownRecordType,
+)
+from quafka.protocol.share_group_records import (
     SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     SHARE_GROUP_MEMBER_METADATA,
     SHARE_GROUP_METADATA,
     SHARE_GROUP_STATE_PARTITION_METADATA,
     SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
     SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
-    SHARE_SNAPSHOT,
-    SHARE_UPDATE,
-    STATE_ACKNOWLEDGED,
-    STATE_ARCHIVED,
-    STATE_AVAILABLE,
-    CorruptRecord,
-    GroupKey,
-    GroupMemberKey,
     GroupRecord,
     ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataValue,
@@ -32,27 +32,26 @@ from quafka.protocol.coordinator_records import (
     ShareGroupStatePartitionMetadataValue,
     ShareGroupTargetAssignmentMemberValue,
     ShareGroupTargetAssignmentMetadataValue,
+    TopicInfo,
+    TopicPartitionsInfo,
+    decode_group_record,
+    encode_group_record,
+)
+from quafka.protocol.share_state_records import (
+    SHARE_SNAPSHOT,
+    SHARE_UPDATE,
+    STATE_ACKNOWLEDGED,
+    STATE_ARCHIVED,
+    STATE_AVAILABLE,
     ShareSnapshotValue,
     ShareStateKey,
     ShareStateRecord,
     ShareUpdateValue,
     StateBatch,
-    TopicInfo,
-    TopicPartitions,
-    TopicPartitionsInfo,
-    UnknownRecordType,
-    decode_group_record,
     decode_share_state_record,
-    encode_group_record,
     encode_share_state_key,
     encode_share_state_record,
     encode_share_state_value,
-    group_partition,
-    java_string_hash,
-    kafka_abs,
-    kafka_uuid_str,
-    share_coordinator_key,
-    share_state_partition,
 )
 
 TOPIC_A = uuid.UUID("01234567-89ab-cdef-fedc-ba9876543210")
@@ -70,73 +69,6 @@ def i32(n: int) -> bytes:
 
 def i64(n: int) -> bytes:
     return struct.pack(">q", n)
-
-
-# ----------------------------------------------------------------------------- placement
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("", 0),
-        ("a", 97),
-        ("hello", 99162322),
-        ("Hello, World!", 1498789909),
-        ("polygenelubricants", -(2**31)),  # Integer.MIN_VALUE
-        ("é", 233),  # U+00E9 is one UTF-16 code unit
-        # U+1F600 is the surrogate pair D83D DE00: 0xd83d*31 + 0xde00 = 55357*31 + 56832 = 1772899
-        ("😀", 1772899),
-        ("ab", 3105),  # 97*31 + 98
-        ("my-share-group", 64861296),
-    ],
-)
-def test_java_string_hash_matches_java_string_hash_code(text: str, expected: int) -> None:
-    assert java_string_hash(text) == expected
-
-
-def test_java_string_hash_wraps_to_a_signed_int32() -> None:
-    # 31**7 * 97 overflows 32 bits long before the end of the string
-    h = java_string_hash("a" * 50)
-    assert -(2**31) <= h < 2**31
-    # independent reference: sum of c * 31**(n-1-i), reduced mod 2**32, read as signed
-    ref = sum(97 * 31 ** (49 - i) for i in range(50)) % 2**32
-    assert h == (ref - 2**32 if ref >= 2**31 else ref)
-
-
-def test_kafka_abs_maps_integer_min_value_to_zero() -> None:
-    assert kafka_abs(-(2**31)) == 0
-    assert kafka_abs(-5) == 5
-    assert kafka_abs(7) == 7
-    assert kafka_abs(0) == 0
-    assert kafka_abs(java_string_hash("polygenelubricants")) == 0
-
-
-def test_kafka_uuid_str_is_unpadded_url_safe_base64() -> None:
-    assert kafka_uuid_str(uuid.UUID(int=0)) == "AAAAAAAAAAAAAAAAAAAAAA"
-    assert kafka_uuid_str(uuid.UUID(bytes=b"\xff" * 16)) == "_____________________w"
-    # uses '-' and '_' rather than '+' and '/'
-    assert kafka_uuid_str(TOPIC_A) == "ASNFZ4mrze_-3LqYdlQyEA"
-    assert len(kafka_uuid_str(TOPIC_B)) == 22
-
-
-def test_share_coordinator_key_is_group_colon_base64_topic_colon_partition() -> None:
-    assert share_coordinator_key("share-group", uuid.UUID(int=0), 0) == "share-group:AAAAAAAAAAAAAAAAAAAAAA:0"
-    assert share_coordinator_key("g", TOPIC_A, 12) == "g:ASNFZ4mrze_-3LqYdlQyEA:12"
-
-
-def test_share_state_partition_hashes_the_coordinator_key() -> None:
-    # "share-group:AAAAAAAAAAAAAAAAAAAAAA:0".hashCode() == -296193825 (checked against a JVM);
-    # abs -> 296193825; 296193825 % 50 == 25
-    assert java_string_hash("share-group:AAAAAAAAAAAAAAAAAAAAAA:0") == -296193825
-    assert share_state_partition("share-group", uuid.UUID(int=0), 0, 50) == 25
-    assert share_state_partition("share-group", uuid.UUID(int=0), 0, 1) == 0
-
-
-def test_group_partition_hashes_the_group_id() -> None:
-    assert group_partition("my-share-group", 50) == 64861296 % 50 == 46
-    assert group_partition("polygenelubricants", 50) == 0  # MIN_VALUE -> abs 0
-    with pytest.raises(ValueError):
-        group_partition("g", 0)
 
 
 # ----------------------------------------------------------------------------- golden bytes
@@ -481,13 +413,14 @@ def test_tombstones_encode_to_a_null_value() -> None:
 
 @given(st.sampled_from([SHARE_SNAPSHOT, SHARE_UPDATE]), snapshots, updates)
 def test_the_fast_value_decoder_agrees_with_the_general_reader(record_type, snapshot, update) -> None:
-    from quafka.protocol import coordinator_records as cr
+    from quafka.protocol import share_state_records as cr
+    from quafka.protocol.coordinator_record_codec import decode_value
 
     value = snapshot if record_type == SHARE_SNAPSHOT else update
     encoded = cr.encode_share_state_value(value)
     fast = cr._fast_share_state_value(record_type, encoded)
     value_cls, read_fields = cr._SHARE_STATE_VALUES[record_type]
-    fields, tags = cr._decode_value(encoded, "test", read_fields, (cr._TAG_DCC,))
+    fields, tags = decode_value(encoded, "test", read_fields, {cr._TAG_DCC: 4})
     general = value_cls(*fields, struct.unpack(">i", tags[cr._TAG_DCC])[0] if cr._TAG_DCC in tags else -1)
     if value.failed_keys is None and not any(b.due_ms for b in value.state_batches):
         assert fast == general == value

@@ -43,6 +43,7 @@ from .consumer_group_model import (
     StaticGroupSettings,
 )
 from .consumer_group_reconcile import AssignmentState, FencedInUnknownState, MemberState, Partitions, reconcile
+from .consumer_group_subscriptions import SubscribedTopics
 from .share_group import ArmTimer, CancelTimer, GroupEmptied, MemberRemoved, metadata_hash
 
 __all__ = [
@@ -114,6 +115,7 @@ class ConsumerGroupCoordinator:
         self._groups: dict[str, ConsumerGroup] = {}
         self.rebalances = 0  # new target assignments computed
         self._patterns: dict[str, re.Pattern] = {}  # compiled subscription regexes
+        self._resolved: dict[str, frozenset[str]] = {}  # regex -> matching topics, for the current topics
 
     # ------------------------------------------------------------------ lookups
     def group(self, group_id: str) -> ConsumerGroup | None:
@@ -129,8 +131,7 @@ class ConsumerGroupCoordinator:
             return None
         members = group.members
         return OffsetsView(group.state, {m: members[m].member_epoch for m in sorted(members)},
-                           {m: members[m].instance_id for m in sorted(members)},
-                           frozenset(t for m in members.values() for t in self._member_topics(m)))
+                           {m: members[m].instance_id for m in sorted(members)}, group.subscriptions.names())
 
     # ------------------------------------------------------------------ heartbeat
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None = None,
@@ -211,8 +212,8 @@ class ConsumerGroupCoordinator:
             raise _Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
         if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # it keeps its partitions (and its target) for the next instance; its session timer runs on
-            member.current = AssignmentState(member.state, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                             member.previous_member_epoch, member.assigned, {})
+            group.set_current(member, AssignmentState(member.state, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                                                      member.previous_member_epoch, member.assigned, {}))
             return HeartbeatResult(ErrorCode.none, None, member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH), []
         return HeartbeatResult(ErrorCode.none, None, member_id, epoch), self._fence(group, member.member_id, "left")
 
@@ -262,25 +263,30 @@ class ConsumerGroupCoordinator:
         self._groups[group_id] = group
         settings = self._settings(group_id)
         if replaced is not None:  # GroupMetadataManager.replaceMember
+            # the new member takes over the subscription (still counted), partitions and target
+            target = group.target.get(replaced.member_id)
+            group.drop_member(replaced.member_id)
             member = ConsumerGroupMember(**{f: getattr(replaced, f) for f in ConsumerGroupMember.__slots__})
             member.member_id = member_id
-            member.current = AssignmentState(replaced.state, 0, 0, replaced.assigned, replaced.pending_revocation)
+            member.current = AssignmentState()
             member.rebalance_deadline_ms = None
-            del group.members[replaced.member_id]
-            target = group.target.pop(replaced.member_id, None)
+            group.members[member_id] = member
+            group.set_current(member, AssignmentState(replaced.state, 0, 0, replaced.assigned,
+                                                      replaced.pending_revocation))
+            group.set_instance_id(member, replaced.instance_id)
             if target is not None:
                 group.target[member_id] = target
-            group.members[member_id] = member
             effects += self._cancel_timers(group_id, replaced)
             if replaced.member_id != member_id:
                 effects.append(MemberRemoved(group_id, replaced.member_id, "replaced by static member " + member_id))
         if member is None:
             member = group.members[member_id] = ConsumerGroupMember(member_id)
+        group.touch(member_id)  # its metadata record is rendered again (client id and host may move)
         before_assigned = member.assigned
         before_names = member.subscribed_topic_names
         before_regex = member.subscribed_topic_regex
-        if instance_id is not None:
-            member.instance_id = instance_id
+        if instance_id is not None and instance_id != member.instance_id:
+            group.set_instance_id(member, instance_id)
         if rack_id is not None:
             member.rack_id = rack_id
         if rebalance_timeout_ms != -1:
@@ -295,10 +301,14 @@ class ConsumerGroupCoordinator:
         member.classic_member_metadata = None
         subscription_changed = (member.subscribed_topic_names != before_names
                                 or member.subscribed_topic_regex != before_regex)
+        if subscription_changed:  # ConsumerGroup.computeSubscribedTopicNames(oldMember, newMember)
+            group.subscriptions.remove(before_names, before_regex)
+            group.subscriptions.add(member.subscribed_topic_names, member.subscribed_topic_regex, self._resolve)
 
-        bump = group.group_epoch == 0 or subscription_changed
-        metadata = self._subscription_metadata(group)
-        if bump or metadata != group.subscribed_metadata:
+        # the subscribed topics move only with a subscription (the topics' own changes are
+        # on_topics_changed's): a heartbeat that changes nothing looks at no other member
+        if group.group_epoch == 0 or subscription_changed:
+            metadata = self._subscription_metadata(group)
             group.group_epoch += 1
             group.subscribed_metadata, group.metadata_hash = metadata, metadata_hash(metadata)
         if group.group_epoch > group.assignment_epoch:
@@ -318,18 +328,17 @@ class ConsumerGroupCoordinator:
     def _reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember, subscription_changed: bool,
                    owned: Partitions | None, now_ms: int) -> list[Effect]:
         """GroupMetadataManager.maybeReconcile."""
-        epochs = group.partition_epochs()
         try:
             updated = reconcile(member.current, target_epoch=group.assignment_epoch,
                                 target=group.target.get(member.member_id, {}),
-                                subscribed_topic_ids=self._topic_ids(self._member_topics(member)),
+                                subscribed_topic_ids=self._topic_ids(self._member_topics(group, member)),
                                 subscription_changed=subscription_changed, owned=owned,
-                                partition_epoch=lambda t, p: epochs.get((t, p), -1))
+                                partition_epoch=group.partition_epoch)
         except FencedInUnknownState as exc:
             raise _fenced(str(exc)) from None
         if updated == member.current:
             return []
-        member.current = updated
+        group.set_current(member, updated)
         key = rebalance_timer_key(group.group_id, member.member_id)
         if updated.state == MemberState.UNREVOKED_PARTITIONS:
             member.rebalance_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
@@ -362,10 +371,13 @@ class ConsumerGroupCoordinator:
 
     def on_topics_changed(self, topics: Topics, now_ms: int) -> list[Effect]:
         """New topic metadata: a group whose subscribed topics look different gets a new group epoch
-        (Kafka finds it on the next heartbeat through the metadata hash; same outcome)."""
+        (Kafka finds it on the next heartbeat through the metadata hash; same outcome). Each regex
+        in use is resolved once against the new topics, for all groups."""
         self._topics = dict(topics)
+        self._resolved = {}
         for group_id in sorted(self._groups):
             group = self._groups[group_id]
+            group.subscriptions.refresh(self._resolve)
             metadata = self._subscription_metadata(group)
             if group.members and metadata != group.subscribed_metadata:
                 group.group_epoch += 1
@@ -376,6 +388,11 @@ class ConsumerGroupCoordinator:
         """Put back a group replayed from its records: every member gets a fresh session timer, and a
         member still revoking a fresh rebalance timer (Kafka's onLoaded)."""
         self._groups[group.group_id] = group
+        group.reindex()
+        group.subscriptions = SubscribedTopics()
+        for member_id in sorted(group.members):
+            member = group.members[member_id]
+            group.subscriptions.add(member.subscribed_topic_names, member.subscribed_topic_regex, self._resolve)
         current = self._subscription_metadata(group)
         if group.members and metadata_hash(current) != group.metadata_hash:
             group.group_epoch += 1
@@ -459,35 +476,44 @@ class ConsumerGroupCoordinator:
             pattern = self._patterns[regex] = re.compile(regex)
         return pattern
 
-    def _member_topics(self, member: ConsumerGroupMember) -> tuple[str, ...]:
-        """The topics a member subscribes to: its names, and the topics its regex matches in full
-        (GroupMetadataManager.refreshRegularExpressions: Pattern.matcher(topic).matches(), over every
-        topic name). Resolved at each use against the current topics, where Kafka resolves in the
-        background at most every 10 s and at least every group.consumer.regex.refresh.interval.ms:
-        a new matching topic is picked up by the next heartbeat here."""
-        regex = member.subscribed_topic_regex
-        if not regex:
-            return member.subscribed_topic_names
-        try:
-            pattern = self._pattern(regex)
-        except re.error:  # refused when it arrived; a stored one that no longer compiles matches nothing
-            return member.subscribed_topic_names
-        matched = {t for t in self._topics if pattern.fullmatch(t)}
-        return tuple(sorted(matched | set(member.subscribed_topic_names)))
+    def _resolve(self, regex: str) -> frozenset[str]:
+        """The topics a regex matches in full (GroupMetadataManager.refreshRegularExpressions:
+        Pattern.matcher(topic).matches(), over every topic name), resolved once per regex and
+        topic metadata (on_topics_changed forgets them all). Kafka resolves in the background at
+        most every 10 s and at least every group.consumer.regex.refresh.interval.ms; here a new
+        matching topic reaches the groups as soon as the metadata changes."""
+        resolved = self._resolved.get(regex)
+        if resolved is None:
+            try:
+                pattern = self._pattern(regex)
+            except re.error:  # refused when it arrived; a stored one that no longer compiles matches nothing
+                resolved = frozenset()
+            else:
+                resolved = frozenset(t for t in self._topics if pattern.fullmatch(t))
+            self._resolved[regex] = resolved
+        return resolved
+
+    @staticmethod
+    def _member_topics(group: ConsumerGroup, member: ConsumerGroupMember) -> tuple[str, ...]:
+        """The topics a member subscribes to: its names, and the topics its regex matches."""
+        return tuple(sorted(group.subscriptions.member_topics(member.subscribed_topic_names,
+                                                               member.subscribed_topic_regex)))
 
     def _topic_ids(self, topic_names: Iterable[str]) -> set[TopicId]:
         return {self._topics[t][0] for t in topic_names if t in self._topics}
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[TopicId, int]]:
-        names = {t for m in group.members.values() for t in self._member_topics(m)}
-        return {t: self._topics[t] for t in sorted(names) if t in self._topics}
+        """The subscribed topics that exist, from the group's counts: O(topics), not O(members)."""
+        return {t: self._topics[t] for t in sorted(group.subscriptions.names()) if t in self._topics}
 
     def _compute_target(self, group: ConsumerGroup) -> None:
         """TargetAssignmentBuilder.build: every member's spec with its current target."""
-        specs = {m.member_id: MemberSpec(self._member_topics(m), m.instance_id, group.target.get(m.member_id, {}))
+        specs = {m.member_id: MemberSpec(self._member_topics(group, m), m.instance_id,
+                                         group.target.get(m.member_id, {}))
                  for m in group.members.values()}
         target = assign(group.preferred_assignor(self.assignors[0]), specs, group.subscribed_metadata)
         group.target = {m: {t: frozenset(ps) for t, ps in a.items() if ps} for m, a in target.items()}
+        group.touch_all()  # every member's target record may have changed
         group.assignment_epoch = group.group_epoch
         self.rebalances += 1  # consumer-group-rebalance-count (GroupCoordinatorMetrics)
 
@@ -500,8 +526,8 @@ class ConsumerGroupCoordinator:
 
     def _fence(self, group: ConsumerGroup, member_id: str, reason: str) -> list[Effect]:
         """GroupMetadataManager.consumerGroupFenceMembers: remove the member, bump the group epoch."""
-        member = group.members.pop(member_id)
-        group.target.pop(member_id, None)
+        member = group.drop_member(member_id)
+        group.subscriptions.remove(member.subscribed_topic_names, member.subscribed_topic_regex)
         group.subscribed_metadata = self._subscription_metadata(group)
         group.metadata_hash = metadata_hash(group.subscribed_metadata)
         group.group_epoch += 1

@@ -4,7 +4,10 @@ protocol/consumer_group_records.py), the way group_records.py does it for share 
 `image_of(group)` renders a group as {(record type, key): value}; `diff(old, new)` gives the
 records that turn one image into the other (tombstones for keys that went, the group's metadata
 tombstone last, as Kafka's GroupMetadataManager writes a deleted group). The shell keeps the last
-image written per group and appends `diff(last, image_of(...))` after each change.
+image written per group in a `ConsumerGroupImageTracker`, which appends what `diff(last,
+image_of(...))` would give after each change but renders only the group's own keys and those of
+the members the group marks `touched` (all of them after a new target assignment or a restore):
+a heartbeat costs O(what changed), not O(members) (issue 28).
 `ConsumerGroupImages` replays records back into images at start-up and `restore_group` turns an
 image back into a live ConsumerGroup (then `ConsumerGroupCoordinator.restore`). A type-4 record
 (deprecated ConsumerGroupPartitionMetadata) read back is ignored and tombstoned by the next diff.
@@ -33,7 +36,7 @@ from quafka.protocol.consumer_group_records import (
 from .consumer_group import ConsumerGroup, ConsumerGroupMember
 from .consumer_group_reconcile import AssignmentState, MemberState
 
-__all__ = ["ConsumerGroupImages", "Image", "diff", "image_of", "restore_group"]
+__all__ = ["ConsumerGroupImageTracker", "ConsumerGroupImages", "Image", "diff", "image_of", "restore_group"]
 
 Image = dict[tuple[int, tuple], object]
 
@@ -48,26 +51,44 @@ def _partitions(assignment) -> tuple[TopicPartitions, ...]:
     return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
 
 
-def image_of(group: ConsumerGroup | None) -> Image:
-    """The records that describe `group` (None: a deleted group, no records)."""
-    image: Image = {}
-    if group is None:
-        return image
+_MEMBER_TYPES = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER)
+
+
+def _group_entries(group: ConsumerGroup, image: Image) -> None:
     gkey = (group.group_id,)
     image[(CONSUMER_GROUP_METADATA, gkey)] = ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash)
     image[(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gkey)] = ConsumerGroupTargetAssignmentMetadataValue(
         group.assignment_epoch)
-    for member_id, m in group.members.items():
-        mkey = (group.group_id, member_id)
+
+
+def _member_entries(group: ConsumerGroup, member_id: str, image: Image) -> None:
+    mkey = (group.group_id, member_id)
+    m = group.members.get(member_id)
+    if m is not None:
         image[(CONSUMER_GROUP_MEMBER_METADATA, mkey)] = ConsumerGroupMemberMetadataValue(
             m.instance_id, m.rack_id, m.client_id, m.client_host, tuple(m.subscribed_topic_names),
             m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic_member_metadata)
         image[(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, mkey)] = ConsumerGroupCurrentMemberAssignmentValue(
             m.member_epoch, m.previous_member_epoch, int(m.state), _partitions(m.assigned),
             _partitions(m.pending_revocation))
-    for member_id, target in group.target.items():
-        image[(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, (group.group_id, member_id))] = \
-            ConsumerGroupTargetAssignmentMemberValue(_partitions(target))
+    target = group.target.get(member_id)
+    if target is not None:
+        image[(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, mkey)] = ConsumerGroupTargetAssignmentMemberValue(
+            _partitions(target))
+
+
+def image_of(group: ConsumerGroup | None) -> Image:
+    """The records that describe `group` (None: a deleted group, no records)."""
+    image: Image = {}
+    if group is None:
+        return image
+    _group_entries(group, image)
+    for member_id in group.members:
+        _member_entries(group, member_id, image)
+    for member_id in group.target:
+        if member_id not in group.members:
+            _member_entries(group, member_id, image)
     return image
 
 
@@ -83,6 +104,60 @@ def diff(old: Image, new: Image) -> list[ConsumerGroupRecord]:
                   key=lambda i: (i[0] == CONSUMER_GROUP_METADATA, -_ORDER[i[0]], i[1]))
     records.extend(ConsumerGroupRecord(t, _key(k), None) for t, k in gone)
     return records
+
+
+class ConsumerGroupImageTracker:
+    """The image last written to `__consumer_offsets` per group, kept up to date incrementally.
+
+    `records(group_id, group)` gives the records that bring the log in line with `group` (what
+    `diff(last, image_of(group))` gives), looking only at the group's own keys and at the keys of
+    the members in `group.touched` (every key when `touched` is None, or for a deleted group);
+    `written(group_id)` then takes them as written (after a successful append) and empties
+    `group.touched`. Without `written` (a failed append) the last image stays as it was."""
+
+    def __init__(self) -> None:
+        self._images: dict[str, Image] = {}
+        self._pending: dict[str, tuple[ConsumerGroup | None, Image, tuple | None]] = {}
+
+    def get(self, group_id: str) -> Image | None:
+        return self._images.get(group_id)
+
+    def set(self, group_id: str, image: Image) -> None:
+        """What the log says of the group (start-up replay)."""
+        self._images[group_id] = image
+        self._pending.pop(group_id, None)
+
+    def records(self, group_id: str, group: ConsumerGroup | None) -> list[ConsumerGroupRecord]:
+        old = self._images.get(group_id, {})
+        if group is None or group.touched is None:
+            new = image_of(group)
+            self._pending[group_id] = (group, new, None)
+            return diff(old, new)
+        part: Image = {}
+        _group_entries(group, part)
+        for member_id in sorted(group.touched):
+            _member_entries(group, member_id, part)
+        keys = tuple(part) + tuple((t, (group_id, m)) for m in sorted(group.touched) for t in _MEMBER_TYPES)
+        self._pending[group_id] = (group, part, keys)
+        return diff({k: old[k] for k in keys if k in old}, part)
+
+    def written(self, group_id: str) -> None:
+        group, new, keys = self._pending.pop(group_id)
+        if keys is None:
+            if new:
+                self._images[group_id] = new
+            else:
+                self._images.pop(group_id, None)
+        else:
+            image = self._images.setdefault(group_id, {})
+            for key in keys:
+                value = new.get(key)
+                if value is None:
+                    image.pop(key, None)
+                else:
+                    image[key] = value
+        if group is not None:
+            group.touched = set()
 
 
 class ConsumerGroupImages:

@@ -12,6 +12,7 @@ from quafka.protocol.errors import ErrorCode
 
 from .consumer_group_assignors import DEFAULT_ASSIGNOR
 from .consumer_group_reconcile import AssignmentState, MemberState, Partitions
+from .consumer_group_subscriptions import SubscribedTopics
 
 __all__ = ["ConsumerGroup", "ConsumerGroupMember", "ConsumerGroupState", "DescribedGroup", "DescribedMember",
            "GroupSettings", "HeartbeatResult", "OffsetsView", "StaticGroupSettings"]
@@ -81,6 +82,17 @@ class ConsumerGroupMember:
 
 @dataclass(slots=True)
 class ConsumerGroup:
+    """A consumer group. Besides what its records say, indexes kept up to date member by member
+    (so that a heartbeat costs O(what changed), not O(members); rebuilt by `reindex`):
+
+    - `subscriptions`: the subscribed topics and regexes, counted (consumer_group_subscriptions.py);
+    - `owners`: (topic id, partition) -> the member that holds it, assigned or pending revocation
+      (Kafka's ConsumerGroup.currentPartitionEpoch map, kept by maybeUpdatePartitionEpoch /
+      maybeRemovePartitionEpoch; the epoch is read from the owner);
+    - `static_members`: group.instance.id -> member id (ConsumerGroup.staticMembers).
+
+    Change a member's assignment state with `set_current`, never by assigning `member.current`."""
+
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
@@ -88,6 +100,19 @@ class ConsumerGroup:
     target: dict[str, dict[TopicId, frozenset[int]]] = field(default_factory=dict)
     subscribed_metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
     metadata_hash: int = 0
+    subscriptions: SubscribedTopics = field(default_factory=SubscribedTopics)
+    owners: dict[tuple[TopicId, int], str] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    # member ids whose records may differ from those last written (None: any member's; see
+    # consumer_group_images.ConsumerGroupImageTracker)
+    touched: set[str] | None = None
+
+    def touch(self, member_id: str) -> None:
+        if self.touched is not None:
+            self.touched.add(member_id)
+
+    def touch_all(self) -> None:
+        self.touched = None
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -101,10 +126,66 @@ class ConsumerGroup:
         return ConsumerGroupState.STABLE
 
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    def set_instance_id(self, member: ConsumerGroupMember, instance_id: str | None) -> None:
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
+            del self.static_members[member.instance_id]
+        member.instance_id = instance_id
+        self.touch(member.member_id)
+        if instance_id is not None:
+            self.static_members[instance_id] = member.member_id
+
+    def set_current(self, member: ConsumerGroupMember, state: AssignmentState) -> None:
+        """The member's new assignment state; `owners` follows (O(the member's partitions))."""
+        old = member.current
+        self.touch(member.member_id)
+        if old.assigned is not state.assigned or old.pending_revocation is not state.pending_revocation:
+            self._disown(member.member_id, old)
+            self._own(member.member_id, state)
+        member.current = state
+
+    def drop_member(self, member_id: str) -> ConsumerGroupMember:
+        """Remove the member from `members`, `owners`, `static_members` and `target` (the caller
+        counts its subscription out)."""
+        member = self.members.pop(member_id)
+        self.touch(member_id)
+        self._disown(member_id, member.current)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+        self.target.pop(member_id, None)
+        return member
+
+    def partition_epoch(self, topic_id: TopicId, partition: int) -> int:
+        """ConsumerGroup.currentPartitionEpoch: the epoch of the member holding it, -1 for none."""
+        owner = self.owners.get((topic_id, partition))
+        return -1 if owner is None else self.members[owner].member_epoch
+
+    def reindex(self) -> None:
+        """Rebuild `owners` and `static_members` from the members (a group put together from its
+        records); the coordinator rebuilds `subscriptions`."""
+        self.owners = {}
+        self.static_members = {}
         for member_id in sorted(self.members):
-            if self.members[member_id].instance_id == instance_id:
-                return self.members[member_id]
-        return None
+            member = self.members[member_id]
+            self._own(member_id, member.current)
+            if member.instance_id is not None:
+                self.static_members.setdefault(member.instance_id, member_id)
+
+    def _own(self, member_id: str, state: AssignmentState) -> None:
+        for part_map in (state.assigned, state.pending_revocation):
+            for t, ps in part_map.items():
+                for p in ps:
+                    self.owners[(t, p)] = member_id
+
+    def _disown(self, member_id: str, state: AssignmentState) -> None:
+        owners = self.owners
+        for part_map in (state.assigned, state.pending_revocation):
+            for t, ps in part_map.items():
+                for p in ps:
+                    if owners.get((t, p)) == member_id:
+                        del owners[(t, p)]
 
     def preferred_assignor(self, default: str = DEFAULT_ASSIGNOR) -> str:
         """ConsumerGroup.computePreferredServerAssignor: the one most members ask for (ties: by name);

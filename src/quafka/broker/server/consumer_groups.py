@@ -45,7 +45,7 @@ from quafka.broker.core.consumer_group import (
     HeartbeatResult,
     MemberRemoved,
 )
-from quafka.broker.core.consumer_group_images import ConsumerGroupImages, Image, diff, image_of, restore_group
+from quafka.broker.core.consumer_group_images import ConsumerGroupImages, ConsumerGroupImageTracker, restore_group
 from quafka.broker.core.consumer_offsets import GroupKind, GroupView
 from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 from quafka.protocol.consumer_group_records import decode_consumer_group_record, encode_consumer_group_record
@@ -87,7 +87,7 @@ class ConsumerGroupService(CoordinatorShell):
     def __init__(self, server: "ConsumerGroupsBroker") -> None:
         super().__init__(server)
         self.coordinator = ConsumerGroupCoordinator(settings=self._group_settings)
-        self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group
+        self._images = ConsumerGroupImageTracker()  # what the records on __consumer_offsets say, per group
         self._topics_loaded = False
         self.loaded = False
         server.state.topic_listeners.append(self._on_topic_event)
@@ -211,19 +211,16 @@ class ConsumerGroupService(CoordinatorShell):
             plog = group_offsets_log(self.server.state, group_id)
             if not plog.health.online:
                 raise plog.health.offline_error()
-            image = image_of(self.coordinator.group(group_id))
-            records = diff(self._images.get(group_id, {}), image)
+            records = self._images.records(group_id, self.coordinator.group(group_id))
             if not records:
+                self._images.written(group_id)
                 return None
             end = append_records(plog, [encode_consumer_group_record(r) for r in records], self._now_ms())
         except OSError as exc:
             log.error("consumer group %s: appending its records failed (%s); reloaded from its records", group_id, exc)
             self._reload(group_id)
             raise
-        if image:
-            self._images[group_id] = image
-        else:
-            self._images.pop(group_id, None)
+        self._images.written(group_id)
         return end
 
     def _reload(self, group_id: str) -> None:
@@ -253,7 +250,7 @@ class ConsumerGroupService(CoordinatorShell):
             now_ms = self._now_ms()
             for group_id, image in sorted(images.groups().items()):
                 self._execute(self.coordinator.restore(restore_group(group_id, image), now_ms))
-                self._images[group_id] = image
+                self._images.set(group_id, image)
                 self._commit_in_background(group_id)  # a group epoch bumped by restore is stored
             if images.groups():
                 log.info("loaded %d consumer group(s) from %s", len(images.groups()), CONSUMER_OFFSETS_TOPIC)

@@ -249,8 +249,8 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
             group.protocol_type = member.protocol_type
         if group.leader_id is None:
             group.leader_id = member_id
-        group.members[member_id] = member
         member.join_token = request.token
+        group.add(member)
         group.pending_join_members.discard(member_id)
         # a new member cannot heartbeat while its JoinGroup is parked: it times out after 5 minutes
         self._reschedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
@@ -258,8 +258,8 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
 
     def _update_member_then_rebalance(self, group: ClassicGroup, member: ClassicGroupMember,
                                       request: _JoinRequest) -> None:
-        self._update_member(member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms,
-                            request.token)
+        self._update_member(group, member, request.protocols, request.rebalance_timeout_ms,
+                            request.session_timeout_ms, request.token)
         self._maybe_prepare_rebalance_or_complete_join(group)
 
     def _update_static_member(self, group: ClassicGroup, request: _JoinRequest, old_member_id: str,
@@ -270,8 +270,8 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
         new_member = self._replace_static_member(group, request.group_instance_id or "", old_member_id, new_member_id)
         self._reschedule_heartbeat(group, new_member)
         old = (new_member.protocols, new_member.rebalance_timeout_ms, new_member.session_timeout_ms)
-        self._update_member(new_member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms,
-                            request.token)
+        self._update_member(group, new_member, request.protocols, request.rebalance_timeout_ms,
+                            request.session_timeout_ms, request.token)
         if group.state is ClassicState.STABLE:
             if (group.protocol_name or "") == group.select_protocol():
                 # the chosen protocol stays: no rebalance, store the group with the new member id
@@ -379,7 +379,7 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
             return
         if error is not ErrorCode.none:
             # revert to the old member id
-            self._update_member(member, old[0], old[1], old[2], None)
+            self._update_member(group, member, old[0], old[1], old[2], None)
             restored = self._replace_static_member(group, instance_id, new_member_id, old_member_id)
             self._reschedule_heartbeat(group, restored)
             self._emit(JoinResponse(token, append_error_to_response_error(error), UNKNOWN_MEMBER_ID,
@@ -387,7 +387,7 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
             return
         if member.join_token != token:
             return
-        member.join_token = None
+        group.set_join_token(member, None)
         if api_version >= 9:  # JoinGroupRequest.supportsSkippingAssignment
             is_leader = group.is_leader(new_member_id)
             self._emit(self._current_join_response(group, member, token, with_members=is_leader,
@@ -400,7 +400,7 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
         for member in group.members.values():
             if member.join_token is not None:
                 self._emit(JoinResponse(member.join_token, append_error_to_response_error(error)))
-                member.join_token = None
+                group.set_join_token(member, None)
         self._drop(group)
 
     # ------------------------------------------------------------------ Heartbeat
@@ -462,7 +462,7 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
         member = group.members[member_id]
         if member.join_token is not None:
             self._emit(JoinResponse(member.join_token, ErrorCode.unknown_member_id, UNKNOWN_MEMBER_ID))
-            member.join_token = None
+            group.set_join_token(member, None)
         self._remove(group, member_id)
 
     # ------------------------------------------------------------------ describe, list, delete

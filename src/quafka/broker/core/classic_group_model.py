@@ -5,6 +5,7 @@ the state transition table, the effects and the results. Kafka 4.2's `ClassicGro
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from quafka.protocol.errors import ErrorCode
@@ -173,6 +174,14 @@ class ClassicGroupMember:
 
 @dataclass(slots=True)
 class ClassicGroup:
+    """A classic group. Two counts are kept member by member, as Kafka's ClassicGroup keeps
+    `numMembersAwaitingJoinResponse` and `supportedProtocols` (updated in add/remove/updateMember/
+    completeJoinFuture), so that neither a JoinGroup nor the end of a join phase walks every member
+    once per member (O(members²) per rebalance): `awaiting_join` (members with a parked JoinGroup)
+    and `supported_protocols` (protocol name -> members supporting it). Add and remove members,
+    park and answer JoinGroups and change protocols through `add`, `pop`, `set_join_token` and
+    `set_protocols`, never on the member directly."""
+
     group_id: str
     state: ClassicState = ClassicState.EMPTY
     previous_state: ClassicState = ClassicState.DEAD
@@ -188,12 +197,42 @@ class ClassicGroup:
     new_member_added: bool = False  # during the initial rebalance delay
     # armed timers: key -> (deadline_ms, what to do when it fires)
     timers: dict[tuple, tuple[int, tuple]] = field(default_factory=dict)
+    awaiting_join: int = 0  # members with a parked JoinGroup (numMembersAwaitingJoinResponse)
+    supported_protocols: Counter[str] = field(default_factory=Counter)  # name -> members supporting it
+
+    def add(self, member: ClassicGroupMember) -> None:
+        self.members[member.member_id] = member
+        self._count_protocols(member, 1)
+        self.awaiting_join += member.is_awaiting_join
+
+    def pop(self, member_id: str) -> ClassicGroupMember | None:
+        member = self.members.pop(member_id, None)
+        if member is not None:
+            self._count_protocols(member, -1)
+            self.awaiting_join -= member.is_awaiting_join
+        return member
+
+    def set_join_token(self, member: ClassicGroupMember, token: int | None) -> None:
+        self.awaiting_join += (token is not None) - member.is_awaiting_join
+        member.join_token = token
+
+    def set_protocols(self, member: ClassicGroupMember, protocols: tuple[tuple[str, bytes], ...]) -> None:
+        self._count_protocols(member, -1)
+        member.protocols = protocols
+        self._count_protocols(member, 1)
+
+    def _count_protocols(self, member: ClassicGroupMember, delta: int) -> None:
+        counts = self.supported_protocols
+        for name in member.protocol_names():
+            counts[name] += delta
+            if counts[name] <= 0:
+                del counts[name]
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
     def num_awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.is_awaiting_join)
+        return self.awaiting_join
 
     def has_all_members_joined(self) -> bool:
         return self.num_awaiting_join() == len(self.members) and not self.pending_join_members
@@ -213,7 +252,7 @@ class ClassicGroup:
         self.state_timestamp_ms = now_ms
 
     def supported_count(self, protocol_name: str) -> int:
-        return sum(1 for m in self.members.values() if protocol_name in m.protocol_names())
+        return self.supported_protocols.get(protocol_name, 0)
 
     def supports_protocols(self, protocol_type: str, protocol_names: set[str]) -> bool:
         """ClassicGroup.supportsProtocols."""
@@ -228,8 +267,7 @@ class ClassicGroup:
         quafka by the first protocol to get a vote, in join order (deterministic)."""
         if not self.members:
             raise AssertionError("Cannot select protocol for empty group")
-        candidates = {name for m in self.members.values() for name in m.protocol_names()
-                      if self.supported_count(name) == len(self.members)}
+        candidates = {name for name, count in self.supported_protocols.items() if count == len(self.members)}
         votes: dict[str, int] = {}
         for member in self.members.values():
             choice = member.vote(candidates)

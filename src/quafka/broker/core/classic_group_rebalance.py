@@ -95,18 +95,20 @@ class ClassicGroupRebalancer:
                             group.protocol_name, (group.leader_id or "") if leader is None else leader,
                             group.current_join_members() if with_members else (), skip_assignment)
 
-    def _update_member(self, member: ClassicGroupMember, protocols: tuple[tuple[str, bytes], ...],
+    @staticmethod
+    def _update_member(group: ClassicGroup, member: ClassicGroupMember, protocols: tuple[tuple[str, bytes], ...],
                        rebalance_timeout_ms: int, session_timeout_ms: int, token: int | None) -> None:
         """ClassicGroup.updateMember (a parked JoinGroup token is replaced, not answered)."""
-        member.protocols = protocols
+        group.set_protocols(member, protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        member.join_token = token
+        group.set_join_token(member, token)
 
     def _replace_static_member(self, group: ClassicGroup, instance_id: str, old_member_id: str,
                                new_member_id: str) -> ClassicGroupMember:
         """ClassicGroup.replaceStaticMember: the old member's parked requests get FENCED_INSTANCE_ID."""
-        old = group.members.pop(old_member_id)
+        old = group.pop(old_member_id)
+        assert old is not None, old_member_id
         if old.join_token is not None:
             self._emit(JoinResponse(old.join_token, ErrorCode.fenced_instance_id, old_member_id))
         if old.sync_token is not None:
@@ -116,7 +118,7 @@ class ClassicGroupRebalancer:
         new = ClassicGroupMember(new_member_id, old.group_instance_id, old.client_id, old.client_host,
                                  old.rebalance_timeout_ms, old.session_timeout_ms, old.protocol_type, old.protocols,
                                  old.assignment)
-        group.members[new_member_id] = new
+        group.add(new)
         if group.leader_id == old_member_id:
             group.leader_id = new_member_id
         group.static_members[instance_id] = new_member_id
@@ -181,7 +183,7 @@ class ClassicGroupRebalancer:
             if member.join_token is not None:
                 self._emit(self._current_join_response(group, member, member.join_token,
                                                        with_members=group.is_leader(member.member_id)))
-                member.join_token = None
+                group.set_join_token(member, None)
             self._reschedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
@@ -215,7 +217,7 @@ class ClassicGroupRebalancer:
 
     def _remove(self, group: ClassicGroup, member_id: str) -> None:
         """ClassicGroup.remove, plus cancelling the member's session timer."""
-        member = group.members.pop(member_id, None)
+        member = group.pop(member_id)
         if member is not None and member.group_instance_id is not None:
             group.static_members.pop(member.group_instance_id, None)
         if group.leader_id == member_id:
@@ -228,7 +230,7 @@ class ClassicGroupRebalancer:
         """removeMemberAndUpdateClassicGroup (session expiry)."""
         if member.join_token is not None:
             self._emit(JoinResponse(member.join_token, ErrorCode.unknown_member_id, UNKNOWN_MEMBER_ID))
-            member.join_token = None
+            group.set_join_token(member, None)
         self._remove(group, member.member_id)
         if group.state in (ClassicState.STABLE, ClassicState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance_or_complete_join(group)

@@ -66,9 +66,9 @@ def group_from_value(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
     for m in value.members:
         rebalance_timeout_ms = (m.session_timeout_ms if m.rebalance_timeout_ms == NO_REBALANCE_TIMEOUT
                                 else m.rebalance_timeout_ms)
-        group.members[m.member_id] = ClassicGroupMember(
+        group.add(ClassicGroupMember(
             m.member_id, m.group_instance_id, m.client_id, m.client_host, rebalance_timeout_ms, m.session_timeout_ms,
-            value.protocol_type, ((value.protocol or "", bytes(m.subscription)),), bytes(m.assignment))
+            value.protocol_type, ((value.protocol or "", bytes(m.subscription)),), bytes(m.assignment)))
         if m.group_instance_id is not None:
             group.static_members[m.group_instance_id] = m.member_id
     if group.leader_id is None and group.members:

@@ -199,7 +199,8 @@ def test_incremental_books_equal_a_recomputation(seed):
             m = group.members[rng.choice(members)]
             owned = {t: sorted(ps) for t, ps in m.assigned.items()} if rng.random() < 0.8 else None
             coordinator.heartbeat(group_id, m.member_id, m.member_epoch, instance_id=m.instance_id,
-                                  topic_partitions=owned, now_ms=now)
+                                  topic_partitions=owned, client_id=rng.choice(["c1", "c2"]),
+                                  rack_id=rng.choice([None, "r1", "r2"]), now_ms=now)
         elif op < 0.62:  # a member changes its subscription
             m = group.members[rng.choice(members)]
             coordinator.heartbeat(group_id, m.member_id, m.member_epoch, instance_id=m.instance_id,

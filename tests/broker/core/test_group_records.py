@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 
 import pytest
 
-from quafka.broker.core.group_records import GroupImages, StatePartitionMetadata, diff, image_of, restore_group
+from quafka.broker.core.group_records import (
+    GroupImages,
+    ShareGroupImageTracker,
+    StatePartitionMetadata,
+    diff,
+    image_of,
+    restore_group,
+)
 from quafka.broker.core.share_group import ShareGroupCoordinator, StaticGroupSettings
 from quafka.protocol.share_group_records import (
     SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -132,3 +140,65 @@ def test_a_restored_group_rearms_every_member_session_and_keeps_serving_old_epoc
     assert [e.deadline_ms for e in effects] == [1000 + SETTINGS.session_timeout_ms]
     again, _ = fresh.heartbeat("g", "m1", first.member_epoch, now_ms=1001)
     assert again.error == 0 and again.member_epoch == first.member_epoch
+
+
+TRACKER_SEEDS = [int(os.environ["QUAFKA_SEED"])] if "QUAFKA_SEED" in os.environ else list(range(10))
+
+
+@pytest.mark.parametrize("seed", TRACKER_SEEDS)
+def test_the_tracker_appends_what_the_full_diff_would(seed):
+    """ShareGroupImageTracker renders only the members a change touched (issue 28): its records
+    equal diff(last image, image_of(group)) after joins, heartbeats, subscription changes, leaves,
+    session timeouts, new target assignments, topic changes, state metadata changes and reloads.
+    Rerun one seed with QUAFKA_SEED=<seed>."""
+    print(f"seed {seed} (rerun: QUAFKA_SEED={seed})")
+    rng = random.Random(seed)
+    settings = StaticGroupSettings(session_timeout_ms=45000, heartbeat_interval_ms=5000, assignment_interval_ms=3)
+    c = ShareGroupCoordinator(settings=lambda _g: settings, topics=TOPICS)
+    tracker = ShareGroupImageTracker()
+    topics = dict(TOPICS)
+    epochs: dict[str, int] = {}
+    meta = None
+    for step in range(200):
+        now = step * 1000
+        member = f"m{rng.randint(0, 6)}"
+        action = rng.random()
+        if member not in epochs or action < 0.1:
+            result, _ = c.heartbeat("g", member, 0, subscribed_topic_names=rng.choice([["a"], ["b"], ["a", "b"]]),
+                                    client_id=member, now_ms=now)
+        elif action < 0.2:
+            result, _ = c.heartbeat("g", member, epochs[member], now_ms=now,
+                                    subscribed_topic_names=rng.choice([["a"], ["b"], ["a", "b"]]))
+        elif action < 0.3:
+            c.heartbeat("g", member, -1, now_ms=now)
+            result = None
+            epochs.pop(member)
+        elif action < 0.37:
+            c.on_session_timeout("g", member, now + 10**6)
+            result = None
+            epochs.pop(member)
+        elif action < 0.45:
+            topics["b"] = (T2, topics["b"][1] + 1) if rng.random() < 0.7 else topics["b"]
+            topics.pop("a", None) if rng.random() < 0.2 else topics.setdefault("a", (T1, 3))
+            c.on_topics_changed(topics, now)
+            result = None
+        elif action < 0.5:
+            meta = StatePartitionMetadata(initialized={T1: ("a", frozenset(range(rng.randint(0, 3))))})
+            result = None
+        elif action < 0.55 and c.group("g") is not None:
+            image = tracker.get("g")
+            c.unload("g")
+            if image:
+                c.restore(restore_group("g", image)[0], now)
+            result = None
+        else:
+            result, _ = c.heartbeat("g", member, epochs[member], client_id=member, now_ms=now)
+        if result is not None and result.error == 0:
+            epochs[member] = result.member_epoch
+        elif result is not None:
+            epochs.pop(member, None)
+        group = c.group("g")
+        full = diff(tracker.get("g") or {}, image_of(group, meta))
+        assert tracker.records("g", group, meta) == full, f"seed {seed} step {step}"
+        tracker.written("g")
+        assert (tracker.get("g") or {}) == image_of(group, meta), f"seed {seed} step {step}"

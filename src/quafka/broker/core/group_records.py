@@ -13,8 +13,10 @@ of a key is its current value and a tombstone removes it:
 
 `image_of(group, state_metadata)` renders a group as {(record type, key): value}; `diff(old, new)`
 gives the records that turn one image into the other (tombstones for keys that went). The shell
-keeps the last image it wrote per group and appends `diff(last, image_of(...))` after every
-change, so the topic always holds the group as it is. On start-up `GroupImages` replays the
+keeps the last image it wrote per group (a `ShareGroupImageTracker`) and appends what `diff(last,
+image_of(...))` gives after every change, so the topic always holds the group as it is; the
+tracker renders only the group's own keys and those of the members the group marks `touched`, so
+a heartbeat costs O(what changed), not O(members) (issue 28). On start-up `GroupImages` replays the
 records back into images, and `restore_group` turns an image back into a live `ShareGroup`.
 """
 
@@ -48,7 +50,7 @@ MEMBER_STATE_STABLE = 0
 
 Image = dict[tuple[int, tuple], object]
 
-__all__ = ["GroupImages", "StatePartitionMetadata", "diff", "image_of", "restore_group"]
+__all__ = ["GroupImages", "ShareGroupImageTracker", "StatePartitionMetadata", "diff", "image_of", "restore_group"]
 
 
 @dataclass(slots=True)
@@ -85,27 +87,100 @@ def _partitions(assignment) -> tuple[TopicPartitions, ...]:
     return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(assignment.items()) if ps)
 
 
+_MEMBER_TYPES = (SHARE_GROUP_MEMBER_METADATA, SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER)
+
+
+def _group_entries(group: ShareGroup, state_metadata: StatePartitionMetadata | None, image: Image) -> None:
+    gkey = (group.group_id,)
+    image[(SHARE_GROUP_METADATA, gkey)] = ShareGroupMetadataValue(group.group_epoch, group.metadata_hash)
+    image[(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, gkey)] = ShareGroupTargetAssignmentMetadataValue(
+        group.assignment_epoch)
+    if state_metadata is not None and not state_metadata.is_empty():
+        image[(SHARE_GROUP_STATE_PARTITION_METADATA, gkey)] = state_metadata.to_value()
+
+
+def _member_entries(group: ShareGroup, member_id: str, image: Image) -> None:
+    mkey = (group.group_id, member_id)
+    m = group.members.get(member_id)
+    if m is not None:
+        image[(SHARE_GROUP_MEMBER_METADATA, mkey)] = ShareGroupMemberMetadataValue(
+            m.rack_id, m.client_id, m.client_host, tuple(m.subscribed_topic_names))
+        image[(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, mkey)] = ShareGroupCurrentMemberAssignmentValue(
+            m.member_epoch, m.previous_member_epoch, MEMBER_STATE_STABLE, _partitions(m.assignment))
+    target = group.target.get(member_id)
+    if target is not None:
+        image[(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, mkey)] = ShareGroupTargetAssignmentMemberValue(
+            _partitions(target))
+
+
 def image_of(group: ShareGroup | None, state_metadata: StatePartitionMetadata | None) -> Image:
     """The records that describe `group` (None: a deleted group) and its state metadata."""
     image: Image = {}
     if group is None:
         return image
-    gkey = (group.group_id,)
-    image[(SHARE_GROUP_METADATA, gkey)] = ShareGroupMetadataValue(group.group_epoch, group.metadata_hash)
-    image[(SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, gkey)] = ShareGroupTargetAssignmentMetadataValue(
-        group.assignment_epoch)
-    for member_id, m in group.members.items():
-        mkey = (group.group_id, member_id)
-        image[(SHARE_GROUP_MEMBER_METADATA, mkey)] = ShareGroupMemberMetadataValue(
-            m.rack_id, m.client_id, m.client_host, tuple(m.subscribed_topic_names))
-        image[(SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, mkey)] = ShareGroupCurrentMemberAssignmentValue(
-            m.member_epoch, m.previous_member_epoch, MEMBER_STATE_STABLE, _partitions(m.assignment))
-    for member_id, target in group.target.items():
-        image[(SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, (group.group_id, member_id))] = \
-            ShareGroupTargetAssignmentMemberValue(_partitions(target))
-    if state_metadata is not None and not state_metadata.is_empty():
-        image[(SHARE_GROUP_STATE_PARTITION_METADATA, gkey)] = state_metadata.to_value()
+    _group_entries(group, state_metadata, image)
+    for member_id in group.members:
+        _member_entries(group, member_id, image)
+    for member_id in group.target:
+        if member_id not in group.members:
+            _member_entries(group, member_id, image)
     return image
+
+
+class ShareGroupImageTracker:
+    """The image last written to `__consumer_offsets` per group, kept up to date incrementally
+    (as consumer_group_images.ConsumerGroupImageTracker): `records(group_id, group,
+    state_metadata)` gives what `diff(last, image_of(group, state_metadata))` gives, rendering the
+    group's own keys and those of the members in `group.touched` only (all when it is None, or
+    for a deleted group); `written(group_id)` takes them as written and empties `group.touched`."""
+
+    def __init__(self) -> None:
+        self._images: dict[str, Image] = {}
+        self._pending: dict[str, tuple[ShareGroup | None, Image, tuple | None]] = {}
+
+    def get(self, group_id: str) -> Image | None:
+        return self._images.get(group_id)
+
+    def set(self, group_id: str, image: Image) -> None:
+        """What the log says of the group (start-up replay)."""
+        self._images[group_id] = image
+        self._pending.pop(group_id, None)
+
+    def records(self, group_id: str, group: ShareGroup | None,
+                state_metadata: StatePartitionMetadata | None) -> list[GroupRecord]:
+        old = self._images.get(group_id, {})
+        if group is None or group.touched is None:
+            new = image_of(group, state_metadata)
+            self._pending[group_id] = (group, new, None)
+            return diff(old, new)
+        part: Image = {}
+        _group_entries(group, state_metadata, part)
+        touched = sorted(group.touched)
+        for member_id in touched:
+            _member_entries(group, member_id, part)
+        keys = ((SHARE_GROUP_METADATA, (group_id,)), (SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, (group_id,)),
+                (SHARE_GROUP_STATE_PARTITION_METADATA, (group_id,)),
+                *((t, (group_id, m)) for m in touched for t in _MEMBER_TYPES))
+        self._pending[group_id] = (group, part, keys)
+        return diff({k: old[k] for k in keys if k in old}, part)
+
+    def written(self, group_id: str) -> None:
+        group, new, keys = self._pending.pop(group_id)
+        if keys is None:
+            if new:
+                self._images[group_id] = new
+            else:
+                self._images.pop(group_id, None)
+        else:
+            image = self._images.setdefault(group_id, {})
+            for key in keys:
+                value = new.get(key)
+                if value is None:
+                    image.pop(key, None)
+                else:
+                    image[key] = value
+        if group is not None:
+            group.touched = set()
 
 
 _ORDER = {SHARE_GROUP_MEMBER_METADATA: 0, SHARE_GROUP_METADATA: 1, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: 2,

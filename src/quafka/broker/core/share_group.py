@@ -130,6 +130,13 @@ class ShareGroup:
     last_assignment_ms: int | None = None
     subscribed_metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
     metadata_hash: int = 0  # of `subscribed_metadata` when the group epoch last moved (record 11)
+    # member ids whose records may differ from those last written (None: any member's; see
+    # group_records.ShareGroupImageTracker)
+    touched: set[str] | None = None
+
+    def touch(self, member_id: str) -> None:
+        if self.touched is not None:
+            self.touched.add(member_id)
 
     @property
     def state(self) -> GroupState:
@@ -300,6 +307,7 @@ class ShareGroupCoordinator:
         is_new = member is None
         if member is None:
             member = group.members[member_id] = ShareGroupMember(member_id)
+        group.touch(member_id)
         previous_subscription = None if is_new else member.subscribed_topic_names
         previous_assignment = None if is_new else member.assignment
         if rack_id is not None:
@@ -467,6 +475,7 @@ class ShareGroupCoordinator:
         current = {m: group.target.get(m, {}) for m in group.members}
         target = assign(subscriptions, group.subscribed_metadata, current)
         group.target = {m: {t: tuple(ps) for t, ps in a.items()} for m, a in target.items()}
+        group.touched = None  # every member's target record may have changed
         group.assignment_epoch = group.group_epoch
         group.last_assignment_ms = now_ms
 
@@ -477,6 +486,7 @@ class ShareGroupCoordinator:
     def _remove_member(self, group: ShareGroup, member_id: str, reason: str) -> list[Effect]:
         del group.members[member_id]
         group.target.pop(member_id, None)
+        group.touch(member_id)
         self._bump_group_epoch(group)
         effects: list[Effect] = [CancelTimer(session_timer_key(group.group_id, member_id)),
                                  MemberRemoved(group.group_id, member_id, reason)]

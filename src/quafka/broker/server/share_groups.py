@@ -38,7 +38,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
-from quafka.broker.core.group_records import GroupImages, Image, StatePartitionMetadata, diff, image_of, restore_group
+from quafka.broker.core.group_records import GroupImages, ShareGroupImageTracker, StatePartitionMetadata, restore_group
 from quafka.broker.core.share_group import (
     ArmTimer,
     CancelTimer,
@@ -87,7 +87,7 @@ class ShareGroupService(CoordinatorShell):
         self.coordinator = ShareGroupCoordinator(settings=self._group_settings)
         self._topics_loaded = False
         self.state_metadata: dict[str, StatePartitionMetadata] = {}
-        self._images: dict[str, Image] = {}  # what the records on __consumer_offsets say, per group
+        self._images = ShareGroupImageTracker()  # what the records on __consumer_offsets say, per group
         self._initializing: set[str] = set()  # groups whose share state is being initialised
         self.loaded = False
         server.state.topic_listeners.append(self._on_topic_event)
@@ -275,19 +275,17 @@ class ShareGroupService(CoordinatorShell):
             plog = self._offsets_log(group_id)
             if not plog.health.online:  # e.g. the topic's creation ran a nested append that failed
                 raise plog.health.offline_error()
-            image = image_of(self.coordinator.group(group_id), self.state_metadata.get(group_id))
-            records = diff(self._images.get(group_id, {}), image)
+            records = self._images.records(group_id, self.coordinator.group(group_id),
+                                           self.state_metadata.get(group_id))
             if not records:
+                self._images.written(group_id)
                 return None
             end = append_records(plog, [encode_group_record(r) for r in records], self._now_ms())
         except OSError as exc:
             log.error("share group %s: appending its records failed (%s); reloaded from its records", group_id, exc)
             self._reload(group_id)
             raise
-        if image:
-            self._images[group_id] = image
-        else:
-            self._images.pop(group_id, None)
+        self._images.written(group_id)
         return end
 
     def _reload(self, group_id: str) -> None:
@@ -327,7 +325,7 @@ class ShareGroupService(CoordinatorShell):
                 group, meta = restore_group(group_id, image)
                 self._execute(self.coordinator.restore(group, now_ms))
                 self.state_metadata[group_id] = meta
-                self._images[group_id] = image  # what is stored; a new epoch of restore is appended:
+                self._images.set(group_id, image)  # what is stored; a new epoch of restore is appended:
                 self._commit_in_background(group_id)
             if images.groups():
                 log.info("loaded %d share group(s) from %s", len(images.groups()), CONSUMER_OFFSETS_TOPIC)

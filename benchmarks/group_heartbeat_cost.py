@@ -327,6 +327,8 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         out.setdefault(label, {})[str(size)] = value
         print(f"  {label:<58} {size:>5} members: {value:10.1f}", flush=True)
 
+    kip848_steady(10, topics, False, 3000, True)  # warm-up: the first run of a process is slower
+    share_steady(10, topics, 3000, True)
     for n in args.members:
         calls = max(args.heartbeats, 3 * n)
         best("KIP-848 steady heartbeat, literal: coordinator (µs)", n,

@@ -109,7 +109,6 @@ class SharePartition(DeliveryControlsMixin):
         self._write_seq = 0
         self._armed_deadline_ms: int | None = None  # the last LockTimer effect's deadline
         self.lock_timeout_count = 0  # records whose acquisition lock expired (a metric; only grows)
-        self._dlq_reasons: dict[Run, str] = {}  # runs moving to ARCHIVING under a write in flight
         self.policy: DeliveryPolicy = KAFKA  # quafka's delivery controls (`configure`)
         self._active = False  # policy.active, kept at hand (the hot paths ask it)
         self._keyed = False  # policy.key_ordering, likewise
@@ -475,9 +474,9 @@ class SharePartition(DeliveryControlsMixin):
 
     # ------------------------------------------------------------------ dead letters
     def _to_dlq(self, run: Run, event: Event) -> Event:
-        """The ARCHIVING event standing for `event`; remembers quafka's reason for the run."""
-        dlq_event, reason = _TO_DLQ[event]
-        self._dlq_reasons[run] = reason
+        """The ARCHIVING event standing for `event`; the run keeps quafka's reason (`Run.dlq_reason`,
+        which its splits carry) until its write completes."""
+        dlq_event, run.dlq_reason = _TO_DLQ[event]
         return dlq_event
 
     def resume_dead_letters(self) -> list[Effect]:
@@ -617,13 +616,12 @@ class SharePartition(DeliveryControlsMixin):
             self._failed_dirty = True
         runs = self.runs
         wake = False
-        reasons = self._dlq_reasons
         keyed = self._keyed
         settled: list[Run] = []  # runs that became terminal for good (key ordering settles them)
         for run, (state, count, member_id, deadline_ms, due_ms, wait) in changes.items():
-            reason = reasons.pop(run, None) if reasons else None
             if run.pending != write_id or not run.alive:
                 continue
+            reason, run.dlq_reason = run.dlq_reason, None  # this write's outcome decides it: sent or dropped
             runs.set_pending(run, 0)
             if ok and reason is not None and run.state == ARCHIVING:
                 effects.append(DeadLetterWrite(run.first, run.last, run.delivery_count, reason))
@@ -702,10 +700,7 @@ class SharePartition(DeliveryControlsMixin):
             run = before
 
     def _split(self, run: Run, at: int) -> Run:
-        right = self.runs.split(run, at)
-        reason = self._dlq_reasons.get(run) if self._dlq_reasons else None
-        if reason is not None:
-            self._dlq_reasons[right] = reason
+        right = self.runs.split(run, at)  # (the right part keeps the run's DLQ reason)
         if run.pending:
             changes = self._writes.get(run.pending)
             if changes is not None and run in changes:

@@ -22,8 +22,12 @@ ARCHIVED regardless."):
    partition modulo the DLQ's count) are appended to the DLQ partition through the Produce path
    (`produce_to_partition`: the same validation, uncompressed, no producer id, as Kafka's DLQ
    produce), packed into batches of at most the DLQ topic's `max.message.bytes`.
-5. The DLQ partition is fsynced before the share partition archives the records: a dead letter
-   whose ARCHIVED state is durable is itself durable.
+5. The DLQ partition follows the flush policy, with one ordering rule: when the share-state
+   writes are fsynced (flush enabled for `__share_group_state`), it is fsynced before the share
+   partition archives the records, so a dead letter whose ARCHIVED state survives a machine crash
+   survives it too; else it is fsynced only when its own `flush.messages` is reached, as a
+   Produce is. Either way the dead letters are in the segment file before ARCHIVED is appended,
+   so after a SIGKILL each archived record's dead letter is there.
 
 Where quafka differs (docs/dead-letters.md):
 - Kafka produces over the network with up to 5 attempts; quafka appends to its own log, where a
@@ -54,6 +58,7 @@ from quafka.broker.core.dead_letters import (
     validate_dlq_topic,
 )
 from quafka.broker.core.share_partition import DeadLetterWrite
+from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.dead_letter_headers import (
     HEADER_GROUP,
     HEADER_OFFSET,
@@ -174,13 +179,28 @@ class DeadLetterWriter:
                     letters = [d for offset, d in zip(range(first, last + 1), letters) if offset not in already]
                 written += self._append(ctx, topic, part, letters)
         if written:
-            await self.server.flusher.flush(part.log, part.log.log_end_offset)
+            if self._must_flush(part.log, ctx):
+                await self.server.flusher.flush(part.log, part.log.log_end_offset)
             metrics.count_dlq(group_id, records=written)
         if already:
             log.info("%d dead letter(s) of %s %s-%d were in %s-%d before a restart: not written again",
                      sum(1 for w in writes for o in range(w.first_offset, w.last_offset + 1) if o in already),
                      group_id, ctx.topic.name, ctx.index, topic.name, part.index)
         return written
+
+    def _must_flush(self, dlq_log: "Log", ctx: "ShareContext") -> bool:
+        """Whether the dead letters just appended are fsynced before the share partition archives
+        their records: when the DLQ partition's own `flush.messages` is reached (as a Produce), or
+        when the share-state writes of the share partition are fsynced (flush enabled for its
+        `__share_group_state` partition) — the ARCHIVED state will then survive a machine crash,
+        and its dead letter must too, so it must reach the disk first. Otherwise (flush off, the
+        default) nothing is fsynced: the dead letters are in the segment file before ARCHIVED is
+        appended, so after a SIGKILL both are there, and a machine crash may lose either, as it may
+        lose any unflushed write."""
+        flush_messages = dlq_log.config.flush_messages
+        if flush_messages < MAX_LONG and dlq_log.unflushed_records >= flush_messages:
+            return True
+        return self.server.share_coordinator.state_flush_enabled(ctx.state_key)
 
     def _append(self, ctx: "ShareContext", topic: "TopicState", part, letters: list) -> int:
         """Append packed batches of dead letters; the records appended. A batch the log refuses

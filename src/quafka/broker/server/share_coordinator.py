@@ -324,6 +324,10 @@ class ShareCoordinatorService:
     def flush_enabled(self, plog: Log) -> bool:
         return plog.config.flush_messages < MAX_LONG
 
+    def state_flush_enabled(self, key: ShareStateKey) -> bool:
+        """Whether the key's share-state writes are fsynced before they are answered."""
+        return self.flush_enabled(self._log(self.coordinator.partition_for(key)))
+
     # ------------------------------------------------------------------ upkeep
     def prune(self) -> dict[int, int]:
         """Move each state partition's log start offset up to the first record still needed."""

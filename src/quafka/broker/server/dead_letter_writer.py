@@ -97,6 +97,9 @@ class DeadLetterWriter:
         self.server = server
         self.manager = manager
         self._tasks: set[asyncio.Task] = set()
+        # the last write submitted per share partition (group, topic id, partition), across loads
+        # of it: the next one waits for it (see `submit`)
+        self._last: dict[tuple, asyncio.Task] = {}
         self._closed = False
 
     def enabled(self, group_id: str, group_config: "ShareGroupConfig | None" = None) -> bool:
@@ -109,15 +112,28 @@ class DeadLetterWriter:
         return bool(group_config.dlq_topic_name) and state.share_version >= 2
 
     def submit(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> None:
-        """Write these dead letters of one share partition (one task, one fsync), then archive
-        them with one share-state write."""
+        """Write these dead letters of one share partition (one task), then archive them with one
+        share-state write.
+
+        The writes of one share partition run one after the other, also across its loads: a
+        share partition dropped and read again (AlterShareGroupOffsets, a fenced state epoch,
+        DeleteShareGroupOffsets) while a write was in flight finds those records still ARCHIVING
+        and writes them again (`resume_dead_letters`) — after the write in flight, so that its
+        look through the DLQ partition (`_written_before`) sees what that write appended, and
+        each record reaches the DLQ once. (Two such looks side by side each missed the other's
+        dead letters.)"""
         if self._closed or not writes:
             return  # the broker is stopping: they stay ARCHIVING and are written at restart
-        task = asyncio.get_running_loop().create_task(self._run(ctx, writes))
+        key = ctx.key
+        task = asyncio.get_running_loop().create_task(self._run(ctx, writes, self._last.get(key)))
+        self._last[key] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda t: self._last.pop(key) if self._last.get(key) is t else None)
 
-    async def _run(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> None:
+    async def _run(self, ctx: "ShareContext", writes: list[DeadLetterWrite], before: asyncio.Task | None) -> None:
+        if before is not None and not before.done():
+            await asyncio.wait((before,))  # (its failures are its own: logged there)
         try:
             await self.write(ctx, writes)
         except asyncio.CancelledError:

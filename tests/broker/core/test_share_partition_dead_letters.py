@@ -129,7 +129,7 @@ def test_a_failed_phase_one_write_rolls_back_and_writes_no_dead_letter():
     effects = complete(sp, result.write, ok=False)
     assert dead_letters(effects) == []
     assert state_of(sp, 0) == (ACQUIRED, 1)
-    assert sp._dlq_reasons == {}  # nothing left behind for a later commit
+    assert all(r.dlq_reason is None for r in sp.runs)  # nothing left behind for a later commit
     # acknowledged again (as the client retries), it now goes through
     again = ack(sp, "m", [(0, 1, [REJECT])])
     assert dead_letters(complete(sp, again.write)) == [DeadLetterWrite(0, 1, 1, REASON_REJECTED)]

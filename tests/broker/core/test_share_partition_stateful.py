@@ -240,6 +240,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         before = self.before()
         write, changed = self.writes.pop(write_id)
         effects = self.share_partition.on_write_complete(write_id, ok, delivery_limit=self.limit, now_ms=self.now)
+        given_up: list[int] = []  # holder gone at the delivery limit: archived by a new write
         for o in changed:
             if o < self.start:
                 continue  # passed by the start offset while the write was in flight
@@ -252,11 +253,21 @@ class SharePartitionMachine(RuleBasedStateMachine):
                     self.acknowledged.add(o)
                 continue
             state, count, member, deadline = rec.snapshot
-            if state == Q and deadline <= self.now:  # the lock ran out while the write was in flight
-                event("rollback: the lock ran out while writing")
+            if state == Q and (deadline <= self.now or member is None):
+                # the lock ran out, or the holder's session ended, while the write was in flight
+                event("rollback: the holder is gone" + (" (at the limit)" if count >= self.limit else ""))
                 rec.state, rec.count, rec.member, rec.deadline = (X if count >= self.limit else A), count, None, 0
+                if count >= self.limit:
+                    given_up.append(o)
+                    if deadline <= self.now:
+                        self.lock_timeouts += 1
             else:
                 rec.state, rec.count, rec.member, rec.deadline = state, count, member, deadline
+        if given_up:
+            redo = writes(effects)
+            assert len(redo) == 1, f"records given up at the limit must be archived by a write: {effects}"
+            self.register(redo[0], given_up, {o: (X, self.recs[o].count, None, 0) for o in given_up})
+            effects = [e for e in effects if e is not redo[0]]
         if ok:
             self.make_durable(write)
             self.model_advance()
@@ -698,6 +709,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
         member = self.members[member_index % len(self.members)]
         before = self.before()
         effects = self.share_partition.release_member(member, delivery_limit=self.limit, now_ms=self.now)
+        for rec in self.recs.values():  # a write in flight for its records must not hand them back to it
+            if rec.pending and rec.snapshot is not None and rec.snapshot[0] == Q and rec.snapshot[2] == member:
+                rec.snapshot = (Q, rec.snapshot[1], None, rec.snapshot[3])
         changed, snapshots = self.release_where(lambda rec: rec.member == member)
         write = self.the_write(effects)
         self.register(write, changed, snapshots)

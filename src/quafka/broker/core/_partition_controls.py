@@ -263,7 +263,7 @@ class DeliveryControlsMixin:
             part = self._isolate(offset, offset)[0]
             changes = {part: _snapshot(part)}
             if self.policy.dead_letters:
-                self._dlq_reasons[part] = REASON_KEY_FAILED
+                part.dlq_reason = REASON_KEY_FAILED
                 self.runs.set_state(part, next_state(AVAILABLE, Event.KEY_FAILED_TO_DLQ))
             else:
                 self.runs.set_state(part, next_state(AVAILABLE, Event.KEY_FAILED))

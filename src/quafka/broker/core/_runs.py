@@ -56,6 +56,9 @@ class Run:
     due_ms: int = 0  # AVAILABLE: not acquirable before this time (0: now); quafka's extension
     wait: int = 0  # why it waits: WAIT_BACKOFF or WAIT_DELIVERY (0 while due_ms is 0)
     blocked: bool = False  # AVAILABLE: an earlier record of its key is not settled (key ordering)
+    # moving to ARCHIVING under a write in flight: quafka's reason for its dead letter
+    # (`dead_letter_headers.REASONS`), handed to the `DeadLetterWrite` when that write commits
+    dlq_reason: str | None = None
     token: int = 0  # heap entries carrying another token are stale
     alive: bool = True  # False once removed from the window (merged or passed by the start offset)
 
@@ -73,7 +76,7 @@ class Run:
                 and ((settled_across_batches and self.state in _TERMINAL)
                      or (self.batch == other.batch and self.batch_records == other.batch_records))
                 and self.due_ms == other.due_ms and self.wait == other.wait and self.blocked == other.blocked
-                and not self.pending and not other.pending)
+                and self.dlq_reason == other.dlq_reason and not self.pending and not other.pending)
 
 
 class SortedRuns:
@@ -333,7 +336,7 @@ class RunIndex:
     def split(self, run: Run, at: int) -> Run:
         """Cut `run` before offset `at` (run.first < at <= run.last); returns the new right part."""
         right = Run(at, run.last, run.state, run.delivery_count, run.member_id, run.deadline_ms, run.pending,
-                    run.batch_records, run.batch, run.due_ms, run.wait, run.blocked)
+                    run.batch_records, run.batch, run.due_ms, run.wait, run.blocked, run.dlq_reason)
         run.last = at - 1
         self._runs.add(right)
         if right.state == ACQUIRED and right.member_id is not None:

@@ -232,7 +232,7 @@ def force_archive(sp: SharePartition, first: int, last: int, *, now_ms: int, dlq
 
     def move(part: Run) -> None:
         if dlq_enabled:
-            sp._dlq_reasons[part] = REASON_FORCE_ARCHIVED
+            part.dlq_reason = REASON_FORCE_ARCHIVED
         sp.runs.set_state(part, next_state(part.state, event))
 
     forced = _force(sp, first, last, move)

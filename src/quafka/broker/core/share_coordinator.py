@@ -325,6 +325,11 @@ class ShareCoordinator:
         return sorted(k for p in self._partitions.values() if p.loaded for k in p.states
                       if group_id is None or k.group_id == group_id)
 
+    def partition_keys(self, partition: int) -> list[ShareStateKey]:
+        """The live keys of one state partition (none while it is not loaded), sorted."""
+        p = self._partitions.get(partition)
+        return sorted(p.states) if p is not None and p.loaded else []
+
     def state(self, key: ShareStateKey) -> ShareState | None:
         """A copy of the key's replayed state, loaded or not; None when it has none."""
         p = self._partitions.get(self.partition_for(key))
@@ -384,6 +389,34 @@ class ShareCoordinator:
             snapshot_epoch=snapshot_epoch, state_epoch=state_epoch, leader_epoch=leader_epoch,
             start_offset=start, create_timestamp_ms=now_ms, write_timestamp_ms=now_ms, state_batches=(),
             delivery_complete_count=UNSET if start == UNSET else 0))]
+
+    def truncate(self, key: ShareStateKey, *, state_epoch: int, log_end_offset: int,
+                 now_ms: int) -> tuple[ErrorCode, list[ShareStateRecord]]:
+        """quafka's: forget the stored state at and past `log_end_offset`, where the partition's log
+        no longer has records (a machine crash with log flush off cut the data log's unflushed
+        tail while the share-state write survived): a snapshot whose start offset is at most the
+        log end, with the batches cut there and the delivery-complete count recounted, so that
+        records produced at those offsets again are delivered. Nothing to write when nothing lies
+        past the log end. Kafka has no such operation (its SharePartition.maybeInitialize takes
+        the stored start offset as it is)."""
+        states = self._states(key)
+        if states is None:
+            return ErrorCode.coordinator_load_in_progress, []
+        st = states.get(key)
+        if st is None:
+            return ErrorCode.unknown_topic_or_partition, []
+        if state_epoch != st.state_epoch:
+            return ErrorCode.fenced_state_epoch, []
+        if st.start_offset <= log_end_offset and all(b.last_offset < log_end_offset for b in st.state_batches):
+            return ErrorCode.none, []
+        start = min(st.start_offset, log_end_offset)
+        batches = tuple(b if b.last_offset < log_end_offset else b._replace(last_offset=log_end_offset - 1)
+                        for b in st.state_batches if b.first_offset < log_end_offset)
+        dcc = sum(b.last_offset - b.first_offset + 1 for b in batches if b.delivery_state in _TERMINAL)
+        return ErrorCode.none, [ShareStateRecord(SHARE_SNAPSHOT, key, ShareSnapshotValue(
+            snapshot_epoch=st.snapshot_epoch + 1, state_epoch=st.state_epoch, leader_epoch=st.leader_epoch,
+            start_offset=start, create_timestamp_ms=st.create_timestamp_ms, write_timestamp_ms=now_ms,
+            state_batches=batches, delivery_complete_count=dcc, failed_keys=st.failed_keys or None))]
 
     def read(self, key: ShareStateKey, *, leader_epoch: int,
              now_ms: int) -> tuple[ReadResult, list[ShareStateRecord]]:

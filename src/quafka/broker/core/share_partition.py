@@ -19,7 +19,8 @@ comes from a monotonic clock in the shell, so a wall-clock step neither expires 
 stretches them. Changes that must be persisted are two-phase: the transition is applied at once
 and the runs it touched are marked pending; a `PersistWrite` effect is returned; the shell calls
 `on_write_complete(write_id, ok)` when the write is durable (commit: the start offset may advance)
-or failed (rollback; a lock that expired meanwhile rolls back to AVAILABLE, not ACQUIRED). A write
+or failed (rollback; a record whose lock expired meanwhile, or whose holder's session ended, rolls
+back to AVAILABLE, not ACQUIRED — at the delivery limit it is archived by a new write). A write
 never persists a start offset past records of another write still in flight (that write could
 fail), so overlapping writes can leave the stored start offset behind the one in memory;
 `on_write_complete` then returns one more write that catches the stored start offset up. Pending
@@ -109,7 +110,6 @@ class SharePartition(DeliveryControlsMixin):
         self._write_seq = 0
         self._armed_deadline_ms: int | None = None  # the last LockTimer effect's deadline
         self.lock_timeout_count = 0  # records whose acquisition lock expired (a metric; only grows)
-        self._dlq_reasons: dict[Run, str] = {}  # runs moving to ARCHIVING under a write in flight
         self.policy: DeliveryPolicy = KAFKA  # quafka's delivery controls (`configure`)
         self._active = False  # policy.active, kept at hand (the hot paths ask it)
         self._keyed = False  # policy.key_ordering, likewise
@@ -400,8 +400,18 @@ class SharePartition(DeliveryControlsMixin):
         (`SharePartition.releaseAcquiredRecords` with `DeliveryCountOps.NO_OP`, KAFKA-19972,
         apache/kafka#21092); Kafka 4.1 decreased the count instead (`DeliveryCountOps.DECREASE`,
         KAFKA-17541), which 4.2 reverted so that a consumer crashing in a loop cannot have the same
-        records delivered forever."""
+        records delivered forever.
+
+        Records the member acknowledged whose write is still in flight are not held any more;
+        should that write fail, they are released as here rather than handed back to the member
+        (see `on_write_complete`)."""
         effects: list[Effect] = []
+        for write_id, pending in self._writes.items():  # (bounded by the writes in flight)
+            for run, snapshot in pending.items():
+                if snapshot[0] == ACQUIRED and snapshot[2] == member_id and run.pending == write_id:
+                    # its acknowledgement is being written: if that write fails, the record must
+                    # not go back to this member (`on_write_complete` releases it instead)
+                    pending[run] = (ACQUIRED, snapshot[1], None, *snapshot[3:])
         changes: dict[Run, Snapshot] = {}
         for run in self.runs.held_by(member_id):
             changes[run] = _snapshot(run)
@@ -473,9 +483,9 @@ class SharePartition(DeliveryControlsMixin):
 
     # ------------------------------------------------------------------ dead letters
     def _to_dlq(self, run: Run, event: Event) -> Event:
-        """The ARCHIVING event standing for `event`; remembers quafka's reason for the run."""
-        dlq_event, reason = _TO_DLQ[event]
-        self._dlq_reasons[run] = reason
+        """The ARCHIVING event standing for `event`; the run keeps quafka's reason (`Run.dlq_reason`,
+        which its splits carry) until its write completes."""
+        dlq_event, run.dlq_reason = _TO_DLQ[event]
         return dlq_event
 
     def resume_dead_letters(self) -> list[Effect]:
@@ -597,10 +607,30 @@ class SharePartition(DeliveryControlsMixin):
                 self._reblock(run)
         return write
 
-    def on_write_complete(self, write_id: int, ok: bool, *, delivery_limit: int, now_ms: int) -> list[Effect]:
+    def on_write_complete(self, write_id: int, ok: bool, *, delivery_limit: int, now_ms: int,
+                          dlq_enabled: bool = False) -> list[Effect]:
         """Commit or roll back a write. Effects: a write of the start offset alone when, with no
         write left in flight, the stored start offset lags the one in memory (see the module
-        docstring); `WakeFetches` when records became acquirable; the lock timer."""
+        docstring); `WakeFetches` when records became acquirable; the lock timer.
+
+        A rollback restores each run's state from before the write (Kafka's
+        `InFlightState.completeStateTransition(false)`), except for records that were ACQUIRED and
+        whose holder is gone by now — the acquisition lock ran out while the write was in flight
+        (Kafka's timeout handler skips records with a transition in flight, and
+        `completeStateTransition(false)` then finds the lock task expired), or the holder's share
+        session ended meanwhile (`release_member`, which Kafka's `releaseAcquiredRecords` also
+        skips for them). Such records become AVAILABLE with the delivery count from before the
+        write and are delivered again (Kafka's result: `completeStateTransition(false)` and
+        `updateFindNextFetchOffset(true)` in `SharePartition.rollbackOrProcessStateUpdates`), not
+        persisted, as Kafka does not persist them either. Kafka makes them AVAILABLE even at the
+        delivery limit and would deliver them once more; quafka instead applies the rule of the
+        event that took the holder away — a lock expiring at the limit, or a session ending at
+        it — as Kafka's timeout path does, whatever the persist did: ARCHIVED, persisted by a new
+        write whose commit moves the start offset and wakes parked fetches (the archive stays if
+        that write fails too); or, with `dlq_enabled` (the group has a DLQ, as for
+        `expire_locks`), ARCHIVING with its `DeadLetterWrite` at once, after which
+        `on_dead_letters_done` archives and persists it. A record whose holder's session ended
+        is not handed back to that holder, as Kafka would do until the lock expires."""
         effects: list[Effect] = []
         changes = self._writes.pop(write_id, {})
         self._write_lows.pop(write_id, None)
@@ -611,27 +641,41 @@ class SharePartition(DeliveryControlsMixin):
             self._failed_dirty = True
         runs = self.runs
         wake = False
-        reasons = self._dlq_reasons
         keyed = self._keyed
         settled: list[Run] = []  # runs that became terminal for good (key ordering settles them)
+        given_up: dict[Run, Snapshot] = {}  # holder gone at the delivery limit: ARCHIVED by a new write
         for run, (state, count, member_id, deadline_ms, due_ms, wait) in changes.items():
-            reason = reasons.pop(run, None) if reasons else None
             if run.pending != write_id or not run.alive:
                 continue
+            reason, run.dlq_reason = run.dlq_reason, None  # this write's outcome decides it: sent or dropped
             runs.set_pending(run, 0)
             if ok and reason is not None and run.state == ARCHIVING:
                 effects.append(DeadLetterWrite(run.first, run.last, run.delivery_count, reason))
             if not ok and run.first >= self.start_offset and state != ARCHIVING:  # (an archive stays)
-                if state == ACQUIRED and deadline_ms <= now_ms:  # the lock ran out while writing
-                    event = Event.LOCK_EXPIRED_AT_LIMIT if count >= delivery_limit else Event.LOCK_EXPIRED
-                    if reason is not None and event == Event.LOCK_EXPIRED_AT_LIMIT:
-                        # the group has a DLQ: ARCHIVING, and its DLQ write goes ahead although
-                        # ARCHIVING is not stored (Kafka's timeout path writes the DLQ whatever the
-                        # persist did); on_dead_letters_done then archives and persists it
-                        event = Event.LOCK_EXPIRED_AT_LIMIT_TO_DLQ
-                        effects.append(DeadLetterWrite(run.first, run.last, count, reason))
-                    run.delivery_count = count
-                    self._set_state(run, next_state(state, event), now_ms)
+                expired = deadline_ms <= now_ms
+                if state == ACQUIRED and (expired or member_id is None):  # the holder is gone
+                    if count < delivery_limit:
+                        run.delivery_count = count
+                        self._set_state(run, AVAILABLE, now_ms)
+                    else:  # at the limit: given up, as the event that took the holder away
+                        event = Event.LOCK_EXPIRED_AT_LIMIT if expired else Event.RELEASE_AT_LIMIT
+                        run.delivery_count = count
+                        self._note_failure(run)
+                        if expired:
+                            self.lock_timeout_count += run.size
+                        if dlq_enabled or reason is not None:
+                            # ARCHIVING, and its DLQ write goes ahead although ARCHIVING is not stored
+                            # (Kafka's timeout path writes the DLQ whatever the persist did);
+                            # on_dead_letters_done then archives and persists it
+                            event, why = _TO_DLQ[event]
+                            runs.set_state(run, next_state(ACQUIRED, event))
+                            effects.append(DeadLetterWrite(run.first, run.last, count, why))
+                        else:
+                            runs.set_state(run, next_state(ACQUIRED, event))
+                            # persisted by a new write; kept if that write fails too (Kafka's timeout
+                            # path keeps its transition whatever the persist did): nothing loops
+                            given_up[run] = _snapshot(run)
+                            continue  # settled (key ordering) when that write commits
                 else:
                     runs.set_state(run, state, member_id, deadline_ms, delivery_count=count, due_ms=due_ms, wait=wait)
                 if keyed and run.state == AVAILABLE:
@@ -639,6 +683,7 @@ class SharePartition(DeliveryControlsMixin):
             if keyed and run.state.terminal:
                 settled.append(run)
             wake = wake or (run.state == AVAILABLE and not run.blocked and not run.due_ms)
+        self._start_write(given_up, effects)
         if settled:
             self._settle_offsets([o for run in settled for o in range(run.first, run.last + 1)], effects)
         if not ok and self._failed_dirty and not self._writes:
@@ -696,10 +741,7 @@ class SharePartition(DeliveryControlsMixin):
             run = before
 
     def _split(self, run: Run, at: int) -> Run:
-        right = self.runs.split(run, at)
-        reason = self._dlq_reasons.get(run) if self._dlq_reasons else None
-        if reason is not None:
-            self._dlq_reasons[right] = reason
+        right = self.runs.split(run, at)  # (the right part keeps the run's DLQ reason)
         if run.pending:
             changes = self._writes.get(run.pending)
             if changes is not None and run in changes:

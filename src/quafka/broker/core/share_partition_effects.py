@@ -74,7 +74,9 @@ class Acknowledgement(NamedTuple):
     effects: list[Effect]
 
 
-Snapshot = tuple  # (state, delivery count, member id, deadline, due, wait) of a run before a pending change
+# (state, delivery count, member id, deadline, due, wait) of a run before a pending change; ACQUIRED
+# with member id None: its holder's share session ended while the change was being written
+Snapshot = tuple
 
 def _snapshot(run: Run) -> Snapshot:
     return run.state, run.delivery_count, run.member_id, run.deadline_ms, run.due_ms, run.wait

@@ -22,8 +22,12 @@ ARCHIVED regardless."):
    partition modulo the DLQ's count) are appended to the DLQ partition through the Produce path
    (`produce_to_partition`: the same validation, uncompressed, no producer id, as Kafka's DLQ
    produce), packed into batches of at most the DLQ topic's `max.message.bytes`.
-5. The DLQ partition is fsynced before the share partition archives the records: a dead letter
-   whose ARCHIVED state is durable is itself durable.
+5. The DLQ partition follows the flush policy, with one ordering rule: when the share-state
+   writes are fsynced (flush enabled for `__share_group_state`), it is fsynced before the share
+   partition archives the records, so a dead letter whose ARCHIVED state survives a machine crash
+   survives it too; else it is fsynced only when its own `flush.messages` is reached, as a
+   Produce is. Either way the dead letters are in the segment file before ARCHIVED is appended,
+   so after a SIGKILL each archived record's dead letter is there.
 
 Where quafka differs (docs/dead-letters.md):
 - Kafka produces over the network with up to 5 attempts; quafka appends to its own log, where a
@@ -54,6 +58,7 @@ from quafka.broker.core.dead_letters import (
     validate_dlq_topic,
 )
 from quafka.broker.core.share_partition import DeadLetterWrite
+from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.dead_letter_headers import (
     HEADER_GROUP,
     HEADER_OFFSET,
@@ -92,6 +97,9 @@ class DeadLetterWriter:
         self.server = server
         self.manager = manager
         self._tasks: set[asyncio.Task] = set()
+        # the last write submitted per share partition (group, topic id, partition), across loads
+        # of it: the next one waits for it (see `submit`)
+        self._last: dict[tuple, asyncio.Task] = {}
         self._closed = False
 
     def enabled(self, group_id: str, group_config: "ShareGroupConfig | None" = None) -> bool:
@@ -104,15 +112,28 @@ class DeadLetterWriter:
         return bool(group_config.dlq_topic_name) and state.share_version >= 2
 
     def submit(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> None:
-        """Write these dead letters of one share partition (one task, one fsync), then archive
-        them with one share-state write."""
+        """Write these dead letters of one share partition (one task), then archive them with one
+        share-state write.
+
+        The writes of one share partition run one after the other, also across its loads: a
+        share partition dropped and read again (AlterShareGroupOffsets, a fenced state epoch,
+        DeleteShareGroupOffsets) while a write was in flight finds those records still ARCHIVING
+        and writes them again (`resume_dead_letters`) — after the write in flight, so that its
+        look through the DLQ partition (`_written_before`) sees what that write appended, and
+        each record reaches the DLQ once. (Two such looks side by side each missed the other's
+        dead letters.)"""
         if self._closed or not writes:
             return  # the broker is stopping: they stay ARCHIVING and are written at restart
-        task = asyncio.get_running_loop().create_task(self._run(ctx, writes))
+        key = ctx.key
+        task = asyncio.get_running_loop().create_task(self._run(ctx, writes, self._last.get(key)))
+        self._last[key] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda t: self._last.pop(key) if self._last.get(key) is t else None)
 
-    async def _run(self, ctx: "ShareContext", writes: list[DeadLetterWrite]) -> None:
+    async def _run(self, ctx: "ShareContext", writes: list[DeadLetterWrite], before: asyncio.Task | None) -> None:
+        if before is not None and not before.done():
+            await asyncio.wait((before,))  # (its failures are its own: logged there)
         try:
             await self.write(ctx, writes)
         except asyncio.CancelledError:
@@ -174,13 +195,28 @@ class DeadLetterWriter:
                     letters = [d for offset, d in zip(range(first, last + 1), letters) if offset not in already]
                 written += self._append(ctx, topic, part, letters)
         if written:
-            await self.server.flusher.flush(part.log, part.log.log_end_offset)
+            if self._must_flush(part.log, ctx):
+                await self.server.flusher.flush(part.log, part.log.log_end_offset)
             metrics.count_dlq(group_id, records=written)
         if already:
             log.info("%d dead letter(s) of %s %s-%d were in %s-%d before a restart: not written again",
                      sum(1 for w in writes for o in range(w.first_offset, w.last_offset + 1) if o in already),
                      group_id, ctx.topic.name, ctx.index, topic.name, part.index)
         return written
+
+    def _must_flush(self, dlq_log: "Log", ctx: "ShareContext") -> bool:
+        """Whether the dead letters just appended are fsynced before the share partition archives
+        their records: when the DLQ partition's own `flush.messages` is reached (as a Produce), or
+        when the share-state writes of the share partition are fsynced (flush enabled for its
+        `__share_group_state` partition) — the ARCHIVED state will then survive a machine crash,
+        and its dead letter must too, so it must reach the disk first. Otherwise (flush off, the
+        default) nothing is fsynced: the dead letters are in the segment file before ARCHIVED is
+        appended, so after a SIGKILL both are there, and a machine crash may lose either, as it may
+        lose any unflushed write."""
+        flush_messages = dlq_log.config.flush_messages
+        if flush_messages < MAX_LONG and dlq_log.unflushed_records >= flush_messages:
+            return True
+        return self.server.share_coordinator.state_flush_enabled(ctx.state_key)
 
     def _append(self, ctx: "ShareContext", topic: "TopicState", part, letters: list) -> int:
         """Append packed batches of dead letters; the records appended. A batch the log refuses

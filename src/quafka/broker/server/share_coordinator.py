@@ -87,6 +87,10 @@ class ShareCoordinatorService:
         self.load_buffer_bytes = int(config.get("share.coordinator.load.buffer.size"))
         self.rounds = 0  # write rounds (batches of waiters), for tests and metrics
         self.write_time_ms_total = 0.0
+        # the partitions' log end offsets as the logs came back at start-up, before any listener
+        # opened: share state past them describes records the logs lost (`_truncate_past_log_ends`)
+        self._log_ends_at_start = {(topic.topic_id, p.index): p.log.log_end_offset
+                                   for topic in server.state.topics.values() for p in topic.partitions}
 
     # ------------------------------------------------------------------ topic
     def _logs(self) -> list[Log] | None:
@@ -123,6 +127,8 @@ class ShareCoordinatorService:
             if logs is not None:
                 self._replay_partition(p, logs[p])
             self.coordinator.finish_loading(p)
+            if logs is not None:
+                self._truncate_past_log_ends(p)  # before anything reads this partition's state
             load_times_ms.append((asyncio.get_running_loop().time() - partition_started) * 1000.0)
             if p % 8 == 7:
                 await asyncio.sleep(0)
@@ -133,6 +139,50 @@ class ShareCoordinatorService:
                      len(self.coordinator.keys()))
         self._tasks.append(asyncio.create_task(self._prune_loop(), name="share-state-prune"))
         self._tasks.append(asyncio.create_task(self._cold_snapshot_loop(), name="share-state-snapshots"))
+
+    def _truncate_past_log_ends(self, partition: int) -> None:
+        """Cut the state of this state partition's share partitions at their partition's log end as
+        it was at start-up (`ShareCoordinator.truncate`), with a warning for each.
+
+        With log flush off (the default), a machine crash can cut the unflushed tail of a data log
+        while the share-state write that followed it survived: the stored start offset and state
+        batches then reach past the log end, and records produced at those offsets after the
+        restart would be read against stale state — past the stored start offset nothing is
+        fetched until the log grows beyond it, and offsets in stored ACKNOWLEDGED or ARCHIVED
+        batches are skipped — so they would never be delivered, silently. Kafka takes the stored
+        start offset as it is (`SharePartition.maybeInitialize`; a fetch past the log end gets
+        OFFSET_OUT_OF_RANGE, on which `ShareFetchUtils.processFetchResponse` moves the start
+        offset to the log start only if that is later); quafka cuts the state instead. The log
+        end is the one of start-up: a record produced since is a new one. A start offset set past
+        the log end by AlterShareGroupOffsets is cut too if the broker restarts before the log
+        reaches it. Done while the partition loads, before any request can read its state; a
+        failed append is logged (the log directory is then offline)."""
+        log_ends = self._log_ends_at_start
+        for key in self.coordinator.partition_keys(partition):
+            log_end = log_ends.get((key.topic_id, key.partition))
+            st = self.coordinator.state(key)
+            if log_end is None or st is None:
+                continue
+            past = max([st.start_offset - 1] + [b.last_offset for b in st.state_batches])
+            if past < log_end:
+                continue
+            try:
+                self._apply(partition, [lambda key=key, st=st, log_end=log_end: self.coordinator.truncate(
+                    key, state_epoch=st.state_epoch, log_end_offset=log_end, now_ms=wall_clock_ms())])
+            except OSError as exc:
+                log.error("share state of %s %s-%d reaches past the log end %d; cutting it failed: %s",
+                          key.group_id, key.topic_id, key.partition, log_end, exc)
+                continue
+            topic = self.server.state.topics_by_id.get(key.topic_id)
+            log.warning("share state of group %s on %s-%d reaches offset %d (start offset %d) but the log ends at "
+                        "%d: the log lost its tail after the state was written (a machine crash with log flush "
+                        "off?); the state past the log end is dropped, the start offset is now %d, and records "
+                        "produced from there are delivered", key.group_id,
+                        topic.name if topic is not None else key.topic_id, key.partition, past, st.start_offset,
+                        log_end, min(st.start_offset, log_end))
+        plog = self._log(partition)
+        if self.flush_enabled(plog) and plog.flushed_offset < plog.log_end_offset:
+            self.server.flusher.flush_in_background(plog)
 
     def _replay_partition(self, partition: int, plog: Log) -> None:
         """Replay one state partition (batches that fail their CRC or do not decode are dropped)."""
@@ -273,6 +323,10 @@ class ShareCoordinatorService:
 
     def flush_enabled(self, plog: Log) -> bool:
         return plog.config.flush_messages < MAX_LONG
+
+    def state_flush_enabled(self, key: ShareStateKey) -> bool:
+        """Whether the key's share-state writes are fsynced before they are answered."""
+        return self.flush_enabled(self._log(self.coordinator.partition_for(key)))
 
     # ------------------------------------------------------------------ upkeep
     def prune(self) -> dict[int, int]:

@@ -567,8 +567,9 @@ class SharePartitionManager:
             log.warning("share state write for %s %s-%d refused: %s", ctx.group_id, ctx.topic.name, ctx.index,
                         getattr(error, "name", error))
         group_config = self.server.state.group_config(ctx.group_id)
-        effects = ctx.share_partition.on_write_complete(write.write_id, ok, delivery_limit=group_config.delivery_count_limit,
-                                           now_ms=monotonic_ms())
+        effects = ctx.share_partition.on_write_complete(
+            write.write_id, ok, delivery_limit=group_config.delivery_count_limit, now_ms=monotonic_ms(),
+            dlq_enabled=self.dead_letters.enabled(ctx.group_id, group_config))
         if error == ErrorCode.fenced_state_epoch and self.contexts.get(ctx.key) is ctx:
             self._drop(ctx)  # re-initialised meanwhile (AlterShareGroupOffsets): read it again
         elif self.contexts.get(ctx.key) is ctx:

@@ -21,7 +21,7 @@ from support.dlq import DLQ_TOPIC_CONFIGS, produce
 from support.share_client import create_topic
 
 from quafka.broker.core.record_state import RecordState
-from quafka.protocol.coordinator_records import ShareStateKey, StateBatch
+from quafka.protocol.share_state_records import ShareStateKey, StateBatch
 from quafka.protocol.dead_letter_headers import HEADER_GROUP, HEADER_OFFSET
 
 pytestmark = pytest.mark.timeout(90)

@@ -19,7 +19,7 @@ from support import set_group_configs, wait_until
 from support.share_client import ACCEPT, ShareClient, acquired_offsets, coalesce, create_topic, produce
 
 from quafka.broker.core.record_state import RecordState
-from quafka.protocol.coordinator_records import ShareStateKey, StateBatch
+from quafka.protocol.share_state_records import ShareStateKey, StateBatch
 
 pytestmark = pytest.mark.timeout(60)
 

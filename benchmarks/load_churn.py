@@ -3,7 +3,7 @@
 while a canary share consumer measures how well it keeps serving.
 
 Every scenario starts a fresh `python -m quafka broker` child process (temporary data directory,
-free port; pinned to CPU 0 and everything else to the other CPUs unless --no-pin) and a canary: a
+free port; with --pin on CPU 0 and everything else on the other CPUs) and a canary: a
 confluent-kafka Producer sending one stamped record every 10 ms (linger.ms=0, acks=all) to a
 1-partition topic, and one confluent-kafka ShareConsumer (explicit acknowledgement, an ACCEPT per
 record) in its own share group. The canary runs for a baseline window, the whole scenario and a
@@ -726,6 +726,7 @@ class Ctx:
         self.procs: list = []
         self.out = mp_ctx.Queue()
         self.go = mp_ctx.Event()
+        self.spy = None  # job_round.SpyProfile when --profile
         self.t0: float | None = None
         self.t0_ns = 0
         self.rss_before_kb = 0
@@ -744,6 +745,8 @@ class Ctx:
         self.rss_before_kb = self.sampler.now_kb()
         self.cpu0 = (process_cpu_seconds(self.broker.proc.pid), machine_busy_seconds())
         self.t0, self.t0_ns = time.monotonic(), time.time_ns()
+        if self.spy is not None:
+            self.spy.start()
         self.go.set()
 
     def expect(self, kind: str, timeout_s: float):
@@ -1046,6 +1049,10 @@ def run_scenario(name: str, args, mp_ctx, seed: int) -> Row:
             canary = Canary(mp_ctx, broker.bootstrap)
             canary.start()
             ctx = Ctx(broker, admin, mp_ctx, args.scale, seed, sampler)
+            if args.profile:
+                from job_round import SpyProfile
+
+                ctx.spy = SpyProfile(broker.proc.pid, os.path.join(work, "spy.txt"), rate_hz=100)
             base0_ns = time.time_ns()  # the canary is warm: its first record came through
             time.sleep(max(1.0, args.baseline))
             outcome = RUNNERS[name](ctx)
@@ -1053,6 +1060,11 @@ def run_scenario(name: str, args, mp_ctx, seed: int) -> Row:
             rss_before, t0, t0_ns = ctx.rss_before_kb, ctx.t0, ctx.t0_ns
             t1, t1_ns = time.monotonic(), time.time_ns()
             broker_cpu = process_cpu_seconds(broker.proc.pid) - ctx.cpu0[0]
+            if ctx.spy is not None:
+                ctx.spy.stop()
+                with open(f"{args.profile}.{name}", "w") as f:
+                    f.write(ctx.spy.report() + "\n")
+                print(f"  broker profile during the load (py-spy): {args.profile}.{name}")
             machine_cpu = machine_busy_seconds() - ctx.cpu0[1]
             ctx.reap()
             time.sleep(3)
@@ -1116,8 +1128,8 @@ def section(rows: list[Row], info: dict, args, seed: int, load_at_start: str) ->
         BEGIN_MARK,
         "## Load and churn",
         "",
-        "`benchmarks/load_churn.py` (`make load`): each scenario on a fresh broker child process (pinned to CPU 0, "
-        "the clients on CPU 1, the load's worker processes at nice 10), with a canary share consumer "
+        "`benchmarks/load_churn.py` (`make load`): each scenario on a fresh broker child process (the load's "
+        "worker processes at nice 10), with a canary share consumer "
         "(confluent-kafka, explicit ACCEPT per record) and a producer sending a stamped record every 10 ms. "
         "Canary latency is produce() to poll(), during the load; the baseline is the 2 s before it. RSS is the "
         "broker's VmRSS, sampled every 100 ms (after: 3 s after the load ended). \"data ok\": every record the "
@@ -1144,8 +1156,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="multiply the scenario's counts and durations (e.g. 0.01 for a smoke run; default 1)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the consumer-group churn (default: random, printed)")
     ap.add_argument("--baseline", type=float, default=2.0, help="seconds of canary before the load (default 2)")
-    ap.add_argument("--no-pin", dest="pin", action="store_false",
-                    help="do not pin the broker to CPU 0 and the clients to the other CPUs")
+    ap.add_argument("--pin", action="store_true",
+                    help="pin the broker to CPU 0 and the clients to the other CPUs (off by default: on a machine "
+                         "shared with other work a pinned broker cannot move away from a busy CPU)")
+    ap.add_argument("--profile", metavar="FILE", default=None,
+                    help="sample the broker with py-spy during each scenario's load; the shares per function go to "
+                         "FILE.<scenario>")
     ap.add_argument("--keep-logs", action="store_true", help="keep each broker's data directory and log")
     ap.add_argument("--update-docs", action="store_true", help=f"rewrite the section of {DOC_PATH.name} "
                                                                 "(docs/benchmarks.md, 'Load and churn')")

@@ -58,6 +58,7 @@ def run(args) -> int:
         return 1
     for warning in config.warnings:
         logging.getLogger("quafka.config").warning("%s", warning)
+    raise_open_file_limit()
     from quafka.broker.server.event_loop import EventLoopUnavailable, run_on
 
     try:
@@ -67,6 +68,40 @@ def run(args) -> int:
         return 1
     except KeyboardInterrupt:
         return 0
+
+
+def raise_open_file_limit() -> tuple[int, int] | None:
+    """Raise the soft limit on open files (RLIMIT_NOFILE) to the hard limit: every client
+    connection, log segment and index holds a descriptor, and the usual soft limit (1024) stops
+    the broker near a thousand connections while the hard limit allows far more. Apache Kafka's
+    broker gets the same from its JVM (HotSpot's MaxFDLimit, on by default, raises the soft limit
+    to the hard one at start). Returns the (soft, hard) limits now in force, or None where the
+    platform has no such limit; a refusal is logged and the broker runs with the limit it has."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return None
+    logger = logging.getLogger("quafka.server")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft != resource.RLIM_INFINITY and soft >= hard:
+        return soft, hard
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:  # Linux refuses a soft limit above fs.nr_open, and "unlimited" is above it
+            with open("/proc/sys/fs/nr_open") as f:
+                target = int(f.read())
+        except (OSError, ValueError):
+            target = 1 << 20
+        if soft != resource.RLIM_INFINITY and soft >= target:
+            return soft, hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as exc:
+        logger.warning("could not raise the open-file limit from %s to %s (%s): the broker holds at most about %s "
+                       "connections; raise it with `ulimit -n`", soft, target, exc, soft)
+        return soft, hard
+    logger.info("raised the open-file limit (RLIMIT_NOFILE) from %s to %s", soft, target)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
 async def _serve(config) -> int:

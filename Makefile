@@ -47,17 +47,23 @@ test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 # Outside CI (docs/testing.md): `make fuzz FRAMES=1000000`, `make soak CYCLES=100`; SEED=n replays a run.
+# `make load` (benchmarks/README.md): the load and churn scenarios, SCALE=0.1 for a smaller run.
 FRAMES ?= 100000
 CYCLES ?= 100
 SEED ?=
 
-.PHONY: fuzz soak
+SCALE ?= 1
+
+.PHONY: fuzz soak load
 
 fuzz: $(STAMP)
 	$(BIN)/python tools/fuzz.py --frames $(FRAMES) $(if $(SEED),--seed $(SEED)) $(ARGS)
 
 soak: $(STAMP)
 	$(BIN)/python tools/soak.py --cycles $(CYCLES) $(if $(SEED),--seed $(SEED)) $(ARGS)
+
+load: $(STAMP)
+	$(BIN)/python benchmarks/load_churn.py --scale $(SCALE) $(if $(SEED),--seed $(SEED)) $(ARGS)
 
 # The seeded whole-broker simulator (docs/testing.md, "Simulator"): `make sim SEEDS=200`,
 # `make sim SEED=1234` replays one seed, `make sim HOURS=24` runs a campaign of simulated time.

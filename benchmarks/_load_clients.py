@@ -362,6 +362,7 @@ async def share_members_worker(index: int, bootstrap: str, assignments: list[tup
     after_accept = [0]
     consumers = []
     acked: list[Counter] = []
+    failed_count = [0]
     released = [0]
     accepted_by: dict = {}  # (topic, partition, offset) -> [(consumer, stage)] of its accepting callbacks
     stage = ["running"]
@@ -387,6 +388,7 @@ async def share_members_worker(index: int, bootstrap: str, assignments: list[tup
                     for k in ours:
                         accepted_by.setdefault(k, []).append((f"{index}.{n}", stage[0]))
                 else:
+                    failed_count[0] += 1
                     failed_acks.append(f"{tp.topic}-{tp.partition}: {len(offs)} offsets: {exc}")
 
         c.set_acknowledgement_commit_callback(on_commit)
@@ -429,7 +431,8 @@ async def share_members_worker(index: int, bootstrap: str, assignments: list[tup
                           accepted_twice=dict(list(twice.items())[:3]), released=released[0],
                           unconfirmed=sum(sum(m.values()) for m in acked),
                           failed_acks=failed_acks[:5], errors=(errors + close_errors)[:5],
-                          error_count=len(errors) + len(close_errors), close_s=time.monotonic() - t0)))
+                          error_count=len(errors) + len(close_errors), failed_ack_count=failed_count[0],
+                          close_s=time.monotonic() - t0)))
 
 
 # -- KIP-848 members: the raw protocol over quafka's client transport

@@ -249,7 +249,11 @@ def _share_load(ctx: Ctx, groups: list[tuple[str, str, int]], members_per_group:
         producer.produce(topics[i % len(topics)], value=b"x" * 100, on_delivery=on_delivery)
         if i % 1000 == 999:
             producer.poll(0)
-    producer.flush(60)
+    deadline = time.monotonic() + 300
+    while producer.flush(1) and time.monotonic() < deadline:
+        pass  # a saturated broker answers late; wait for every delivery report
+    if len(producer):
+        out.problems.append(f"{len(producer)} of {records} records not acknowledged by the broker within 300 s")
     accepted_now = [0] * processes  # each worker's running total of accepted records
     deadline = time.monotonic() + 300
     while sum(accepted_now) < len(delivered) and time.monotonic() < deadline:
@@ -286,7 +290,9 @@ def _share_load(ctx: Ctx, groups: list[tuple[str, str, int]], members_per_group:
         out.problems.append(f"{after} records delivered again after being accepted")
     errs = [e for r in reports for e in r["failed_acks"] + r["errors"]]
     if errs:
-        out.notes.append(f"{sum(r['error_count'] for r in reports)} consumer errors, first: {errs[:2]}")
+        out.notes.append(f"{sum(r['error_count'] for r in reports)} consumer errors and "
+                         f"{sum(r.get('failed_ack_count', 0) for r in reports)} failed acknowledgements "
+                         f"(their records came again or stayed unaccepted, checked above), first: {errs[:2]}")
     # the groups are empty and have no lag
     lagging = 0
     for g, t, _p in groups:

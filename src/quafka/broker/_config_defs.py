@@ -127,6 +127,10 @@ _BROKER = [
          "Addresses given to clients in Metadata responses; null means the listeners."),
     _key("socket.request.max.bytes", "int", 104857600, _at_least(1),
          "Largest request frame accepted; a larger one closes the connection."),
+    _key("fetch.max.bytes", "int", 57671680, _at_least(1024),
+         "Most record bytes one Fetch or ShareFetch response returns, whatever the request's MaxBytes "
+         "(at least one batch is still returned); bounds what a client that does not read its "
+         "responses can pin in memory."),
     # -- topics and groups
     _key("num.partitions", "int", 1, _at_least(1),
          "Partition count of auto-created topics and of CreateTopics with -1."),

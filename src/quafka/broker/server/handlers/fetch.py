@@ -24,8 +24,11 @@ READ_COMMITTED = 1
 
 
 def _read_all(state, req, version: int, isolation: int):
-    """One pass over the requested partitions: (topics for the encoder, bytes, logs, error seen)."""
-    remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    """One pass over the requested partitions: (topics for the encoder, bytes, logs, error seen).
+    The response holds at most MaxBytes, capped by the broker's `fetch.max.bytes` (Kafka's
+    `KafkaApis.handleFetchRequest`: min(fetchRequest.maxBytes, config.fetchMaxBytes))."""
+    cap = state.config.get("fetch.max.bytes")
+    remaining = min(req.max_bytes, cap) if req.max_bytes > 0 else cap
     total = 0
     first_data = True
     logs = []
@@ -94,12 +97,13 @@ async def handle_fetch(ctx, req):
     isolation = getattr(req, "isolation_level", 0)
     topics, total, logs, errors = _read_all(state, req, version, isolation)
     wait_ms = int(req.max_wait.total_seconds() * 1000)
-    if total < req.min_bytes and wait_ms > 0 and not errors and logs:
+    min_bytes = min(req.min_bytes, state.config.get("fetch.max.bytes"))  # Kafka: min(minBytes, fetchMaxBytes)
+    if total < min_bytes and wait_ms > 0 and not errors and logs:
         loop = ctx.server.loop_time_ms
         deadline = loop() + wait_ms
         while True:
             await ctx.server.purgatory.wait_for_append(logs, deadline - loop())
             topics, total, logs, errors = _read_all(state, req, version, isolation)
-            if total >= req.min_bytes or errors or loop() >= deadline:
+            if total >= min_bytes or errors or loop() >= deadline:
                 break
     return encode_fetch_response(version, ctx.correlation_id, topics, session_id=0)

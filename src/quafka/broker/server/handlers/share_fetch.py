@@ -245,10 +245,12 @@ async def _share_fetch(ctx, req) -> _Outcome:
 async def _fetch(server, session, member_id: str, req, max_wait_ms: int) -> dict:
     """Acquire now; else park until records can be acquired or MaxWaitMs passes."""
     manager = server.share_partitions
+    cap = server.state.config.get("fetch.max.bytes")
     params = FetchParams(
         max_records=req.max_records if req.max_records > 0 else 500,
         record_limit=getattr(req, "share_acquire_mode", 0) == 1,
-        max_bytes=req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
+        # capped by the broker's fetch.max.bytes, as Kafka's KafkaApis.handleShareFetchRequest does
+        max_bytes=min(req.max_bytes, cap) if req.max_bytes > 0 else cap,
     )
     if not manager.all_loaded(session.group_id, session.partitions):  # only a first use awaits
         await manager.load(session.group_id, session.partitions)

@@ -182,7 +182,7 @@ class GroupLedger:
             both = new & other.owned
             if both:
                 tid, p = sorted(both, key=lambda k: (str(k[0]), k[1]))[0]
-                self.oracle._fail("partition-owned-twice",  # noqa: SLF001 - PENDING for now
+                raise Violation("partition-owned-twice",
                                 f"consumer group {member.group}: {member.name} (epoch {member.epoch}) is given "
                                 f"{self.oracle.topic_name(tid)}-{p}, which {other.name} (epoch {other.epoch}) still "
                                 f"owns; its last heartbeat answered NONE was sent at "
@@ -209,7 +209,7 @@ class GroupLedger:
         missing = wanted - owned
         if missing:
             names = sorted(f"{self.oracle.topic_name(t)}-{p}" for t, p in missing)
-            self.oracle._fail("partition-never-assigned",  # noqa: SLF001 - PENDING for now
+            raise Violation("partition-never-assigned",
                             f"consumer group {group}: after the drain, {', '.join(names)} of its subscribed topics "
                             f"are assigned to no member (members: "
                             f"{', '.join(f'{m.name} epoch {m.epoch} joined {m.joined}' for m in self.members if m.group == group)})")
@@ -238,6 +238,8 @@ class Member(Actor):
         self.next_hb_ms = 0
         self.rejoin_at_step = 0
         self.report_owned = True
+        self.full_request = True  # the next heartbeat sends every field (see heartbeat)
+        self.assignor: str | None = None
         self.draining = False
         self.pending_fetch: list | None = None
         self._new_identity()
@@ -248,6 +250,7 @@ class Member(Actor):
         self.joined = False
         self.owned = set()
         self.positions = {}
+        self.full_request = True
 
     def session_valid(self, now_ms: int) -> bool:
         return self.joined and bool(self.owned) and now_ms < self.last_ok_sent_ms + SESSION_TIMEOUT_MS - SESSION_SLACK_MS
@@ -292,23 +295,34 @@ class Member(Actor):
 
     # -- heartbeats
     def heartbeat(self, leave: bool = False) -> None:
+        """A heartbeat sends only what changed since the last one, except for a full request (every
+        field: rebalance timeout, subscription, assignor, owned partitions) when joining and after a
+        heartbeat that failed or was answered with an error: the answer to a full request carries
+        the assignment again (GroupMetadataManager.consumerGroupHeartbeat), so a revocation whose
+        answer was lost is learned then. Kafka's consumer does the same: AbstractHeartbeatRequestManager
+        onFailure / onErrorResponse call resetHeartbeatState, which clears
+        ConsumerHeartbeatRequestManager.HeartbeatState's sent fields."""
         epoch = -1 if leave else (self.epoch if self.joined else 0)
         joining = epoch == 0
+        if joining:
+            self.assignor = self.rng.choice((None, None, "uniform", "range"))
+        full = joining or (self.full_request and not leave)
         owned = None
-        if joining or self.report_owned or self.rng.random() < 0.3:
+        if full or self.report_owned or self.rng.random() < 0.3:
             by_topic: dict[uuid.UUID, list[int]] = {}
             for tid, p in sorted(self.owned, key=lambda k: (str(k[0]), k[1])):
                 by_topic.setdefault(tid, []).append(p)
             owned = [{"topic_id": t, "partitions": tuple(ps)} for t, ps in by_topic.items()]
-        topics = list(self.topics) if joining or self.rng.random() < 0.1 else None
+        topics = list(self.topics) if full or self.rng.random() < 0.1 else None
         entity = req(68, 1, group_id=self.group, member_id=self.member_id, member_epoch=epoch, instance_id=None,
-                     rack_id=None, rebalance_timeout=ms(REBALANCE_TIMEOUT_MS if joining else -1),
+                     rack_id=None, rebalance_timeout=ms(REBALANCE_TIMEOUT_MS if full else -1),
                      subscribed_topic_names=topics, subscribed_topic_regex=None,
-                     server_assignor=self.rng.choice((None, None, "uniform", "range")) if joining else None,
-                     topic_partitions=owned)
+                     server_assignor=self.assignor if full else None, topic_partitions=owned)
         sent_ms = self.world.now_ms()
         member_id = self.member_id
         self.report_owned = False
+        if not leave:
+            self.full_request = False
         self.send(entity, lambda r, f, now: self._on_heartbeat(r, f, now, epoch, sent_ms, member_id),
                   f"ConsumerGroupHeartbeat {self.group} epoch {epoch}")
 
@@ -317,6 +331,7 @@ class Member(Actor):
             return  # an answer to the process that crashed
         if response is None:
             self.report_owned = True
+            self.full_request = True
             return
         error = int(response.error_code)
         if sent_epoch == -1:
@@ -354,6 +369,7 @@ class Member(Actor):
             self.positions = {}
         else:
             self.report_owned = True
+            self.full_request = True
             self.event(f"{self.name} <- consumer heartbeat error {error}")
 
     # -- offsets

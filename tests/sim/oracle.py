@@ -46,14 +46,7 @@ ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 ACK_NAMES = {0: "GAP", 1: "ACCEPT", 2: "RELEASE", 3: "REJECT", 4: "RENEW"}
 # Invariants of issue 28's fixes still in progress: counted (Result.pending) instead of failing the
 # run, unless named in Simulation(pending_checks=...) / `--check NAME`. Move one out once its fix is in.
-PENDING = {
-    # KIP-848 groups across crashes and topic deletion, not diagnosed yet: seed 46 (500 steps) gives a
-    # partition to a new member while a member that kept heartbeating at an old epoch still owns it
-    # (after t2 was deleted and re-created, then a crash); seed 500050 (1000 steps) ends the drain
-    # with a joined member owning nothing. A broker bug or a gap in members.py: to be found.
-    "partition-owned-twice": "KIP-848 ownership across crashes and topic deletion (seed 46)",
-    "partition-never-assigned": "KIP-848 assignment after crashes (seed 500050 --steps 1000)",
-}
+PENDING: dict[str, str] = {}  # invariant -> the finding it waits for (none at present)
 LOCK_SLACK_MS = 5  # the client sees the answer at the virtual time the broker acquired; leave a little
 
 

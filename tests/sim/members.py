@@ -5,7 +5,9 @@ A `Member` speaks ConsumerGroupHeartbeat v1 (its own member id, the owned partit
 rebalance timeout 60 s), OffsetFetch v9 (with its member id and epoch) when it is given a
 partition, and OffsetCommit v9 (member epoch as the generation) of positions that only move
 forward. It adopts an assignment at once: revoked partitions are dropped before the next heartbeat
-reports them gone, as Kafka's consumer does (`ConsumerMembershipManager`). A member "crashes"
+reports them gone, as Kafka's consumer does (`ConsumerMembershipManager`). After a heartbeat that
+failed or was refused, it sends a full one (every field), whose answer carries the assignment
+again (see `Member.heartbeat`). A member "crashes"
 (the client process dies: it forgets its id and partitions, and rejoins later as a new member;
 the broker expires the old one after the session timeout).
 
@@ -323,10 +325,11 @@ class Member(Actor):
         self.report_owned = False
         if not leave:
             self.full_request = False
-        self.send(entity, lambda r, f, now: self._on_heartbeat(r, f, now, epoch, sent_ms, member_id),
+        resent = full and not joining
+        self.send(entity, lambda r, f, now: self._on_heartbeat(r, f, now, epoch, sent_ms, member_id, resent),
                   f"ConsumerGroupHeartbeat {self.group} epoch {epoch}")
 
-    def _on_heartbeat(self, response, failure, now_ms, sent_epoch, sent_ms, member_id) -> None:
+    def _on_heartbeat(self, response, failure, now_ms, sent_epoch, sent_ms, member_id, resent=False) -> None:
         if member_id != self.member_id:
             return  # an answer to the process that crashed
         if response is None:
@@ -350,6 +353,8 @@ class Member(Actor):
                 target = {(tp.topic_id, p) for tp in response.assignment.topic_partitions for p in tp.partitions}
                 new = target - self.owned
                 revoked = self.owned - target
+                if resent and (new or revoked):  # what a lost answer said, learned from the full request's
+                    self.world.stats["consumer assignment changes answered to a full heartbeat after a lost one"] += 1
                 self.owned = target
                 for key in revoked:
                     self.positions.pop(key, None)

@@ -267,7 +267,9 @@ def test_fake_cluster_enforces_share_session_epochs_leadership_and_coordination(
         async def main():
             cluster = Cluster(fake.bootstrap_servers, "fake-selftest")
             try:
-                await cluster.bootstrap()
+                await cluster.bootstrap()  # brokers only: the topic is described when asked for
+                assert TOPIC not in cluster.topics
+                await cluster.refresh_metadata([TOPIC])
                 topic_id = cluster.topics[TOPIC].topic_id
                 assert {p: i.leader_id for p, i in cluster.topics[TOPIC].partitions.items()} == {0: 1, 1: 2, 2: 3}
                 assert await cluster.find_coordinator(GROUP) == 1

@@ -65,9 +65,14 @@ class Cluster:
         return BrokerConnection(host, port, self.client_id, node_id=node_id, request_timeout=self.request_timeout)
 
     async def bootstrap(self) -> None:
-        """Connect to the first reachable bootstrap address and read the cluster's metadata."""
+        """Connect to the first reachable bootstrap address and read the cluster's brokers. No
+        topic is described here (a Metadata request with an empty topic list): each client asks
+        for the topics it uses, as Kafka's clients do (the Java `Metadata` bootstrap and
+        librdkafka ask for their subscription, not every topic). Describing every topic for every
+        consumer made 2,000 consumers joining over 201 topics cost the broker most of its time
+        (docs/benchmarks.md, "Load and churn")."""
         await self._connect_bootstrap()
-        await self.refresh_metadata()
+        await self.refresh_metadata([])
 
     async def _connect_bootstrap(self) -> None:
         errors = []

@@ -434,7 +434,10 @@ class SharePartitionManager:
             session.unsent = None  # from here to the response being written nothing waits
         if not cache.is_live(session):
             return {}  # the session ended while this fetch waited (what it got was handed back)
-        return try_fill() if got is None else got  # None: MaxWaitMs passed ({}: woken with nothing)
+        if got is None:  # MaxWaitMs passed: one last try, answered at once (nothing to hand back later)
+            got = try_fill()
+            session.unsent = None
+        return got  # ({}: woken with nothing)
 
     def session_ended(self, session: "ShareSession") -> None:
         """A share session was closed, replaced or dropped with its connection: wake its parked

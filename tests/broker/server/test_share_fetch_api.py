@@ -788,3 +788,34 @@ def test_parked_share_fetch_is_completed_by_a_produce(broker, version):
     assert resp.error_code == NONE, resp
     assert acquired_offsets(resp) == {tp: [(0, 1), (1, 1), (2, 1)]}, resp
     assert [r.value for r in records_in(resp)[tp]] == [b"v0", b"v1", b"v2"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_share_fetch_reports_the_lock_its_records_were_acquired_with(make_broker, version):
+    """AcquisitionLockTimeoutMs is the lock the response's records hold. A ShareFetch parked while
+    the group's share.record.lock.duration.ms is lowered acquires, when a produce wakes it, with the
+    new duration (each acquisition takes the group's lock when it is made: Kafka's
+    `SharePartition.scheduleAcquisitionLockTimeout` reads the group config for each acquisition's
+    `AcquisitionLockTimerTask`): the response must say so, not the duration of when the request
+    arrived. Told
+    30 s, a client acknowledges after the real 1 s lock ran out (simulator seed 500082: an ACCEPT
+    answered NONE of a record the lock expiry had given up at the delivery limit and dead-lettered)."""
+    broker = make_broker(config={"group.share.min.record.lock.duration.ms": 1000})
+    bootstrap = broker.bootstrap_servers
+    topic_id = create_topic(bootstrap, TOPIC)
+    tp = (topic_id, 0)
+    client = ShareClient(bootstrap, GROUP, timeout_s=60)
+    assert open_session(client, topic_id, version=version).acquisition_lock_timeout.total_seconds() == 30
+    thread, result = park_fetch(broker, client, tp, version)
+    set_group_configs(bootstrap, GROUP, {"share.record.lock.duration.ms": "1000"})
+    assert produce_batch(bootstrap, TOPIC, 3) == 0
+    resp = completed(thread, result, "the produce")
+    answered_ms = monotonic_ms()
+    assert resp.error_code == NONE, resp
+    assert acquired_offsets(resp) == {tp: [(0, 1), (1, 1), (2, 1)]}, resp
+    assert resp.acquisition_lock_timeout.total_seconds() * 1000 == 1000, resp.acquisition_lock_timeout
+    _, _, offsets = share_state(broker, GROUP, topic_id)
+    for offset in range(3):
+        state, count, holder, deadline_ms = offsets[offset]
+        assert (state, count, holder) == (ACQUIRED, 1, client.member_id)
+        assert deadline_ms <= answered_ms + 1000, (offset, deadline_ms - answered_ms)  # the 1 s lock, not 30 s

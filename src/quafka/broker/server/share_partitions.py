@@ -104,11 +104,17 @@ class ShareContext:
 
 
 class FetchedPartition:
-    __slots__ = ("records", "acquired")
+    """What one share partition gave a ShareFetch: the batches read, the ranges acquired, and the
+    acquisition lock they were acquired with (the group's `share.record.lock.duration.ms` when
+    they were acquired, which the response reports: a config change while the request waited
+    for its acknowledgements or was parked applies to these records)."""
 
-    def __init__(self, records: bytes, acquired: list[AcquiredRange]) -> None:
+    __slots__ = ("records", "acquired", "lock_duration_ms")
+
+    def __init__(self, records: bytes, acquired: list[AcquiredRange], lock_duration_ms: int) -> None:
         self.records = records
         self.acquired = acquired
+        self.lock_duration_ms = lock_duration_ms
 
 
 class FetchParams:
@@ -392,7 +398,8 @@ class SharePartitionManager:
                 break
         if not acquired:
             return None
-        return FetchedPartition(parts[0] if len(parts) == 1 else b"".join(parts), acquired)
+        return FetchedPartition(parts[0] if len(parts) == 1 else b"".join(parts), acquired,
+                                group_config.record_lock_duration_ms)
 
     def acquirable(self, ctx: ShareContext) -> bool:
         """Something in this share partition can be acquired now (O(log n))."""

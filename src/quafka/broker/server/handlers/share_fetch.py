@@ -137,6 +137,16 @@ class _Outcome:
 
     @property
     def lock_timeout_ms(self) -> int:
+        """AcquisitionLockTimeoutMs: the lock the records of this response were acquired with
+        (all of one `fill`, so one value; each acquisition reads the group's lock when it is made,
+        as Kafka's `SharePartition.scheduleAcquisitionLockTimeout`), else the group's lock when the
+        request arrived (what its RENEWs applied). The group config read at arrival is not the one the acquisition used
+        when `share.record.lock.duration.ms` changed while the request waited for its
+        acknowledgements' write or was parked: the client would count on a lock the records do
+        not have, acknowledge after it expired, and have an ACCEPT of a record already given up
+        at the delivery limit (and dead-lettered) answered NONE (simulator seed 500082)."""
+        for got in self.fetched.values():
+            return got.lock_duration_ms
         return self.group_config.record_lock_duration_ms if self.group_config is not None else 0
 
     def failed(self) -> bool:

@@ -33,6 +33,7 @@ from quafka.protocol.consumer_group_records import (
     TopicPartitions,
 )
 
+from ._image_tracker import GroupImageTracker
 from .consumer_group import ConsumerGroup, ConsumerGroupMember
 from .consumer_group_reconcile import AssignmentState, MemberState
 
@@ -106,7 +107,7 @@ def diff(old: Image, new: Image) -> list[ConsumerGroupRecord]:
     return records
 
 
-class ConsumerGroupImageTracker:
+class ConsumerGroupImageTracker(GroupImageTracker):
     """The image last written to `__consumer_offsets` per group, kept up to date incrementally.
 
     `records(group_id, group)` gives the records that bring the log in line with `group` (what
@@ -115,49 +116,16 @@ class ConsumerGroupImageTracker:
     `written(group_id)` then takes them as written (after a successful append) and empties
     `group.touched`. Without `written` (a failed append) the last image stays as it was."""
 
-    def __init__(self) -> None:
-        self._images: dict[str, Image] = {}
-        self._pending: dict[str, tuple[ConsumerGroup | None, Image, tuple | None]] = {}
-
-    def get(self, group_id: str) -> Image | None:
-        return self._images.get(group_id)
-
-    def set(self, group_id: str, image: Image) -> None:
-        """What the log says of the group (start-up replay)."""
-        self._images[group_id] = image
-        self._pending.pop(group_id, None)
-
     def records(self, group_id: str, group: ConsumerGroup | None) -> list[ConsumerGroupRecord]:
-        old = self._images.get(group_id, {})
         if group is None or group.touched is None:
             new = image_of(group)
-            self._pending[group_id] = (group, new, None)
-            return diff(old, new)
+            return diff(self._pend(group_id, group, new, None), new)
         part: Image = {}
         _group_entries(group, part)
         for member_id in sorted(group.touched):
             _member_entries(group, member_id, part)
         keys = tuple(part) + tuple((t, (group_id, m)) for m in sorted(group.touched) for t in _MEMBER_TYPES)
-        self._pending[group_id] = (group, part, keys)
-        return diff({k: old[k] for k in keys if k in old}, part)
-
-    def written(self, group_id: str) -> None:
-        group, new, keys = self._pending.pop(group_id)
-        if keys is None:
-            if new:
-                self._images[group_id] = new
-            else:
-                self._images.pop(group_id, None)
-        else:
-            image = self._images.setdefault(group_id, {})
-            for key in keys:
-                value = new.get(key)
-                if value is None:
-                    image.pop(key, None)
-                else:
-                    image[key] = value
-        if group is not None:
-            group.touched = set()
+        return diff(self._pend(group_id, group, part, keys), part)
 
 
 class ConsumerGroupImages:

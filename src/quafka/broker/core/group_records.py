@@ -44,6 +44,7 @@ from quafka.protocol.share_group_records import (
     TopicPartitionsInfo,
 )
 
+from ._image_tracker import GroupImageTracker
 from .share_group import ShareGroup, ShareGroupMember
 
 MEMBER_STATE_STABLE = 0
@@ -127,32 +128,18 @@ def image_of(group: ShareGroup | None, state_metadata: StatePartitionMetadata | 
     return image
 
 
-class ShareGroupImageTracker:
+class ShareGroupImageTracker(GroupImageTracker):
     """The image last written to `__consumer_offsets` per group, kept up to date incrementally
     (as consumer_group_images.ConsumerGroupImageTracker): `records(group_id, group,
     state_metadata)` gives what `diff(last, image_of(group, state_metadata))` gives, rendering the
     group's own keys and those of the members in `group.touched` only (all when it is None, or
     for a deleted group); `written(group_id)` takes them as written and empties `group.touched`."""
 
-    def __init__(self) -> None:
-        self._images: dict[str, Image] = {}
-        self._pending: dict[str, tuple[ShareGroup | None, Image, tuple | None]] = {}
-
-    def get(self, group_id: str) -> Image | None:
-        return self._images.get(group_id)
-
-    def set(self, group_id: str, image: Image) -> None:
-        """What the log says of the group (start-up replay)."""
-        self._images[group_id] = image
-        self._pending.pop(group_id, None)
-
     def records(self, group_id: str, group: ShareGroup | None,
                 state_metadata: StatePartitionMetadata | None) -> list[GroupRecord]:
-        old = self._images.get(group_id, {})
         if group is None or group.touched is None:
             new = image_of(group, state_metadata)
-            self._pending[group_id] = (group, new, None)
-            return diff(old, new)
+            return diff(self._pend(group_id, group, new, None), new)
         part: Image = {}
         _group_entries(group, state_metadata, part)
         touched = sorted(group.touched)
@@ -161,26 +148,7 @@ class ShareGroupImageTracker:
         keys = ((SHARE_GROUP_METADATA, (group_id,)), (SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, (group_id,)),
                 (SHARE_GROUP_STATE_PARTITION_METADATA, (group_id,)),
                 *((t, (group_id, m)) for m in touched for t in _MEMBER_TYPES))
-        self._pending[group_id] = (group, part, keys)
-        return diff({k: old[k] for k in keys if k in old}, part)
-
-    def written(self, group_id: str) -> None:
-        group, new, keys = self._pending.pop(group_id)
-        if keys is None:
-            if new:
-                self._images[group_id] = new
-            else:
-                self._images.pop(group_id, None)
-        else:
-            image = self._images.setdefault(group_id, {})
-            for key in keys:
-                value = new.get(key)
-                if value is None:
-                    image.pop(key, None)
-                else:
-                    image[key] = value
-        if group is not None:
-            group.touched = set()
+        return diff(self._pend(group_id, group, part, keys), part)
 
 
 _ORDER = {SHARE_GROUP_MEMBER_METADATA: 0, SHARE_GROUP_METADATA: 1, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER: 2,

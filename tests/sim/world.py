@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from quafka.broker.server.connection import RequestContext
+from quafka.broker.server.session import ClientSession
 from quafka.client._wire import WireConnection
 from quafka.protocol.framing import decode_request, encode_response, peek_header
 
@@ -287,7 +288,7 @@ class SimConnection:
         header, body = decode_request(frame)
         ctx = RequestContext(server=server, peer=self.peer, api_key=api_key, api_version=api_version,
                              correlation_id=correlation_id, client_id=getattr(header, "client_id", None),
-                             header=header, connection=self.token)
+                             header=header, connection=self.token, session=ClientSession())
         response = await spec.handler(ctx, body)
         if response is None:
             return None

@@ -526,8 +526,6 @@ IGNORED_KEYS: dict[str, str] = {
     "controller.quorum.voters": _NO_KRAFT,
     "controller.quorum.bootstrap.servers": _NO_KRAFT,
     "controller.listener.names": _NO_KRAFT + " (listeners with these names are not served)",
-    "listener.security.protocol.map": "quafka serves PLAINTEXT only (the map is read only to check that every served "
-    "listener is PLAINTEXT)",
     "inter.broker.listener.name": "one node: there are no other brokers to talk to",
     "default.replication.factor": "one node: every partition has exactly one replica",
     "min.insync.replicas": "one node: the ISR is always this broker alone",
@@ -600,7 +598,6 @@ _REFUSED_KEYS: dict[str, str] = {
 _REFUSED_PREFIXES: dict[str, str] = {
     "ssl.": _PLAINTEXT_ONLY,
     "sasl.": _PLAINTEXT_ONLY,
-    "listener.name.": _PLAINTEXT_ONLY + " (per-listener settings are security settings)",
 }
 
 

@@ -17,6 +17,7 @@ The key tables live in `_config_defs`; docs/configuration.md is generated from t
 from __future__ import annotations
 
 import enum
+import re
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -126,6 +127,7 @@ class Listener(NamedTuple):
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"  # from listener.security.protocol.map
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -171,9 +173,7 @@ def _parse_listeners(key: str, items: list[str], protocols: dict[str, str], cont
         if protocol is None:
             raise invalid(key, shown, f"No security protocol defined for listener {name} "
                           "(set listener.security.protocol.map, or name the listener PLAINTEXT)")
-        if protocol != "PLAINTEXT":
-            raise invalid(key, shown, f"quafka serves PLAINTEXT only; listener {name} uses {protocol}")
-        served.append(Listener(name, host, port))
+        served.append(Listener(name, host, port, protocol))
     return served
 
 
@@ -208,7 +208,8 @@ def _prop_string(value: Any) -> str:
 
 
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({n: k.default for n, k in BROKER_KEYS.items() if k.default is not None})
-_AUX_KEYS = ("listener.security.protocol.map", "controller.listener.names")
+_AUX_KEYS = ("listener.security.protocol.map", "controller.listener.names", "inter.broker.listener.name")
+LISTENER_PREFIX = "listener.name."  # listener.name.<listener, lower case>.<key>: one listener's setting
 
 
 class BrokerConfig:
@@ -241,10 +242,14 @@ class BrokerConfig:
             key = BROKER_KEYS.get(name)
             if key is not None:
                 static[name] = key.parse(raw)
+            elif name in _AUX_KEYS:
+                aux[name] = text
+                if (reason := ignored_reason(name)) is not None:
+                    warnings.append(f"ignoring {name}={text}: {reason}")
+            elif name.startswith(LISTENER_PREFIX):
+                aux[name] = text  # validated as a whole (_validate_whole), per listener
             elif (reason := ignored_reason(name)) is not None:
                 warnings.append(f"ignoring {name}={text}: {reason}")
-                if name in _AUX_KEYS:
-                    aux[name] = text
             else:
                 raise _unknown(name, text)
         _resolve_node_id(static)
@@ -335,8 +340,27 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> list[Listener]:
-        """The PLAINTEXT listeners to bind (controller listeners removed)."""
+        """The listeners to bind (controller listeners removed), each with its security protocol."""
         return list(self._listeners)
+
+    def _check_listener_props(self, listener_names: list[str]) -> None:
+        for name, text in self._aux.items():
+            if name.startswith(LISTENER_PREFIX):
+                _check_listener_prop(self, name, text, listener_names)
+        inter = self._aux.get("inter.broker.listener.name")
+        if inter is not None and inter.strip().upper() not in listener_names:
+            raise invalid("inter.broker.listener.name", inter, f"inter.broker.listener.name must be a listener name "
+                          f"defined in listeners ({listener_names})")
+
+    def listener_prop(self, listener_name: str, key: str) -> str | None:
+        """A per-listener setting as given (`listener.name.<listener>.<key>`, the listener name in
+        lower case as Kafka's ListenerName.configPrefix writes it), or None."""
+        return self._aux.get(f"{LISTENER_PREFIX}{listener_name.lower()}.{key}")
+
+    def listener_props(self, listener_name: str) -> dict[str, str]:
+        """Every `listener.name.<listener>.*` setting of one listener, by the key after the prefix."""
+        prefix = f"{LISTENER_PREFIX}{listener_name.lower()}."
+        return {k[len(prefix):]: v for k, v in self._aux.items() if k.startswith(prefix)}
 
     @property
     def advertised_listeners(self) -> list[Listener]:
@@ -400,7 +424,7 @@ class BrokerConfig:
         protocols = _protocol_map(self._aux.get("listener.security.protocol.map"), controller_names)
         listeners = _parse_listeners("listeners", self.get("listeners"), protocols, controller_names, warnings)
         if not listeners:
-            raise invalid("listeners", ",".join(self.get("listeners")), "no PLAINTEXT broker listener is left "
+            raise invalid("listeners", ",".join(self.get("listeners")), "no broker listener is left "
                           "once the controller listeners are removed")
         names = [lst.name for lst in listeners]
         ports = [lst.port for lst in listeners if lst.port != 0]
@@ -434,6 +458,7 @@ class BrokerConfig:
         name, value = self._first_set(_broker_synonyms("log.flush.interval.ms"))
         if value < 0:
             raise invalid(name, value, "Value must be at least 0 (it is the default of flush.ms)", "[0,...]")
+        self._check_listener_props(names)
         check_share_group_bounds(self)
         cleanup = self.get("log.cleanup.policy")
         if "compact" in cleanup:  # refused by the key's validator; kept for safety
@@ -442,6 +467,33 @@ class BrokerConfig:
         self._advertised = tuple(advertised)
         self._log_dir = dirs[0]
         self.warnings = self.warnings + [w for w in warnings if w not in self.warnings]
+
+
+_PER_LISTENER_KEYS = ("max.connections", "max.connection.creation.rate", "connections.max.reauth.ms")
+_MECHANISM_PREFIX_RE = re.compile(r"^[a-z0-9-]+\.(?=sasl\.)")
+
+
+def per_listener_base_key(rest: str) -> tuple[str | None, str]:
+    """For `listener.name.<listener>.<rest>`: (the SASL mechanism prefix or None, the broker key).
+    `scram-sha-256.sasl.jaas.config` -> ("SCRAM-SHA-256", "sasl.jaas.config")."""
+    m = _MECHANISM_PREFIX_RE.match(rest)
+    if m is None:
+        return None, rest
+    return m.group(0)[:-1].upper(), rest[m.end():]
+
+
+def _check_listener_prop(config: "BrokerConfig", name: str, text: str, listener_names: list[str]) -> None:
+    rest = name[len(LISTENER_PREFIX):]
+    listener, dot, rest = rest.partition(".")
+    if not dot or listener.upper() not in listener_names:
+        raise invalid(name, text, f"{name} names no listener of this broker (listeners: {listener_names}); "
+                      "per-listener settings are listener.name.<listener in lower case>.<key>")
+    _mechanism, base = per_listener_base_key(rest)
+    key = BROKER_KEYS.get(base)
+    if key is None or not (base.startswith(("ssl.", "sasl.")) or base in _PER_LISTENER_KEYS):
+        raise invalid(name, text, f"{base} is not a setting quafka serves per listener "
+                      "(the ssl.* and sasl.* keys it serves, max.connections, connections.max.reauth.ms)")
+    key.parse(text)
 
 
 def _resolve_node_id(static: dict[str, Any]) -> None:

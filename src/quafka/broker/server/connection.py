@@ -47,6 +47,7 @@ from quafka.protocol.framing import api_versions_fallback_response, decode_reque
 
 from ._services import BrokerServices
 from .metrics import api_name
+from .session import ClientSession
 
 if TYPE_CHECKING:
     from quafka.broker.core.share_session import ShareSessionCache
@@ -86,6 +87,7 @@ class RequestBroker(BrokerServices, Protocol):
     consumer_offsets: Any  # consumer_offsets.ConsumerOffsetsService | None
     classic_groups: Any  # classic_groups.ClassicGroupService | None
     consumer_groups: Any  # consumer_groups.ConsumerGroupService | None
+    authorizer: Any  # authorization.py: None, or an authorizer with authorize(session, op, type, name)
 
     @property
     def coordinators_loaded(self) -> bool: ...
@@ -109,6 +111,7 @@ class RequestContext:
     client_id: str | None
     header: Any
     connection: object = None  # identifies the connection (share sessions are tied to it)
+    session: ClientSession = None  # type: ignore[assignment]  # listener, protocol and principal
 
 
 class _Resume:
@@ -147,8 +150,11 @@ class _Resume:
 class BrokerConnection(asyncio.Protocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, server: "RequestBroker") -> None:
+    def __init__(self, server: "RequestBroker", listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.server = server
+        self.session = ClientSession(listener_name, security_protocol,
+                                     authenticated=not security_protocol.startswith("SASL_"))
         self.registry = server.registry
         self.max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
         self.observe = server.metrics.observe_request
@@ -169,6 +175,7 @@ class BrokerConnection(asyncio.Protocol):
         self.transport = transport
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        self.session.client_host = str(peername[0]) if isinstance(peername, tuple) else str(peername)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
@@ -286,7 +293,7 @@ class BrokerConnection(asyncio.Protocol):
             self.close()
             return
         ctx = RequestContext(server, self.peer, api_key, api_version, correlation_id,
-                             getattr(header, "client_id", None), header, self.token)
+                             getattr(header, "client_id", None), header, self.token, self.session)
         if api_key == API_VERSIONS_KEY and getattr(body, "client_software_name", None):
             self.software = f"{body.client_software_name} {body.client_software_version}"
         server.requests_in_flight += 1

@@ -90,6 +90,7 @@ class BrokerServer:
         self.consumer_offsets: ConsumerOffsetsService | None = None
         self.classic_groups: ClassicGroupService | None = None
         self.consumer_groups: ConsumerGroupService | None = None
+        self.authorizer = None  # authorization.py: None allows everything (no authorizer.class.name)
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
@@ -128,9 +129,10 @@ class BrokerServer:
         self.state.topic_listeners.append(self._on_topic_event)
         self.state.group_config_listeners.append(self.share_partitions.on_group_config_changed)
         await self._start_metrics()
-        for _name, host, port in self.config.listeners:
+        for listener in self.config.listeners:
             server = await asyncio.get_running_loop().create_server(
-                lambda: BrokerConnection(self), host or None, port, reuse_address=True)
+                lambda lst=listener: BrokerConnection(self, lst.name, lst.security_protocol),
+                listener.host or None, listener.port, reuse_address=True)
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
             self.bound.append((sock[0], sock[1]))
@@ -175,7 +177,7 @@ class BrokerServer:
         advertised = self.config.advertised_listeners
         bound_host, bound_port = self.bound[0]
         if advertised:
-            _name, host, port = advertised[0]
+            host, port = advertised[0].host, advertised[0].port
             if port == 0:
                 port = bound_port
             if not host or host in ("0.0.0.0", "::"):

@@ -96,6 +96,39 @@ def parse_metrics_listener(value: str | None) -> tuple[str, int] | None:
     return host, port
 
 
+def parse_connection_overrides(value: str | None) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: "host:count,host:count" -> {host: count}; raises
+    ValueError naming the bad entry (Kafka's DynamicConnectionQuota / ConnectionQuotas)."""
+    out: dict[str, int] = {}
+    for entry in (value or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host:
+            raise ValueError(f"{entry!r} is not host:count")
+        try:
+            number = int(count)
+        except ValueError:
+            raise ValueError(f"{entry!r}: the count must be an integer") from None
+        if number < 0:
+            raise ValueError(f"{entry!r}: the count must be at least 0")
+        out[host] = number
+    return out
+
+
+def _connection_overrides() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        try:
+            parse_connection_overrides(v)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    return "host:count,... (empty: none)", check
+
+
 def _metrics_listener() -> tuple[str, Check]:
     def check(v: Any) -> str | None:
         try:
@@ -347,6 +380,25 @@ _BROKER = [
     _key("group.share.persister.class.name", "string", "org.apache.kafka.server.share.persister.DefaultStatePersister",
          _any(), "Class that persists share partition state (internal).",
          note=_NO_EFFECT + " (quafka persists share state itself)"),
+    # -- quotas and connection limits (server/quotas.py, server/connection_limits.py, docs/security.md)
+    _key("quota.window.num", "int", 11, _at_least(1),
+         "Number of samples a client quota's rate is measured over (Kafka's ClientQuotaManagerConfig)."),
+    _key("quota.window.size.seconds", "int", 1, _at_least(1), "Length of each client quota sample, in seconds."),
+    _key("quafka.quota.burst.windows", "int", 1, _at_least(1),
+         "The least time a client quota's rate is measured over, in samples: a client starting from nothing may "
+         "send this many samples' worth of its quota at once. quota.window.num - 1 gives Kafka's arithmetic, "
+         "whose ten-second burst returns every time it leaves the window.",
+         note="quafka only (Kafka measures over at least quota.window.num - 1 samples; docs/security.md)"),
+    _key("max.connections", "int", 2147483647, _at_least(0),
+         "Most client connections the broker holds open; listener.name.<listener>.max.connections limits one "
+         "listener. A connection past it is closed at once.", CLUSTER_WIDE),
+    _key("max.connections.per.ip", "int", 2147483647, _at_least(0),
+         "Most connections from one IP address; a connection past it is closed at once.", CLUSTER_WIDE),
+    _key("max.connections.per.ip.overrides", "string", "", _connection_overrides(),
+         "Per-host exceptions to max.connections.per.ip, as host:count,host:count (an IP address or a host name).",
+         CLUSTER_WIDE),
+    _key("connections.max.idle.ms", "long", 600000, _at_least(-1),
+         "A connection that has sent nothing and has no request in flight for this long is closed; -1 never."),
     # -- metrics
     _key("metrics.listener", "string", "", _metrics_listener(),
          "Where the broker serves its metrics in the Prometheus text format (GET /metrics), as http://host:port; "
@@ -552,6 +604,8 @@ IGNORED_KEYS: dict[str, str] = {
     "unstable.api.versions.enable": "quafka advertises exactly the API versions it implements",
     "unstable.feature.versions.enable": "quafka advertises exactly the features it implements",
     "group.share.enable": "share groups are always enabled in quafka (Kafka removed this key in 4.3)",
+    "queued.max.requests": "quafka has no queue between its network and request threads: one event loop serves each "
+    "request as it is read, and a connection reads its next request only once the previous one is answered",
     "log.local.retention.ms": _NO_REMOTE,
     "log.local.retention.bytes": _NO_REMOTE,
 }
@@ -579,6 +633,8 @@ _REFUSED_KEYS: dict[str, str] = {
     "super.users": _PLAINTEXT_ONLY,
     "allow.everyone.if.no.acl.found": _PLAINTEXT_ONLY,
     "security.inter.broker.protocol": _PLAINTEXT_ONLY,
+    "max.connection.creation.rate": "quafka does not limit the rate of new connections (max.connections and "
+    "max.connections.per.ip bound how many are open)",
     "create.topic.policy.class.name": "quafka cannot load Java policy classes",
     "alter.config.policy.class.name": "quafka cannot load Java policy classes",
     "group.consumer.migration.policy": "quafka does not convert a non-empty group between the classic and the "

@@ -602,6 +602,41 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AsyncClient):
             {f.name: (int(f.min_version_level), int(f.max_version_level)) for f in response.finalized_features},
             int(response.finalized_features_epoch))
 
+    # ------------------------------------------------------------------ client quotas
+    async def describe_client_quotas(self, components: Iterable[tuple[str, str | None | type]] = (),
+                                     strict: bool = False) -> dict[tuple, dict[str, float]]:
+        """Client quotas (DescribeClientQuotas, as Kafka's Admin.describeClientQuotas). Each
+        component is (entity type, match): a name matches exactly, None the default entity, `...`
+        any specified name. Returns {entity: {key: value}}, an entity being sorted (type, name or
+        None for the default) pairs."""
+        wire = []
+        for entity_type, match in components:
+            if match is ...:
+                wire.append({"entity_type": entity_type, "match_type": 2, "match": None})
+            elif match is None:
+                wire.append({"entity_type": entity_type, "match_type": 1, "match": None})
+            else:
+                wire.append({"entity_type": entity_type, "match_type": 0, "match": match})
+        response = await (await self._controller()).call(48, {"components": wire, "strict": strict})
+        _check(response.error_code, "DescribeClientQuotas", response.error_message)
+        return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+                {v.key: float(v.value) for v in entry.values} for entry in response.entries or ()}
+
+    async def alter_client_quotas(self, alterations: Mapping[tuple, Mapping[str, float | None]],
+                                  validate_only: bool = False) -> dict[tuple, KafkaException | None]:
+        """Set (a value) or remove (None) quotas per entity (AlterClientQuotas, as Kafka's
+        Admin.alterClientQuotas). An entity is (type, name or None for the default) pairs."""
+        entries = [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                    "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
+                            for k, v in ops.items()]} for entity, ops in alterations.items()]
+        response = await (await self._controller()).call(49, {"entries": entries, "validate_only": validate_only})
+        results: dict[tuple, KafkaException | None] = {}
+        for entry in response.entries:
+            entity = tuple((e.entity_type, e.entity_name) for e in entry.entity)
+            results[entity] = (None if entry.error_code == ErrorCode.none
+                               else error_for_code(entry.error_code, entry.error_message or ""))
+        return results
+
     async def update_features(self, levels: Mapping[str, int], upgrade_type: str = "upgrade",
                               validate_only: bool = False) -> dict[str, KafkaException | None]:
         """Set finalized feature levels (UpdateFeatures, as Kafka's Admin.updateFeatures;
@@ -719,6 +754,14 @@ class Admin(SyncClient):
 
     def describe_features(self) -> FeatureMetadata:
         return self._run(self._async.describe_features())
+
+    def describe_client_quotas(self, components: Iterable[tuple[str, Any]] = (),
+                               strict: bool = False) -> dict[tuple, dict[str, float]]:
+        return self._run(self._async.describe_client_quotas(components, strict))
+
+    def alter_client_quotas(self, alterations: Mapping[tuple, Mapping[str, float | None]],
+                            validate_only: bool = False) -> dict[tuple, KafkaException | None]:
+        return self._run(self._async.alter_client_quotas(alterations, validate_only))
 
     def update_features(self, levels: Mapping[str, int], upgrade_type: str = "upgrade",
                         validate_only: bool = False) -> dict[str, KafkaException | None]:

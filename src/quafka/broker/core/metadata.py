@@ -16,6 +16,7 @@ Record shapes (JSON objects, `type` first):
     {"type": "producer_ids", "next": int}                               # ids below are used
     {"type": "group_configs", "group": str, "configs": {str: str}}      # later issues
     {"type": "feature_level", "feature": str, "level": int}             # kafka-features.sh / UpdateFeatures
+    {"type": "client_quota", "entity": [[type, name|null], ...], "quotas": {str: float}}  # full replacement
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ METADATA_RECORD_TYPES = (
     "producer_ids",
     "group_configs",
     "feature_level",
+    # -- client quotas (AlterClientQuotas; Kafka's ClientQuotaRecord)
+    "client_quota",
 )
 
 # Finalized feature levels of a new cluster (Kafka 4.4 formats with share.version 2: ShareVersion
@@ -65,6 +68,8 @@ class ClusterMetadata:
     next_producer_id: int = 0  # first id not yet handed out in a block written to the journal
     feature_levels: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_FEATURE_LEVELS))
     feature_epoch: int = 0  # level changes replayed (ApiVersions' FinalizedFeaturesEpoch)
+    # -- client quotas: entity (sorted (type, name or None for <default>) pairs) -> {key: value}
+    client_quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)
 
     def replay(self, record: dict) -> None:
         kind = record.get("type")
@@ -100,6 +105,14 @@ class ClusterMetadata:
                     self.feature_epoch = max(self.feature_epoch, int(record["epoch"]))
                 else:
                     self.feature_epoch += 1
+            # -- client quotas
+            elif kind == "client_quota":
+                entity = tuple(sorted((str(t), None if n is None else str(n)) for t, n in record["entity"]))
+                quotas = {str(k): float(v) for k, v in record["quotas"].items()}
+                if quotas:
+                    self.client_quotas[entity] = quotas
+                else:
+                    self.client_quotas.pop(entity, None)
             else:
                 raise MetadataError(f"unknown metadata record type {kind!r}")
         except (KeyError, TypeError, ValueError) as exc:
@@ -119,7 +132,15 @@ class ClusterMetadata:
             out.append({"type": "group_configs", "group": group, "configs": dict(configs)})
         for feature, level in self.feature_levels.items() if self.feature_epoch else ():  # else: as formatted
             out.append({"type": "feature_level", "feature": feature, "level": level, "epoch": self.feature_epoch})
+        # -- client quotas
+        for entity, quotas in self.client_quotas.items():
+            out.append(client_quota_record(entity, quotas))
         return out
+
+
+def client_quota_record(entity: tuple, quotas: dict[str, float]) -> dict:
+    """The record that sets an entity's client quotas (empty `quotas`: removes them)."""
+    return {"type": "client_quota", "entity": [list(part) for part in entity], "quotas": dict(quotas)}
 
 
 class ProducerIdAllocator:

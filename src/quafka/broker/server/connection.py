@@ -30,6 +30,14 @@ lost — even while a request of it is in flight, as Kafka's SocketServer calls 
 records for a client that cannot receive them. The handler in flight is never cancelled (its
 state write must complete); once it has finished, the connection's sessions are swept once more,
 in case it opened one after the close.
+
+Quotas and limits (server/quotas.py, server/connection_limits.py): a connection past
+max.connections, listener.name.<listener>.max.connections or max.connections.per.ip is closed as
+soon as it is accepted; one that sends nothing for connections.max.idle.ms is closed by the
+limits' sweep. A response whose request broke a client quota carries the throttle time, and the
+connection is then muted — it reads and serves nothing more — for that long (Kafka's
+`ClientQuotaManager.throttle` muting the channel); when no quota is configured the only cost is
+one attribute check per response.
 """
 
 from __future__ import annotations
@@ -112,6 +120,9 @@ class RequestContext:
     header: Any
     connection: object = None  # identifies the connection (share sessions are tied to it)
     session: ClientSession = None  # type: ignore[assignment]  # listener, protocol and principal
+    request_bytes: int = 0  # the request's size (producer_byte_rate counts it)
+    throttle_ms: int = 0  # set by a handler whose bandwidth quota throttles the response (quotas.py)
+    busy_ms: float = -1.0  # time served before the handler's first wait (-1: it did not wait)
 
 
 class _Resume:
@@ -169,6 +180,10 @@ class BrokerConnection(asyncio.Protocol):
         self.write_paused = False
         self.read_paused = False
         self.gone = False  # on_connection_closed has run
+        self.quotas = getattr(server, "quotas", None) or _NO_QUOTAS
+        self.muted = False  # throttled by a client quota: nothing is read or served until unmuted
+        self.idle_ticks = 0  # sweeps of the connection limits since bytes last arrived
+        self.refused = False  # closed on accept by a connection limit (never counted as open)
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport) -> None:  # uvloop's transports are not asyncio.Transport subclasses
@@ -183,13 +198,21 @@ class BrokerConnection(asyncio.Protocol):
             except OSError:
                 pass
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
+        limits = getattr(self.server, "connection_limits", None)
+        if limits is not None and not limits.try_open(self):
+            self.refused = True
+            self.closing = True
+            self.gone = True
+            transport.abort()
+            return
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
+        self.idle_ticks = 0
         buffer = self.buffer
-        if not buffer and self.task is None and not self.write_paused and len(data) >= 4:
+        if not buffer and self.task is None and not self.write_paused and not self.muted and len(data) >= 4:
             # the common case: the bytes hold whole frames and nothing waits before them
             size = _SIZE.unpack_from(data, 0)[0]
             if len(data) == 4 + size:
@@ -240,7 +263,7 @@ class BrokerConnection(asyncio.Protocol):
         buffer = self.buffer
         pos = 0
         try:
-            while not self.closing and self.task is None and not self.write_paused:
+            while not self.closing and self.task is None and not self.write_paused and not self.muted:
                 if len(buffer) - pos < 4:
                     break
                 size = _SIZE.unpack_from(buffer, pos)[0]
@@ -265,7 +288,8 @@ class BrokerConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.lost:
             return
-        backlog = self.write_paused or (self.task is not None and len(self.buffer) > READ_HIGH_WATER_BYTES)
+        backlog = self.write_paused or self.muted or (self.task is not None
+                                                     and len(self.buffer) > READ_HIGH_WATER_BYTES)
         if backlog and not self.read_paused:
             self.read_paused = True
             transport.pause_reading()
@@ -293,7 +317,7 @@ class BrokerConnection(asyncio.Protocol):
             self.close()
             return
         ctx = RequestContext(server, self.peer, api_key, api_version, correlation_id,
-                             getattr(header, "client_id", None), header, self.token, self.session)
+                             getattr(header, "client_id", None), header, self.token, self.session, len(frame))
         if api_key == API_VERSIONS_KEY and getattr(body, "client_software_name", None):
             self.software = f"{body.client_software_name} {body.client_software_version}"
         server.requests_in_flight += 1
@@ -310,6 +334,7 @@ class BrokerConnection(asyncio.Protocol):
                 raise
             self._failed(ctx, exc)
             return
+        ctx.busy_ms = (perf_counter() - started) * 1000.0
         self.task = asyncio.get_running_loop().create_task(self._finish(ctx, coro, first, started))
 
     async def _finish(self, ctx: RequestContext, coro, first, started: float) -> None:
@@ -339,6 +364,9 @@ class BrokerConnection(asyncio.Protocol):
             self._flow_control()
 
     def _answer(self, ctx: RequestContext, response: Any, started: float) -> None:
+        throttle_ms = 0
+        if self.quotas.active:
+            response, throttle_ms = self.quotas.on_response(ctx, response, started)
         if response is not None:
             if not isinstance(response, (bytes, bytearray)):
                 try:
@@ -351,6 +379,23 @@ class BrokerConnection(asyncio.Protocol):
             if not self.lost:
                 self.transport.write(response)
         self.observe(ctx.api_key, ctx.api_version, (perf_counter() - started) * 1000.0)
+        if throttle_ms > 0 and not self.lost:
+            self._mute(throttle_ms)
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Read and serve nothing from this client for `throttle_ms` (its response is sent)."""
+        self.muted = True
+        self._flow_control()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._unmute)
+
+    def _unmute(self) -> None:
+        self.muted = False
+        if self.lost or self.closing:
+            return
+        if self.task is None:
+            self._serve_buffered()
+        else:
+            self._flow_control()
 
     def _failed(self, ctx: RequestContext, exc: Exception) -> None:
         if isinstance(exc, ProtocolError):
@@ -384,7 +429,17 @@ class BrokerConnection(asyncio.Protocol):
             return
         self.gone = True
         self.server.connections.discard(self)
+        limits = getattr(self.server, "connection_limits", None)
+        if limits is not None:
+            limits.on_closed(self)
         self.server.on_connection_closed(self.token)
+
+
+class _NoQuotas:
+    active = False
+
+
+_NO_QUOTAS = _NoQuotas()
 
 
 def _log_unserved(server: "RequestBroker", peer: str, frame: bytes, api_key: int, api_version: int,

@@ -17,6 +17,8 @@ from .clock import wall_clock_ms
 from quafka.broker.core.share_session import ShareSessionCache
 
 from .connection import BrokerConnection
+from .connection_limits import ConnectionLimits
+from .quotas import QuotaService
 from .disk_space import DiskSpaceMonitor
 from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
@@ -91,6 +93,8 @@ class BrokerServer:
         self.classic_groups: ClassicGroupService | None = None
         self.consumer_groups: ConsumerGroupService | None = None
         self.authorizer = None  # authorization.py: None allows everything (no authorizer.class.name)
+        self.quotas = QuotaService(self.state, wall_clock_ms)  # client quotas (quotas.py)
+        self.connection_limits = ConnectionLimits(self.state)  # max.connections* (connection_limits.py)
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
@@ -129,6 +133,7 @@ class BrokerServer:
         self.state.topic_listeners.append(self._on_topic_event)
         self.state.group_config_listeners.append(self.share_partitions.on_group_config_changed)
         await self._start_metrics()
+        self.quotas.load()
         for listener in self.config.listeners:
             server = await asyncio.get_running_loop().create_server(
                 lambda lst=listener: BrokerConnection(self, lst.name, lst.security_protocol),
@@ -139,6 +144,8 @@ class BrokerServer:
         self.state.advertised = self._advertised_endpoint()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
+        self._tasks.append(asyncio.create_task(self.connection_limits.run_idle_sweep(self.connections),
+                                               name="idle-connections"))
         self._tasks.append(asyncio.create_task(self.disk_space.run(lambda: self.failed_log_dir is not None),
                                                name="free-space"))
         await self.share_coordinator.load()

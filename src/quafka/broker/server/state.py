@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from quafka.broker import config as cfg
-from quafka.broker.core.metadata import ClusterMetadata, ProducerIdAllocator, TopicInfo
+from quafka.broker.core.metadata import ClusterMetadata, ProducerIdAllocator, TopicInfo, client_quota_record
 from quafka.broker.core.producer_state import ProducerStateTable
 from quafka.broker.server.metadata_store import MetadataStore
 from quafka.broker.storage import FileLogStore, Log, LogStore, MemoryLogStore
@@ -102,6 +102,7 @@ class BrokerState:
         self.topic_listeners: list[Callable[[str, str], None]] = []  # (event, topic name)
         self.group_config_listeners: list[Callable[[str], None]] = []  # (group id)
         self._group_config_cache: dict[str, tuple[cfg.BrokerConfig, cfg.ShareGroupConfig]] = {}
+        self.client_quota_listeners: list[Callable[[], None]] = []  # client quotas changed (server/quotas.py)
 
     # ------------------------------------------------------------------ start-up
     def load(self) -> None:
@@ -463,6 +464,22 @@ class BrokerState:
         queue needs share.version 2) is worked out again."""
         self._commit([{"type": "feature_level", "feature": feature, "level": level}])
         self._group_config_cache.clear()
+
+    # ------------------------------------------------------------------ client quotas
+    @property
+    def client_quotas(self) -> dict[tuple, dict[str, float]]:
+        """Every entity's client quotas, as replayed from the journal (read-only)."""
+        assert self.metadata is not None
+        return self.metadata.client_quotas
+
+    def set_client_quotas(self, changes: dict[tuple, dict[str, float]]) -> None:
+        """Record each entity's new quotas (a full replacement; empty removes them), as one journal
+        append (validated by the AlterClientQuotas handler), then tell the listeners."""
+        if not changes:
+            return
+        self._commit([client_quota_record(entity, quotas) for entity, quotas in changes.items()])
+        for listener in list(self.client_quota_listeners):
+            listener()
 
     # ------------------------------------------------------------------ producers
     def allocate_producer_id(self) -> int:

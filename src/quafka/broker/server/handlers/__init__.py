@@ -14,6 +14,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
     from . import (  # noqa: F401
         api_versions,
         classic_group,
+        client_quotas,
         cluster,
         configs,
         consumer_group,

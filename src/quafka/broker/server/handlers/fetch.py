@@ -14,6 +14,7 @@ FETCH_SESSION_ID_NOT_FOUND. Topic ids are used from v13, as the protocol says.
 from __future__ import annotations
 
 from quafka.protocol.errors import ErrorCode
+from quafka.broker.core.client_quotas import CONSUMER_BYTE_RATE
 from quafka.protocol.hot_encoders import FetchPartitionResult, encode_fetch_response
 
 from ..registry import handles
@@ -23,11 +24,10 @@ _NONE = int(ErrorCode.none)
 READ_COMMITTED = 1
 
 
-def _read_all(state, req, version: int, isolation: int):
+def _read_all(state, req, version: int, isolation: int, cap: int):
     """One pass over the requested partitions: (topics for the encoder, bytes, logs, error seen).
     The response holds at most MaxBytes, capped by the broker's `fetch.max.bytes` (Kafka's
     `KafkaApis.handleFetchRequest`: min(fetchRequest.maxBytes, config.fetchMaxBytes))."""
-    cap = state.config.get("fetch.max.bytes")
     remaining = min(req.max_bytes, cap) if req.max_bytes > 0 else cap
     total = 0
     first_data = True
@@ -95,7 +95,11 @@ async def handle_fetch(ctx, req):
         return encode_fetch_response(version, ctx.correlation_id, [], error_code=int(ErrorCode.fetch_session_id_not_found),
                                      session_id=0)
     isolation = getattr(req, "isolation_level", 0)
-    topics, total, logs, errors = _read_all(state, req, version, isolation)
+    cap = state.config.get("fetch.max.bytes")
+    quotas = ctx.server.quotas
+    if quotas.active:  # Kafka: MaxBytes capped to what one quota window allows (getMaxValueInQuotaWindow)
+        cap = quotas.fetch_max_bytes(ctx, cap)
+    topics, total, logs, errors = _read_all(state, req, version, isolation, cap)
     wait_ms = int(req.max_wait.total_seconds() * 1000)
     min_bytes = min(req.min_bytes, state.config.get("fetch.max.bytes"))  # Kafka: min(minBytes, fetchMaxBytes)
     if total < min_bytes and wait_ms > 0 and not errors and logs:
@@ -103,7 +107,15 @@ async def handle_fetch(ctx, req):
         deadline = loop() + wait_ms
         while True:
             await ctx.server.purgatory.wait_for_append(logs, deadline - loop())
-            topics, total, logs, errors = _read_all(state, req, version, isolation)
+            topics, total, logs, errors = _read_all(state, req, version, isolation, cap)
             if total >= min_bytes or errors or loop() >= deadline:
                 break
+    if quotas.active:
+        # Kafka's handleFetchRequest: record the response's bytes; a throttled fetch is answered
+        # empty with the throttle time and its bytes taken back (the consumer fetches them again)
+        throttle_ms = quotas.record(ctx, CONSUMER_BYTE_RATE, total)
+        if throttle_ms > 0:
+            quotas.unrecord(ctx, CONSUMER_BYTE_RATE, total)
+            ctx.throttle_ms = throttle_ms
+            return encode_fetch_response(version, ctx.correlation_id, [], throttle_time_ms=throttle_ms, session_id=0)
     return encode_fetch_response(version, ctx.correlation_id, topics, session_id=0)

@@ -21,6 +21,7 @@ from typing import Callable
 from quafka.broker.core.producer_state import Duplicate, Refused
 from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.errors import ErrorCode
+from quafka.broker.core.client_quotas import PRODUCER_BYTE_RATE
 from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
 from quafka.protocol.record_batch import COMPRESSION_ZSTD, InvalidBatch, set_log_append_time, validate_batches
 
@@ -145,13 +146,16 @@ async def handle_produce(ctx, req):
         except OSError as exc:
             parts_out[position] = _failed(part.index, ErrorCode.kafka_storage_error,
                                           f"Flushing {part.topic.name}-{part.index} failed: {exc}")
+    quotas = ctx.server.quotas
+    throttle_ms = quotas.record(ctx, PRODUCER_BYTE_RATE, ctx.request_bytes) if quotas.active else 0
+    ctx.throttle_ms = throttle_ms  # Kafka: quotas.produce.maybeRecordAndGetThrottleTimeMs(request.sizeInBytes)
     if acks == 0:
         failed = [p for _n, _i, parts in topics_out for p in parts if p.error_code != _ERR_NONE]
         if failed:
             # the client expects no response; as Kafka, close the connection so it notices
             raise CloseConnection(f"acks=0 produce failed with error {failed[0].error_code}: {failed[0].error_message}")
         return None
-    return encode_produce_response(version, ctx.correlation_id, topics_out)
+    return encode_produce_response(version, ctx.correlation_id, topics_out, throttle_time_ms=throttle_ms)
 
 
 @handles(22, 0, 6)

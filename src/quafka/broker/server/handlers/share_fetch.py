@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
+from quafka.broker.core.client_quotas import CONSUMER_BYTE_RATE
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.share_encoders import (
     ShareAcknowledgePartitionResult,
@@ -243,7 +244,7 @@ async def _share_fetch(ctx, req) -> _Outcome:
     else:
         cache.advance(session)
         if not is_renew:
-            fetched = await _fetch(server, session, member_id, req, max_wait_ms)
+            fetched = await _fetch(server, session, member_id, req, max_wait_ms, ctx)
     if server.failed_log_dir is not None:  # the log directory failed: every partition of the session is
         # offline, listed in this request or not (an incremental ShareFetch lists none)
         for key in [*order, *(session.partitions if epoch != FINAL_EPOCH else ())]:
@@ -252,10 +253,12 @@ async def _share_fetch(ctx, req) -> _Outcome:
     return _Outcome(ErrorCode.none, None, group_config, order, partition_errors, ack_errors, fetched)
 
 
-async def _fetch(server, session, member_id: str, req, max_wait_ms: int) -> dict:
+async def _fetch(server, session, member_id: str, req, max_wait_ms: int, ctx) -> dict:
     """Acquire now; else park until records can be acquired or MaxWaitMs passes."""
     manager = server.share_partitions
     cap = server.state.config.get("fetch.max.bytes")
+    if server.quotas.active:  # Kafka: capped to what one quota window allows (getMaxValueInQuotaWindow)
+        cap = server.quotas.fetch_max_bytes(ctx, cap)
     params = FetchParams(
         max_records=req.max_records if req.max_records > 0 else 500,
         record_limit=getattr(req, "share_acquire_mode", 0) == 1,
@@ -277,6 +280,13 @@ async def _fetch(server, session, member_id: str, req, max_wait_ms: int) -> dict
 def _encode_fetch_response(ctx, outcome: _Outcome) -> bytes:
     leader_id = ctx.server.state.node_id
     by_topic: dict = {}
+    throttle_ms = 0
+    quotas = ctx.server.quotas
+    if quotas.active and outcome.fetched:
+        # consumer_byte_rate counts the records sent (Kafka's handleShareFetchRequest). Deviation
+        # (server/quotas.py): a throttled response still carries the records it acquired.
+        size = sum(len(got.records) for got in outcome.fetched.values())
+        throttle_ms = ctx.throttle_ms = quotas.record(ctx, CONSUMER_BYTE_RATE, size)
     if not outcome.error:
         fetched, ack_errors, partition_errors = outcome.fetched, outcome.ack_errors, outcome.partition_errors
         for key in outcome.keys():
@@ -290,7 +300,8 @@ def _encode_fetch_response(ctx, outcome: _Outcome) -> bytes:
                 got.records if got is not None else b"", got.acquired if got is not None else ()))
     return encode_share_fetch_response(ctx.api_version, ctx.correlation_id, list(by_topic.items()),
                                        error_code=outcome.error, error_message=outcome.message,
-                                       acquisition_lock_timeout_ms=outcome.lock_timeout_ms)
+                                       acquisition_lock_timeout_ms=outcome.lock_timeout_ms,
+                                       throttle_time_ms=throttle_ms)
 
 
 @handles(79, 1, 2)

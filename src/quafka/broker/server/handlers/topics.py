@@ -8,13 +8,15 @@ only this node.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 
 from quafka.broker import config as cfg
 from quafka.protocol.errors import ErrorCode
 
+from ..quotas import MutationQuota
 from ..registry import handles
 from ..state import OperationError
-from ._util import NO_THROTTLE, item_class, make, response_class
+from ._util import item_class, make, response_class
 
 
 def _check_assignment(replicas, node_id: int) -> None:
@@ -33,6 +35,7 @@ async def handle_create_topics(ctx, req):
     config_cls = item_class(result_cls, "configs") if "configs" in {f for f in result_cls.__dataclass_fields__} else None
     counts = Counter(t.name for t in req.topics)
     results = []
+    quota = MutationQuota(ctx, strict_since_version=6)  # Kafka: ControllerMutationQuotaManager.newQuotaFor
     for t in req.topics:
         values = dict(name=t.name, topic_id=None, error_code=ErrorCode.none, error_message=None,
                       topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=None)
@@ -49,6 +52,10 @@ async def handle_create_topics(ctx, req):
                                          "Partitions in the replica assignment must be 0..n-1 without gaps")
                 for a in t.assignments:
                     _check_assignment(a.broker_ids, state.node_id)
+            if not req.validate_only and t.name not in state.topics and not quota.allows(
+                    len(t.assignments) if t.assignments else
+                    (num_partitions if num_partitions != -1 else int(state.config.get("num.partitions")))):
+                raise _throttled(quota)
             topic = state.create_topic(
                 t.name, num_partitions, t.replication_factor, configs,
                 validate_only=req.validate_only, assignments=bool(t.assignments),
@@ -75,7 +82,7 @@ async def handle_create_topics(ctx, req):
             values.update(error_code=ErrorCode.kafka_storage_error, error_message=f"Creating {t.name} failed: {exc}",
                           num_partitions=-1, replication_factor=-1, configs=None)
         results.append(make(result_cls, **values))
-    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(results))
+    return make(resp_cls, throttle_time=timedelta(milliseconds=quota.throttle_ms), topics=tuple(results))
 
 
 @handles(20, 1, 6)
@@ -88,6 +95,7 @@ async def handle_delete_topics(ctx, req):
     else:
         wanted = [(name, None) for name in req.topic_names]
     results = []
+    quota = MutationQuota(ctx, strict_since_version=5)
     for name, topic_id in wanted:
         error, message = ErrorCode.none, None
         if name is None and topic_id is not None:
@@ -102,13 +110,15 @@ async def handle_delete_topics(ctx, req):
         try:
             if name is None:
                 raise OperationError(ErrorCode.invalid_request, "Neither a topic name nor a topic id was given")
+            if topic is not None and not quota.allows(len(topic.partitions)):
+                raise _throttled(quota)
             state.delete_topic(name)
         except OperationError as exc:
             error, message = exc.error_code, exc.message
         except OSError as exc:  # the log directory failed
             error, message = ErrorCode.kafka_storage_error, f"Deleting {name} failed: {exc}"
         results.append(make(result_cls, name=name, topic_id=tid, error_code=error, error_message=message))
-    return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return make(resp_cls, throttle_time=timedelta(milliseconds=quota.throttle_ms), responses=tuple(results))
 
 
 @handles(37, 0, 3)
@@ -118,6 +128,7 @@ async def handle_create_partitions(ctx, req):
     result_cls = item_class(resp_cls, "results")
     counts = Counter(t.name for t in req.topics)
     results = []
+    quota = MutationQuota(ctx, strict_since_version=3)
     for t in req.topics:
         error, message = ErrorCode.none, None
         try:
@@ -133,10 +144,18 @@ async def handle_create_partitions(ctx, req):
                     )
                 for a in t.assignments:
                     _check_assignment(a.broker_ids, state.node_id)
+            if (not req.validate_only and topic is not None and t.count > len(topic.partitions)
+                    and not quota.allows(t.count - len(topic.partitions))):
+                raise _throttled(quota)
             state.create_partitions(t.name, t.count, validate_only=req.validate_only)
         except OperationError as exc:
             error, message = exc.error_code, exc.message
         except OSError as exc:  # the log directory failed
             error, message = ErrorCode.kafka_storage_error, f"Creating partitions of {t.name} failed: {exc}"
         results.append(make(result_cls, name=t.name, error_code=error, error_message=message))
-    return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
+    return make(resp_cls, throttle_time=timedelta(milliseconds=quota.throttle_ms), results=tuple(results))
+
+
+def _throttled(quota: MutationQuota) -> OperationError:
+    """Kafka's ThrottlingQuotaExceededException for one topic of the request."""
+    return OperationError(ErrorCode.throttling_quota_exceeded, "The throttling quota has been exceeded.")

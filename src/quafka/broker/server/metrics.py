@@ -414,7 +414,33 @@ def render(server: "MetricsSource") -> str:
     out.family("quafka_share_coordinator_load_time_ms", "gauge",
                "Time to replay __share_group_state at start-up, in ms.",
                [((), share_coordinator.load_time_ms if share_coordinator is not None else 0.0)])
+    _render_quotas(out, server)
     return out.text()
+
+
+def _render_quotas(out: TextWriter, server: Any) -> None:
+    """Client-quota throttles per (quota type, user, client id) and connection-limit refusals
+    (server/quotas.py, server/connection_limits.py)."""
+    quotas = getattr(server, "quotas", None)
+    throttles = sorted(quotas.throttles.items()) if quotas is not None else []
+    out.family("quafka_client_quota_throttles_total", "counter",
+               "Responses throttled by a client quota, by quota type (producer_byte_rate, consumer_byte_rate, "
+               "request_percentage, controller_mutation_rate), user and client id.",
+               [((("quota", k), ("user", u), ("client_id", c)), n[0]) for (k, u, c), n in throttles])
+    out.family("quafka_client_quota_throttle_time_ms_total", "counter",
+               "Total throttle time given to clients, in ms (Kafka: the throttle-time sensor of each "
+               "kafka.server:type=Produce|Fetch|Request|ControllerMutation,user=,client-id= bean).",
+               [((("quota", k), ("user", u), ("client_id", c)), n[1]) for (k, u, c), n in throttles])
+    limits = getattr(server, "connection_limits", None)
+    out.family("quafka_connections_refused_total", "counter",
+               "Connections closed on accept by a connection limit, by the limit (max.connections, listener "
+               "max.connections, max.connections.per.ip).",
+               [((("reason", r),), n) for r, n in sorted(limits.refused.items())] if limits is not None else [])
+    out.family("quafka_connections_idle_closed_total", "counter",
+               "Connections closed after connections.max.idle.ms without a request.",
+               [((), limits.idle_closed if limits is not None else 0)])
+    out.family("quafka_connections_open", "gauge", "Client connections open.",
+               [((), limits.total if limits is not None else 0)])
 
 
 # --------------------------------------------------------------------------- HTTP

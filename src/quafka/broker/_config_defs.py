@@ -9,7 +9,7 @@ typed parsing and the validators live in `_config_types`.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any
 
 from quafka.broker._config_types import (  # noqa: F401 - some are re-exported for config.py
     CLUSTER_WIDE,
@@ -384,11 +384,13 @@ _BROKER = [
     _key("quota.window.num", "int", 11, _at_least(1),
          "Number of samples a client quota's rate is measured over (Kafka's ClientQuotaManagerConfig)."),
     _key("quota.window.size.seconds", "int", 1, _at_least(1), "Length of each client quota sample, in seconds."),
-    _key("quafka.quota.burst.windows", "int", 1, _at_least(1),
+    _key("quafka.quota.burst.windows", "int", 0, _at_least(0),
          "The least time a client quota's rate is measured over, in samples: a client starting from nothing may "
-         "send this many samples' worth of its quota at once. quota.window.num - 1 gives Kafka's arithmetic, "
-         "whose ten-second burst returns every time it leaves the window.",
-         note="quafka only (Kafka measures over at least quota.window.num - 1 samples; docs/security.md)"),
+         "send this many samples' worth of its quota at once. 0 (off) is Kafka's arithmetic, quota.window.num - 1 "
+         "samples, whose ten-second burst returns every time it leaves the window; 1 holds a greedy client "
+         "within a few percent of its quota over any 20 seconds.",
+         note="a quafka extension, off by default (Kafka measures over at least quota.window.num - 1 samples: "
+         "Rate.windowSize; docs/security.md)"),
     _key("max.connections", "int", 2147483647, _at_least(0),
          "Most client connections the broker holds open; listener.name.<listener>.max.connections limits one "
          "listener. A connection past it is closed at once.", CLUSTER_WIDE),

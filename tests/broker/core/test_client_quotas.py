@@ -89,7 +89,7 @@ def test_throttle_time_is_kafkas_arithmetic_with_kafkas_window():
 
 
 def test_quafka_measures_a_new_client_over_one_window_so_it_cannot_burst_ten_seconds():
-    quotas = ClientQuotas()  # burst_windows 1
+    quotas = ClientQuotas(burst_windows=1)  # quafka.quota.burst.windows=1
     quotas.set_quotas(make_entity(client_id=C), {PRODUCER_BYTE_RATE: 1000})
     assert quotas.record_and_get_throttle_time_ms(PRODUCER_BYTE_RATE, "", C, 1000, 0) == 0
     # 3000 bytes over one window: (3000 - 1000) / 1000 * 1000 ms
@@ -114,19 +114,20 @@ def test_request_percentage_throttle_is_capped_at_one_window():
 def test_unrecord_takes_a_value_back():
     quotas = ClientQuotas()
     quotas.set_quotas(make_entity(client_id=C), {CONSUMER_BYTE_RATE: 1000})
-    assert quotas.record_and_get_throttle_time_ms(CONSUMER_BYTE_RATE, "", C, 5000, 0) > 0
-    quotas.unrecord(CONSUMER_BYTE_RATE, "", C, 5000, 0)
+    assert quotas.record_and_get_throttle_time_ms(CONSUMER_BYTE_RATE, "", C, 50_000, 0) > 0
+    quotas.unrecord(CONSUMER_BYTE_RATE, "", C, 50_000, 0)
     assert quotas.measured_rate(CONSUMER_BYTE_RATE, "", C, 0) == 0
 
 
 @pytest.mark.parametrize("size", [16384, 100_000, 1_000_000])
 def test_a_greedy_client_obeying_its_throttle_is_held_to_the_quota_over_any_20_second_window(size):
     """Model client: sends `size` bytes, waits the throttle time plus a little jitter, repeats.
-    Over every 20 s window after the start its rate is within 5 % of the quota."""
+    Over every 20 s window after the start its rate is within 5 % of the quota
+    (quafka.quota.burst.windows=1; Kafka's arithmetic: the next test)."""
     seed = random.randrange(1 << 30)
     print("seed", seed)
     rnd = random.Random(seed)
-    quotas = ClientQuotas()
+    quotas = ClientQuotas(burst_windows=1)  # quafka.quota.burst.windows=1
     quotas.set_quotas(make_entity(client_id=C), {PRODUCER_BYTE_RATE: 1048576})
     now, sent = 0, []
     while now < 80_000:
@@ -175,3 +176,20 @@ def test_idle_clients_usage_is_dropped_after_an_hour():
     assert quotas.tracked_count == 50
     quotas.record_and_get_throttle_time_ms(PRODUCER_BYTE_RATE, "", "late", 1, 61_000 + 3_600_001)
     assert quotas.tracked_count == 1
+
+
+def test_under_kafkas_arithmetic_a_greedy_clients_burst_returns_and_its_20_second_rate_swings():
+    """The default (quafka.quota.burst.windows off): Rate.windowSize measures a new client over
+    quota.window.num - 1 windows, so it first sends ten seconds of its quota at once, and that burst
+    returns each time its sample leaves the window: over 20-second windows the rate swings well
+    beyond 10 % either side — why the acceptance test turns the extension on."""
+    quotas = ClientQuotas()
+    quotas.set_quotas(make_entity(client_id=C), {PRODUCER_BYTE_RATE: 1048576})
+    now, sent, size = 0, [], 100_000
+    while now < 80_000:
+        throttle = quotas.record_and_get_throttle_time_ms(PRODUCER_BYTE_RATE, "", C, size, now)
+        sent.append(now)
+        now += throttle + 1
+    rates = [sum(1 for t in sent if start <= t < start + 20_000) * size / 20 / 1048576
+             for start in range(0, 60_001, 1000)]
+    assert min(rates) < 0.9 and max(rates) > 1.1, rates

@@ -28,7 +28,8 @@ windows of `window_ms` (quota.window.num 11, quota.window.size.seconds 1). Its m
 retained sum by the elapsed time since the oldest sample, taken as at least `samples - 1` whole
 windows in Kafka (`Rate.windowSize`), so one request at the start is not measured over a few
 milliseconds. Deviation: quafka takes at least `burst_windows` windows (quafka.quota.burst.windows,
-default 1; 10 gives Kafka's arithmetic), see DEFAULT_BURST_WINDOWS for why.
+off by default: Kafka's arithmetic; 1 measures a new client over one window), see
+DEFAULT_BURST_WINDOWS for why.
 
 **Throttle.** A value is recorded first; when the rate is then above the quota bound the throttle
 time is `(rate - bound) / bound * window_size_ms` (`QuotaUtils.throttleTime`): the delay that
@@ -63,7 +64,7 @@ DEFAULT_WINDOW_MS = 1000  # quota.window.size.seconds
 # seconds of its quota at once, and that burst then comes back every time its sample expires from
 # the window (every ~11 s), so a greedy producer at 1 MB/s measures 0.6-1.4 MB/s over 20-second
 # windows; with 1 it measures 0.95-1.05 MB/s (docs/security.md, "Quotas and connection limits").
-DEFAULT_BURST_WINDOWS = 1
+DEFAULT_BURST_WINDOWS = 0  # off: Kafka's window_num - 1
 INACTIVE_SENSOR_EXPIRY_MS = 3_600_000  # ClientQuotaManager.InactiveSensorExpirationTimeSeconds
 
 Entity = tuple[tuple[str, "str | None"], ...]
@@ -246,7 +247,7 @@ class ClientQuotas:
                  burst_windows: int = DEFAULT_BURST_WINDOWS) -> None:
         self.window_num = window_num
         self.window_ms = window_ms
-        self.burst_windows = min(burst_windows, window_num - 1)
+        self.burst_windows = window_num - 1 if burst_windows <= 0 else min(burst_windows, window_num - 1)
         self.entities: dict[Entity, dict[str, float]] = {}
         self._by_key: dict[str, dict[Entity, float]] = {k: {} for k in QUOTA_KEYS}
         self._rates: dict[tuple[str, str, str], SampledRate] = {}

@@ -469,7 +469,7 @@ class BrokerConfig:
         self.warnings = self.warnings + [w for w in warnings if w not in self.warnings]
 
 
-_PER_LISTENER_KEYS = ("max.connections", "max.connection.creation.rate", "connections.max.reauth.ms")
+_PER_LISTENER_KEYS = ("max.connections", "connections.max.reauth.ms")
 _MECHANISM_PREFIX_RE = re.compile(r"^[a-z0-9-]+\.(?=sasl\.)")
 
 

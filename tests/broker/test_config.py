@@ -334,7 +334,9 @@ def test_unknown_keys_are_refused():
 
 @pytest.mark.parametrize("name, reason", [
     ("ssl.keystore.location", "PLAINTEXT only"), ("sasl.enabled.mechanisms", "PLAINTEXT only"),
-    ("authorizer.class.name", "no authentication or authorization"),
+    ("principal.builder.class", "no authentication or authorization"),
+    ("authorizer.class.name", "cannot load the Java class x"),
+    ("super.users", "principalType:principalName"),
     ("log.message.format.version", "removed in Kafka 4.0"),
     ("message.downconversion.enable", "removed in Kafka 4.0"),
     ("group.consumer.migration.policy", "does not convert a non-empty group"),
@@ -343,6 +345,16 @@ def test_unknown_keys_are_refused():
 def test_refused_keys_say_why(name, reason):
     error = refused({name: "x"})
     assert error.key == name and reason in str(error)
+
+
+def test_the_standard_authorizer_is_accepted_and_the_removed_aclauthorizer_refused_with_why():
+    """Kafka 4.x: StandardAuthorizer (KRaft); kafka.security.authorizer.AclAuthorizer went with ZooKeeper."""
+    config = cfg.BrokerConfig.from_props({"authorizer.class.name": cfg.STANDARD_AUTHORIZER,
+                                          "super.users": "User:admin;User:ops", "allow.everyone.if.no.acl.found": "true"})
+    assert config.get("super.users") == "User:admin;User:ops" and config.get("allow.everyone.if.no.acl.found") is True
+    assert cfg.BrokerConfig.from_props({}).get("authorizer.class.name") == ""
+    error = refused({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    assert "removed in Kafka 4.0" in str(error)
 
 
 # --------------------------------------------------------------------------- listeners

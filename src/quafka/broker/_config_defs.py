@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from quafka.broker.core.acl import AclError, parse_super_users
 from quafka.broker._config_types import (  # noqa: F401 - some are re-exported for config.py
     CLUSTER_WIDE,
     MAX_LONG,
@@ -140,6 +141,35 @@ def _metrics_listener() -> tuple[str, Check]:
     return "http://host:port (port 0: any free port) or empty (off)", check
 
 
+# -- ACLs (issue 29): Kafka's StandardAuthorizer is the one authorizer quafka has (server/authorizer.py)
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_REMOVED_AUTHORIZERS = {"kafka.security.authorizer.AclAuthorizer": "it was removed in Kafka 4.0 with ZooKeeper; "
+                        f"use {STANDARD_AUTHORIZER}, whose ACLs live in the metadata log"}
+
+
+def _authorizer_class() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if not v or v == STANDARD_AUTHORIZER:
+            return None
+        if v in _REMOVED_AUTHORIZERS:
+            return f"authorizer {v} is not supported: {_REMOVED_AUTHORIZERS[v]}"
+        return (f"quafka cannot load the Java class {v}; its one authorizer is {STANDARD_AUTHORIZER} "
+                "(or empty for none)")
+
+    return f"[empty, {STANDARD_AUTHORIZER}]", check
+
+
+def _super_users() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        try:
+            parse_super_users(v or "")
+        except AclError as exc:
+            return str(exc)
+        return None
+
+    return "principals separated by ;", check
+
+
 # The watermark's default: 256 MiB (or 1 % of the file system when that is more) is the reserve that
 # the writes still made below it draw on — share-state and group-offset records of a few hundred
 # bytes per acknowledgement round, so millions of rounds; and more than two 100 MiB
@@ -164,6 +194,15 @@ _BROKER = [
          "Most record bytes one Fetch or ShareFetch response returns, whatever the request's MaxBytes "
          "(at least one batch is still returned); bounds what a client that does not read its "
          "responses can pin in memory."),
+    # -- authorization (issue 29): server/authorizer.py, docs/security.md "ACLs"
+    _key("authorizer.class.name", "string", "", _authorizer_class(),
+         "The authorizer that checks every request against the ACLs; empty (the default) allows every request "
+         "and answers the ACL APIs with SECURITY_DISABLED.",
+         note=f"only {STANDARD_AUTHORIZER} (kafka.security.authorizer.AclAuthorizer was removed in Kafka 4.0)"),
+    _key("super.users", "string", "", _super_users(),
+         "Principals allowed every operation whatever the ACLs, separated by semicolons: User:admin;User:ops."),
+    _key("allow.everyone.if.no.acl.found", "boolean", False, _any(),
+         "Allow a request on a resource that has no ACL at all (for anyone); false denies it."),
     # -- topics and groups
     _key("num.partitions", "int", 1, _at_least(1),
          "Partition count of auto-created topics and of CreateTopics with -1."),
@@ -630,10 +669,7 @@ _PLAINTEXT_ONLY = "quafka serves PLAINTEXT only, with no authentication or autho
 
 # Keys refused with a specific reason (a ConfigError), rather than the generic unknown-key one.
 _REFUSED_KEYS: dict[str, str] = {
-    "authorizer.class.name": _PLAINTEXT_ONLY,
     "principal.builder.class": _PLAINTEXT_ONLY,
-    "super.users": _PLAINTEXT_ONLY,
-    "allow.everyone.if.no.acl.found": _PLAINTEXT_ONLY,
     "security.inter.broker.protocol": _PLAINTEXT_ONLY,
     "max.connection.creation.rate": "quafka does not limit the rate of new connections (max.connections and "
     "max.connections.per.ip bound how many are open)",

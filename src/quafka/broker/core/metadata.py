@@ -17,11 +17,16 @@ Record shapes (JSON objects, `type` first):
     {"type": "group_configs", "group": str, "configs": {str: str}}      # later issues
     {"type": "feature_level", "feature": str, "level": int}             # kafka-features.sh / UpdateFeatures
     {"type": "client_quota", "entity": [[type, name|null], ...], "quotas": {str: float}}  # full replacement
+    {"type": "acl", "id": hex, "resource_type": "TOPIC", "name": str, "pattern_type": "LITERAL",
+     "principal": "User:alice", "host": "*", "operation": "READ", "permission_type": "ALLOW"}  # CreateAcls
+    {"type": "remove_acl", "id": hex}                                   # DeleteAcls
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from . import acl as acls
 
 METADATA_RECORD_TYPES = (
     "topic",
@@ -34,6 +39,9 @@ METADATA_RECORD_TYPES = (
     "feature_level",
     # -- client quotas (AlterClientQuotas; Kafka's ClientQuotaRecord)
     "client_quota",
+    # ACLs (issue 29): Kafka's AccessControlEntryRecord / RemoveAccessControlEntryRecord, one id per ACL
+    "acl",
+    "remove_acl",
 )
 
 # Finalized feature levels of a new cluster (Kafka 4.4 formats with share.version 2: ShareVersion
@@ -70,6 +78,7 @@ class ClusterMetadata:
     feature_epoch: int = 0  # level changes replayed (ApiVersions' FinalizedFeaturesEpoch)
     # -- client quotas: entity (sorted (type, name or None for <default>) pairs) -> {key: value}
     client_quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)
+    acls: acls.AclIndex = field(default_factory=acls.AclIndex)  # by id and by resource (core/acl.py)
 
     def replay(self, record: dict) -> None:
         kind = record.get("type")
@@ -113,6 +122,11 @@ class ClusterMetadata:
                     self.client_quotas[entity] = quotas
                 else:
                     self.client_quotas.pop(entity, None)
+            # ACLs (issue 29)
+            elif kind == "acl":
+                self.acls.add(*acls.from_record(record))
+            elif kind == "remove_acl":
+                self.acls.remove(str(record["id"]))
             else:
                 raise MetadataError(f"unknown metadata record type {kind!r}")
         except (KeyError, TypeError, ValueError) as exc:
@@ -135,6 +149,8 @@ class ClusterMetadata:
         # -- client quotas
         for entity, quotas in self.client_quotas.items():
             out.append(client_quota_record(entity, quotas))
+        # ACLs (issue 29)
+        out.extend(acls.to_record(acl_id, acl) for acl_id, acl in self.acls.items())
         return out
 
 

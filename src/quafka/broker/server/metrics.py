@@ -111,6 +111,10 @@ class BrokerMetrics:
         self.offset_commits = 0
         self.offset_expirations = 0
         self.offset_deletions = 0
+        # authorizer (authorizer.py; Kafka's authorizer-metrics of KIP-767)
+        self.authorization_allowed = 0
+        self.authorization_denied = 0
+        self.authorizer_log_lines_suppressed = 0
 
     def count_dlq(self, group_id: str, *, records: int = 0, produce_requests: int = 0,
                   failed_produce_requests: int = 0) -> None:
@@ -163,6 +167,7 @@ class MetricsSource(Protocol):
     consumer_groups: Any  # consumer_groups.ConsumerGroupService | None
     classic_groups: Any  # classic_groups.ClassicGroupService | None
     consumer_offsets: Any  # consumer_offsets.ConsumerOffsetsService | None
+    authorizer: Any  # authorizer.StandardAuthorizer | None
 
 
 def render(server: "MetricsSource") -> str:
@@ -190,6 +195,23 @@ def render(server: "MetricsSource") -> str:
     ):
         out.family(f"kafka_server_brokertopicmetrics_{kafka_name.lower()}_total", "counter",
                    f"{what} (kafka.server:type=BrokerTopicMetrics,name={kafka_name}PerSec).", [((), value)])
+
+    # ---- kafka.server:type=authorizer-metrics (KIP-767); zeros while no authorizer is configured
+    for name, value, what in (
+            ("authorization_allowed", m.authorization_allowed, "Requests the authorizer allowed "
+             "(authorization-allowed-rate-per-minute counts the same events)"),
+            ("authorization_denied", m.authorization_denied, "Requests the authorizer denied "
+             "(authorization-denied-rate-per-minute counts the same events)"),
+            ("authorization_request", m.authorization_allowed + m.authorization_denied,
+             "Authorization decisions (authorization-request-rate-per-minute counts the same events)")):
+        out.family(f"kafka_server_authorizer_metrics_{name}_total", "counter",
+                   f"{what} (kafka.server:type=authorizer-metrics).", [((), value)])
+    out.family("kafka_server_authorizer_metrics_acls_total_count", "gauge",
+               "ACLs held (kafka.server:type=authorizer-metrics, acls-total-count).",
+               [((), len(server.authorizer.index) if server.authorizer is not None else 0)])
+    out.family("quafka_authorizer_denial_log_lines_suppressed_total", "counter",
+               "Authorization denials not logged because the quafka.authorizer logger was at its cap of "
+               "lines a second (a quafka extension).", [((), m.authorizer_log_lines_suppressed)])
 
     # ---- kafka.server:type=ShareGroupMetrics
     out.family("kafka_server_sharegroupmetrics_recordacknowledgements_total", "counter",

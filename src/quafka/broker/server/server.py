@@ -13,6 +13,7 @@ import logging
 from quafka.broker import config as cfg
 from quafka.broker.storage import LogDirHealth, LogEvent
 
+from .authorizer import make_authorizer
 from .clock import wall_clock_ms
 from quafka.broker.core.share_session import ShareSessionCache
 
@@ -92,9 +93,10 @@ class BrokerServer:
         self.consumer_offsets: ConsumerOffsetsService | None = None
         self.classic_groups: ClassicGroupService | None = None
         self.consumer_groups: ConsumerGroupService | None = None
-        self.authorizer = None  # authorization.py: None allows everything (no authorizer.class.name)
         self.quotas = QuotaService(self.state, wall_clock_ms)  # client quotas (quotas.py)
         self.connection_limits = ConnectionLimits(self.state)  # max.connections* (connection_limits.py)
+        # authorization.py: None allows everything (no authorizer.class.name); else authorizer.py's
+        self.authorizer = make_authorizer(config, self.state, self.metrics)
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []

@@ -12,6 +12,7 @@ __all__ = ["advertised_ranges", "load_handlers"]
 def load_handlers() -> dict[int, HandlerSpec]:
     """Import every handler module (each registers itself) and return the registry."""
     from . import (  # noqa: F401
+        acls,
         api_versions,
         classic_group,
         client_quotas,

@@ -9,7 +9,7 @@ import sys
 from ._common import kafka_parser_errors
 
 #: Subcommand modules, in --help order.
-COMMANDS = ("broker", "topics", "configs", "features", "consumer_groups", "share_groups", "console_share_consumer",
+COMMANDS = ("broker", "topics", "configs", "features", "acls", "consumer_groups", "share_groups", "console_share_consumer",
             "console_producer", "perf", "worker", "enqueue", "demo")
 
 

@@ -9,6 +9,7 @@ errors, and ``coordinator_records`` (the codecs of the share-state and group rec
 """
 
 from . import coordinator_records
+from ._admin_acls import AclBinding, AclBindingFilter
 from ._admin_in_flight import (
     AlterInFlightResult,
     ExtensionUnavailable,
@@ -47,6 +48,8 @@ from .records import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Record, T
 from .share_consumer import AsyncShareConsumer, ShareConsumer
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
     "AcknowledgeType",
     "AcquiredBatches",
     "Admin",

@@ -11,7 +11,7 @@ types "topic", "broker", "group"), list_groups, describe_share_groups, list_shar
 alter_share_group_offsets, delete_share_group_offsets, delete_groups, the consumer-group offsets
 list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_group_offsets (in
 _admin_groups.py), and a share group's dead letters: list_dead_letters, redrive_dead_letters (in
-dead_letters.py). Group requests go to the group's coordinator (FindCoordinator key type 0).
+dead_letters.py), and ACLs: create_acls, describe_acls, delete_acls (in _admin_acls.py). Group requests go to the group's coordinator (FindCoordinator key type 0).
 Topic-level requests go to the controller that the metadata names; offset requests go to each
 partition's leader.
 """
@@ -30,6 +30,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from quafka.protocol.errors import ErrorCode
 
 from . import dead_letters
+from ._admin_acls import AclAdminMixin, AclBinding, AclBindingFilter
 from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
 from ._base import AsyncClient, SyncClient
@@ -49,7 +50,7 @@ class FeatureMetadata(NamedTuple):
     finalized: dict[str, tuple[int, int]]
     finalized_epoch: int
 
-__all__ = ["ADMIN_CONFIG", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
+__all__ = ["ADMIN_CONFIG", "AclBinding", "AclBindingFilter", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
            "ConfigSynonym", "ListedGroup", "NewTopic", "PartitionDescription",
            "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
 
@@ -196,7 +197,7 @@ def _offset_spec(spec: Any, where: str) -> int:
     raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
 
 
-class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AsyncClient):
+class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
     CONFIG = ADMIN_CONFIG
@@ -762,6 +763,15 @@ class Admin(SyncClient):
     def alter_client_quotas(self, alterations: Mapping[tuple, Mapping[str, float | None]],
                             validate_only: bool = False) -> dict[tuple, KafkaException | None]:
         return self._run(self._async.alter_client_quotas(alterations, validate_only))
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> dict[AclBinding, KafkaException | None]:
+        return self._run(self._async.create_acls(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter()) -> list[AclBinding]:
+        return self._run(self._async.describe_acls(acl_filter))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> dict[AclBindingFilter, list[AclBinding] | KafkaException]:
+        return self._run(self._async.delete_acls(filters))
 
     def update_features(self, levels: Mapping[str, int], upgrade_type: str = "upgrade",
                         validate_only: bool = False) -> dict[str, KafkaException | None]:

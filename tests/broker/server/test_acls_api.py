@@ -29,7 +29,7 @@ from quafka.broker.core.acl_types import AclPermissionType as Perm
 from quafka.broker.core.acl_types import PatternType as PT
 from quafka.broker.core.acl_types import ResourceType as RT
 from quafka.protocol.errors import ErrorCode
-from support import BrokerProcess, RawClient
+from support import RawClient
 
 pytestmark = pytest.mark.timeout(60)
 

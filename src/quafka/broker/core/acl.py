@@ -117,6 +117,10 @@ def validate_new_binding(acl: AclBinding) -> None:
     """Raise AclError when `acl` may not be created (AclControlManager.validateNewAcl and the checks
     AclApis.handleCreateAcls makes first)."""
     pattern, entry = acl.pattern, acl.entry
+    if pattern.resource_type == ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
+        raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+    if not pattern.name:
+        raise AclError("Invalid empty resource name")
     if pattern.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         raise AclError(f"Invalid resourceType {pattern.resource_type.name}")
     if pattern.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -125,10 +129,6 @@ def validate_new_binding(acl: AclBinding) -> None:
         raise AclError(f"Invalid operation {entry.operation.name}")
     if entry.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
         raise AclError(f"Invalid permissionType {entry.permission_type.name}")
-    if pattern.resource_type == ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
-        raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
-    if not pattern.name:
-        raise AclError("Invalid empty resource name")
     parse_principal(entry.principal)
     if not entry.host:
         raise AclError("Invalid empty host (use * for every host)")
@@ -244,10 +244,11 @@ class AclIndex:
     def __init__(self) -> None:
         self._by_id: dict[str, AclBinding] = {}
         self._ids: dict[AclBinding, str] = {}
-        self._literal: dict[tuple[ResourceType, str], dict[str, AccessControlEntry]] = {}
-        self._prefixed: dict[tuple[ResourceType, str], dict[str, AccessControlEntry]] = {}
-        self._prefix_lengths: dict[ResourceType, list[int]] = {}  # sorted distinct lengths in use
-        self._length_counts: dict[tuple[ResourceType, int], int] = {}
+        # (resource type, name) -> (the pattern, {id: entry}); literal and prefixed patterns apart
+        self._literal: dict[tuple[int, str], tuple[ResourcePattern, dict[str, AccessControlEntry]]] = {}
+        self._prefixed: dict[tuple[int, str], tuple[ResourcePattern, dict[str, AccessControlEntry]]] = {}
+        self._prefix_lengths: dict[int, list[int]] = {}  # sorted distinct prefix lengths in use, per type
+        self._length_counts: dict[tuple[int, int], int] = {}
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -269,16 +270,19 @@ class AclIndex:
         self._by_id[acl_id] = acl
         self._ids[acl] = acl_id
         p = acl.pattern
-        key = (p.resource_type, p.name)
-        if p.pattern_type == PatternType.PREFIXED:
-            self._prefixed.setdefault(key, {})[acl_id] = acl.entry
-            count_key = (p.resource_type, len(p.name))
+        rtype = int(p.resource_type)
+        prefixed = p.pattern_type == PatternType.PREFIXED
+        table = self._prefixed if prefixed else self._literal
+        slot = table.get((rtype, p.name))
+        if slot is None:
+            slot = table[(rtype, p.name)] = (p, {})
+        slot[1][acl_id] = acl.entry
+        if prefixed:
+            count_key = (rtype, len(p.name))
             count = self._length_counts.get(count_key, 0)
             if count == 0:
-                bisect.insort(self._prefix_lengths.setdefault(p.resource_type, []), len(p.name))
+                bisect.insort(self._prefix_lengths.setdefault(rtype, []), len(p.name))
             self._length_counts[count_key] = count + 1
-        else:
-            self._literal.setdefault(key, {})[acl_id] = acl.entry
 
     def remove(self, acl_id: str) -> AclBinding:
         acl = self._by_id.pop(acl_id, None)
@@ -286,18 +290,19 @@ class AclIndex:
             raise AclError(f"ID {acl_id} not found in the ACLs.")
         del self._ids[acl]
         p = acl.pattern
-        key = (p.resource_type, p.name)
-        table = self._prefixed if p.pattern_type == PatternType.PREFIXED else self._literal
-        entries = table[key]
+        rtype = int(p.resource_type)
+        prefixed = p.pattern_type == PatternType.PREFIXED
+        table = self._prefixed if prefixed else self._literal
+        entries = table[(rtype, p.name)][1]
         del entries[acl_id]
         if not entries:
-            del table[key]
-        if p.pattern_type == PatternType.PREFIXED:
-            count_key = (p.resource_type, len(p.name))
+            del table[(rtype, p.name)]
+        if prefixed:
+            count_key = (rtype, len(p.name))
             self._length_counts[count_key] -= 1
             if self._length_counts[count_key] == 0:
                 del self._length_counts[count_key]
-                lengths = self._prefix_lengths[p.resource_type]
+                lengths = self._prefix_lengths[rtype]
                 lengths.pop(bisect.bisect_left(lengths, len(p.name)))
         return acl
 
@@ -309,28 +314,38 @@ class AclIndex:
         """(id, binding) of each ACL `f` matches (AclControlManager.deleteAclsForFilter)."""
         return sorted(((i, acl) for i, acl in self._by_id.items() if f.matches(acl)), key=lambda x: _sort_key(x[1]))
 
-    def _candidates(self, resource_type: ResourceType, name: str):
-        """(pattern, entries) of every stored pattern that applies to the resource."""
-        for literal in (name, WILDCARD) if name != WILDCARD else (name,):
-            entries = self._literal.get((resource_type, literal))
-            if entries:
-                yield ResourcePattern(resource_type, literal, PatternType.LITERAL), entries
-        for length in self._prefix_lengths.get(resource_type, ()):
-            if length > len(name):
-                break
-            entries = self._prefixed.get((resource_type, name[:length]))
-            if entries:
-                yield ResourcePattern(resource_type, name[:length], PatternType.PREFIXED), entries
+    def _slots(self, resource_type: int, name: str) -> list:
+        """(pattern, {id: entry}) of every stored pattern that applies to the resource: its literal
+        name, the literal wildcard, and each prefix of the name in use."""
+        found = []
+        slot = self._literal.get((resource_type, name))
+        if slot is not None:
+            found.append(slot)
+        if name != WILDCARD:
+            slot = self._literal.get((resource_type, WILDCARD))
+            if slot is not None:
+                found.append(slot)
+        lengths = self._prefix_lengths.get(resource_type)
+        if lengths:
+            prefixed = self._prefixed
+            for length in lengths:
+                if length > len(name):
+                    break
+                slot = prefixed.get((resource_type, name[:length]))
+                if slot is not None:
+                    found.append(slot)
+        return found
 
     def find(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
              name: str) -> AclMatch:
         """What the ACLs say about `principal` at `host` doing `operation` on the resource
         (StandardAuthorizerData.findAclRule): a DENY that applies wins; else an ALLOW that applies;
         else DENY when the resource has ACLs, and None (the default decides) when it has none."""
-        has_acls = False
+        slots = self._slots(int(resource_type), name)
+        if not slots:
+            return NO_ACLS
         allow: AclBinding | None = None
-        for pattern, entries in self._candidates(resource_type, name):
-            has_acls = True
+        for pattern, entries in slots:
             for entry in entries.values():
                 result = entry_result(entry, principal, host, operation)
                 if result is False:
@@ -339,7 +354,11 @@ class AclIndex:
                     allow = AclBinding(pattern, entry)
         if allow is not None:
             return AclMatch(True, allow)
-        return AclMatch(False if has_acls else None)
+        return NO_MATCH
+
+
+NO_ACLS = AclMatch(None)  # the resource has no ACL: the default decides
+NO_MATCH = AclMatch(False)  # the resource has ACLs, none applies: denied
 
 
 def _sort_key(acl: AclBinding) -> tuple:
@@ -351,20 +370,31 @@ def _sort_key(acl: AclBinding) -> tuple:
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
-    rule: str  # why, as Kafka's audit log names it: SuperUser, MatchingAcl(acl=...), DefaultAllow, DefaultDeny
+    kind: str  # SuperUser, MatchingAcl, DefaultAllow or DefaultDeny
+    acl: AclBinding | None = None
+
+    @property
+    def rule(self) -> str:
+        """Why, as Kafka's audit log names it (formatted only when logged)."""
+        return f"MatchingAcl(acl={self.acl})" if self.acl is not None else self.kind
+
+
+SUPER_USER = Decision(True, "SuperUser")
+DEFAULT_ALLOW = Decision(True, "DefaultAllow")
+DEFAULT_DENY = Decision(False, "DefaultDeny")
 
 
 def authorize(index: AclIndex, super_users: frozenset[str], allow_if_no_acl: bool, principal: str, host: str,
               operation: AclOperation, resource_type: ResourceType, name: str) -> Decision:
     """StandardAuthorizerData.authorize: super users first, then the ACLs, then the default."""
     if principal in super_users:
-        return Decision(True, "SuperUser")
+        return SUPER_USER
     match = index.find(principal, host, operation, resource_type, name)
     if match.acl is not None:
-        return Decision(bool(match.allowed), f"MatchingAcl(acl={match.acl})")
+        return Decision(bool(match.allowed), "MatchingAcl", match.acl)
     if match.allowed is None and allow_if_no_acl:
-        return Decision(True, "DefaultAllow")
-    return Decision(False, "DefaultDeny")
+        return DEFAULT_ALLOW
+    return DEFAULT_DENY
 
 
 def parse_super_users(value: str) -> frozenset[str]:

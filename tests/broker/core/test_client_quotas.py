@@ -193,3 +193,10 @@ def test_under_kafkas_arithmetic_a_greedy_clients_burst_returns_and_its_20_secon
     rates = [sum(1 for t in sent if start <= t < start + 20_000) * size / 20 / 1048576
              for start in range(0, 60_001, 1000)]
     assert min(rates) < 0.9 and max(rates) > 1.1, rates
+
+
+def test_an_entity_naming_one_type_twice_with_a_default_and_a_name_is_refused_not_crashed():
+    """Found by the wire fuzzer (QUAFKA_FUZZ_SEED=2908305731): sorting ("user", None) against
+    ("user", "alice") raised TypeError inside AlterClientQuotas."""
+    with pytest.raises(ValueError, match="Duplicate user"):
+        normalize_entity([("user", None), ("user", "alice")])

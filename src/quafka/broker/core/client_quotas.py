@@ -83,7 +83,7 @@ def make_entity(user: str | None | type = ..., client_id: str | None | type = ..
 def normalize_entity(parts) -> Entity:
     """An entity from (type, name) pairs in any order; raises ValueError for an unknown type, a
     type given twice or no parts (Kafka: InvalidRequestException)."""
-    items = sorted((str(t), n) for t, n in parts)
+    items = sorted(((str(t), n) for t, n in parts), key=lambda item: item[0])  # names may be None (default)
     if not items:
         raise ValueError("Invalid empty client quota entity")
     types = [t for t, _ in items]

@@ -511,6 +511,27 @@ def _offset_delete(env):
     assert delete().topics[0].partitions[0].error_code == E.none
 
 
+@case(48, "DescribeClientQuotas", "DESCRIBE_CONFIGS on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
+def _describe_client_quotas(env):
+    def describe():
+        return env.req(kreq(48, 1, components=[], strict=False))
+    refused = describe()
+    assert refused.error_code == E.cluster_authorization_failed and refused.entries is None
+    env.grant(Op.DESCRIBE_CONFIGS, Rt.CLUSTER)
+    assert describe().error_code == E.none
+
+
+@case(49, "AlterClientQuotas", "ALTER_CONFIGS on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED per entry")
+def _alter_client_quotas(env):
+    def alter():
+        return env.req(kreq(49, 1, validate_only=True, entries=[{
+            "entity": [{"entity_type": "client-id", "entity_name": "az-q"}],
+            "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}])).entries[0].error_code
+    assert alter() == E.cluster_authorization_failed
+    env.grant(Op.ALTER_CONFIGS, Rt.CLUSTER)
+    assert alter() == E.none
+
+
 @case(57, "UpdateFeatures", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
 def _update_features(env):
     level = env.broker.server.state.feature_level("share.version")

@@ -118,14 +118,17 @@ class FetchedPartition:
 
 
 class FetchParams:
-    """What one ShareFetch asks for (MaxRecords, ShareAcquireMode, MaxBytes)."""
+    """What one ShareFetch asks for (MaxRecords, ShareAcquireMode, MaxBytes), and the topic ids of
+    the session the principal may not READ (an authorizer said no: nothing is acquired there)."""
 
-    __slots__ = ("max_records", "record_limit", "max_bytes")
+    __slots__ = ("max_records", "record_limit", "max_bytes", "denied_topic_ids")
 
-    def __init__(self, max_records: int, record_limit: bool, max_bytes: int) -> None:
+    def __init__(self, max_records: int, record_limit: bool, max_bytes: int,
+                 denied_topic_ids: frozenset = frozenset()) -> None:
         self.max_records = max_records
         self.record_limit = record_limit
         self.max_bytes = max_bytes
+        self.denied_topic_ids = denied_topic_ids
 
 
 class SharePartitionsBroker(BrokerServices, Protocol):
@@ -319,9 +322,12 @@ class SharePartitionManager:
         remaining_records = params.max_records
         remaining_bytes = params.max_bytes
         now_ms = monotonic_ms()
+        denied = params.denied_topic_ids
         for key in session.rotated():
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break
+            if denied and key[0] in denied:
+                continue
             ctx = self.loaded(session.group_id, key[0], key[1])
             if ctx is None:
                 continue

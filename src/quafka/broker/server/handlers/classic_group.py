@@ -21,15 +21,24 @@ ClassicGroupCoordinator); these handlers translate the wire versions:
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize, authorized_operations
 from ..group_kinds import GroupKindOf, group_kind
 from ..registry import handles
 from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
 from .share_group import client_host
 
 LOADING = ErrorCode.coordinator_load_in_progress
+
+
+def _may_read_group(ctx, group_id: str) -> bool:
+    """KafkaApis.handleJoinGroupRequest, handleSyncGroupRequest, handleHeartbeatRequest and
+    handleLeaveGroupRequest: READ on the GROUP, else GROUP_AUTHORIZATION_FAILED."""
+    return ctx.server.authorizer is None or authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id)
 
 
 def _ms(value) -> int:
@@ -47,6 +56,10 @@ async def handle_join_group(ctx, req):
                     protocol_name=None if ctx.api_version >= 7 else "", leader="", skip_assignment=False,
                     member_id=req.member_id, members=())
 
+    if not _may_read_group(ctx, req.group_id):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    generation_id=-1, protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
+                    leader="", skip_assignment=False, member_id="", members=())
     if not server.coordinators_loaded:
         return refuse(LOADING)
     kind = group_kind(server, req.group_id)
@@ -81,6 +94,9 @@ async def handle_join_group(ctx, req):
 async def handle_sync_group(ctx, req):
     server = ctx.server
     resp_cls = response_class(14, ctx.api_version)
+    if not _may_read_group(ctx, req.group_id):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    protocol_type=None, protocol_name=None, assignment=b"")
     if not server.coordinators_loaded:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=LOADING, protocol_type=None,
                     protocol_name=None, assignment=b"")
@@ -97,6 +113,8 @@ async def handle_sync_group(ctx, req):
 async def handle_heartbeat(ctx, req):
     server = ctx.server
     resp_cls = response_class(12, ctx.api_version)
+    if not _may_read_group(ctx, req.group_id):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed)
     if not server.coordinators_loaded:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=LOADING)
     error = server.classic_groups.heartbeat(group_id=req.group_id, member_id=req.member_id,
@@ -109,6 +127,8 @@ async def handle_heartbeat(ctx, req):
 async def handle_leave_group(ctx, req):
     server = ctx.server
     resp_cls = response_class(13, ctx.api_version)
+    if not _may_read_group(ctx, req.group_id):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed, members=())
     if ctx.api_version < 3:
         if not server.coordinators_loaded:
             return make(resp_cls, throttle_time=NO_THROTTLE, error_code=LOADING)
@@ -134,6 +154,10 @@ async def handle_describe_groups(ctx, req):
     for group_id in req.groups:
         common = dict(group_id=group_id, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, members=(),
                       protocol_type="", protocol_data="", error_message=None)
+        # KafkaApis.handleDescribeGroupsRequest: DESCRIBE on each GROUP
+        if server.authorizer is not None and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(make(group_cls, error_code=ErrorCode.group_authorization_failed, group_state="", **common))
+            continue
         if not server.coordinators_loaded:
             groups.append(make(group_cls, error_code=LOADING, group_state="", **common))
             continue
@@ -156,4 +180,7 @@ async def handle_describe_groups(ctx, req):
                                          "protocol_data": described.protocol_data, "members": members,
                                          "error_message": described.message},
                            error_code=described.error, group_state=described.state))
+    if ctx.api_version >= 3 and req.include_authorized_operations:  # of each group described without error
+        groups = [replace(g, authorized_operations=authorized_operations(ctx, ResourceType.GROUP, g.group_id))
+                  if g.error_code == ErrorCode.none else g for g in groups]
     return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))

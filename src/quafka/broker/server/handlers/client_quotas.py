@@ -16,9 +16,11 @@ SPECIFIED (any name); `strict` keeps only entities with no other entity types.
 
 from __future__ import annotations
 
+from quafka.broker.core.acl_types import AclOperation
 from quafka.broker.core.client_quotas import ENTITY_TYPES, IP, QUOTA_KEYS, normalize_entity, validate_quota_value
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize_cluster
 from ..registry import handles
 from ._util import NO_THROTTLE, item_class, make, make_items, response_class
 
@@ -36,6 +38,14 @@ async def handle_alter_client_quotas(ctx, req):
     entry_cls = item_class(resp_cls, "entries")
     results = []
     changes: dict[tuple, dict[str, float]] = {}
+    if not authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):
+        # ControllerApis.handleAlterClientQuotas: ALTER_CONFIGS on the CLUSTER, else every entry gets
+        # CLUSTER_AUTHORIZATION_FAILED (AlterClientQuotasRequest.getErrorResponse)
+        return make(resp_cls, throttle_time=NO_THROTTLE, entries=tuple(
+            make(entry_cls, error_code=ErrorCode.cluster_authorization_failed, error_message=None,
+                 entity=make_items(entry_cls, "entity", _entity_items([(e.entity_type, e.entity_name)
+                                                                        for e in entry.entity])))
+            for entry in req.entries))
     for entry in req.entries:
         raw = [(e.entity_type, e.entity_name) for e in entry.entity]
         error, message = ErrorCode.none, None
@@ -90,6 +100,10 @@ def _matches(entity: tuple, components: list[tuple[str, int, str | None]], stric
 async def handle_describe_client_quotas(ctx, req):
     state = ctx.server.state
     resp_cls = response_class(48, ctx.api_version)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        # KafkaApis.handleDescribeClientQuotasRequest: DESCRIBE_CONFIGS on the CLUSTER
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                    error_message="Cluster authorization failed.", entries=None)
     components = []
     seen: set[str] = set()
     for c in req.components:

@@ -6,8 +6,10 @@ implemented, so a transaction coordinator lookup answers COORDINATOR_NOT_AVAILAB
 
 from __future__ import annotations
 
+from quafka.broker.core.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize, authorize_cluster, authorized_operations
 from ..registry import handles
 from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
 
@@ -30,6 +32,12 @@ async def handle_describe_cluster(ctx, req):
             endpoint_type=endpoint_type, cluster_id=state.metadata.cluster_id, controller_id=-1, brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
+    # AuthHelper.computeDescribeClusterResponse: no permission needed; the cluster's authorized
+    # operations when asked for, 0 without DESCRIBE on the CLUSTER
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if getattr(req, "include_cluster_authorized_operations", False):
+        operations = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME) \
+            if authorize_cluster(ctx, AclOperation.DESCRIBE) else 0
     return make(
         resp_cls,
         throttle_time=NO_THROTTLE,
@@ -39,11 +47,21 @@ async def handle_describe_cluster(ctx, req):
         cluster_id=state.metadata.cluster_id,
         controller_id=state.node_id,
         brokers=(make(broker_cls, broker_id=state.node_id, host=host, port=port, rack=None, is_fenced=False),),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=operations,
     )
 
 
-def _coordinator_for(ctx, key_type: int) -> tuple[ErrorCode, str | None]:
+def _coordinator_for(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
+    # KafkaApis.getCoordinator: DESCRIBE on the GROUP or on the TRANSACTIONAL_ID of the key; a share
+    # coordinator (brokers only) needs CLUSTER_ACTION on the CLUSTER
+    if ctx.server.authorizer is not None:
+        if key_type == KEY_TYPE_GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return ErrorCode.group_authorization_failed, None
+        if key_type == KEY_TYPE_TRANSACTION and \
+                not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.transactional_id_authorization_failed, None
+        if key_type == KEY_TYPE_SHARE and ctx.api_version >= 6 and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return ErrorCode.cluster_authorization_failed, None
     if key_type == KEY_TYPE_TRANSACTION:
         return ErrorCode.coordinator_not_available, "quafka does not implement transactions"
     if key_type == KEY_TYPE_SHARE and ctx.api_version < 6:
@@ -60,7 +78,7 @@ async def handle_find_coordinator(ctx, req):
     host, port = state.advertised
     key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
     if ctx.api_version < 4:
-        error, message = _coordinator_for(ctx, key_type)
+        error, message = _coordinator_for(ctx, key_type, req.key)
         ok = error == ErrorCode.none
         return make(
             resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
@@ -69,7 +87,7 @@ async def handle_find_coordinator(ctx, req):
     coord_cls = item_class(resp_cls, "coordinators")
     out = []
     for key in req.coordinator_keys:
-        error, message = _coordinator_for(ctx, key_type)
+        error, message = _coordinator_for(ctx, key_type, key)
         ok = error == ErrorCode.none
         out.append(make(
             coord_cls, key=key, node_id=state.node_id if ok else -1, host=host if ok else "",

@@ -10,8 +10,10 @@ Kafka but still served by Kafka 4.x and used by older tools, so quafka serves it
 from __future__ import annotations
 
 from quafka.broker import config as cfg
+from quafka.broker.core.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize
 from ..registry import handles
 from ..state import OperationError
 from ._util import NO_THROTTLE, item_class, make, response_class
@@ -21,6 +23,26 @@ BROKER = 4
 GROUP = 32
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+# A config resource's ACL resource and the error a principal without the permission gets
+# (ConfigHelper.handleDescribeConfigsRequest, ControllerApis.authorizeAlterResource)
+_ACL_RESOURCE = {
+    TOPIC: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed, "Topic authorization failed."),
+    BROKER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+    GROUP: (ResourceType.GROUP, ErrorCode.group_authorization_failed, "Group authorization failed."),
+}
+
+
+def _authorize(ctx, operation: AclOperation, resource_type: int, name: str) -> None:
+    """DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the resource: the TOPIC, the GROUP, or
+    the CLUSTER for a broker's configs; raises the authorization error when not allowed."""
+    acl = _ACL_RESOURCE.get(resource_type)
+    if acl is None or ctx.server.authorizer is None:
+        return
+    rtype, error, message = acl
+    if not authorize(ctx, operation, rtype, CLUSTER_NAME if rtype is ResourceType.CLUSTER else name):
+        raise OperationError(error, message)
 
 
 def _unsupported(resource_type: int) -> OperationError:
@@ -63,6 +85,8 @@ async def handle_describe_configs(ctx, req):
     results = []
     for r in req.resources:
         try:
+            # ConfigHelper.handleDescribeConfigsRequest: DESCRIBE_CONFIGS on the resource
+            _authorize(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
             entries = _entries(state, r.resource_type, r.resource_name, r.configuration_keys)
             configs = tuple(
                 make(
@@ -158,6 +182,8 @@ async def handle_incremental_alter_configs(ctx, req):
     for r in req.resources:
         error, message = ErrorCode.none, None
         try:
+            # ControllerApis.handleIncrementalAlterConfigs (authorizeAlterResource): ALTER_CONFIGS
+            _authorize(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
             _apply(state, r.resource_type, r.resource_name, _incremental(state, r), req.validate_only)
         except OperationError as exc:
             error, message = exc.error_code, exc.message
@@ -175,6 +201,8 @@ async def handle_alter_configs(ctx, req):
     for r in req.resources:
         error, message = ErrorCode.none, None
         try:
+            # ControllerApis.handleLegacyAlterConfigs (authorizeAlterResource): ALTER_CONFIGS
+            _authorize(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
             _current(state, r.resource_type, r.resource_name)
             names = [c.name for c in r.configs]
             if len(set(names)) != len(names):

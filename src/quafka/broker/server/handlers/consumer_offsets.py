@@ -16,9 +16,11 @@ from __future__ import annotations
 import datetime
 import uuid
 
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.broker.core.consumer_offsets import CommitPartition, CommitRequest, validate_fetch
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize, filter_authorized
 from ..registry import handles
 from ._util import NO_THROTTLE, item_class, make, response_class
 
@@ -55,12 +57,25 @@ async def handle_offset_commit(ctx, req):
     refusal = _refusal(server, req.group_id)
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: list[CommitPartition] = []
+    group_denied = readable = None
+    if server.authorizer is not None:
+        # KafkaApis.handleOffsetCommitRequest: READ on the GROUP (else GROUP_AUTHORIZATION_FAILED on
+        # every partition), then READ on each TOPIC (after an unknown topic id, before an unknown name)
+        group_denied = not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
+        readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                     [_topic_name(server, t, by_id)[0] for t in req.topics])
     for t in req.topics:
         name, topic_id = _topic_name(server, t, by_id)
         topic = server.state.topics.get(name) if name is not None else None
         for p in t.partitions:
             key = (name if name is not None else str(t.topic_id), p.partition_index)
-            if topic is None:
+            if group_denied:
+                errors[key] = ErrorCode.group_authorization_failed
+            elif by_id and name is None:
+                errors[key] = ErrorCode.unknown_topic_id
+            elif readable is not None and name not in readable:
+                errors[key] = ErrorCode.topic_authorization_failed
+            elif topic is None:
                 errors[key] = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
             elif not 0 <= p.partition_index < len(topic.partitions):
                 errors[key] = ErrorCode.unknown_topic_or_partition
@@ -85,10 +100,15 @@ async def handle_offset_commit(ctx, req):
     return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _fetch_group(server, group_id: str, topics, by_id: bool, topic_cls, part_cls, member_id: str | None = None,
+def _fetch_group(ctx, group_id: str, topics, by_id: bool, topic_cls, part_cls, member_id: str | None = None,
                  member_epoch: int = -1) -> tuple[ErrorCode, tuple]:
     """(group error, topics) of one group of an OffsetFetch; v9+ carries the member id and epoch of a
     consumer-group member, checked as ConsumerGroup.validateOffsetFetch does."""
+    server = ctx.server
+    checked = server.authorizer is not None
+    # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the GROUP
+    if checked and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, ()
     refusal = _refusal(server, group_id)
     if refusal is not None:
         return refusal, ()
@@ -100,14 +120,22 @@ def _fetch_group(server, group_id: str, topics, by_id: bool, topic_cls, part_cls
         wanted: dict[str, list[int]] = {}
         for (name, partition) in fetched:
             wanted.setdefault(name, []).append(partition)
+        # KafkaApis.fetchAllOffsetsForGroup: the topics the principal may not DESCRIBE are left out
+        describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)
         requested = [(name, server.state.topics[name].topic_id if name in server.state.topics else ZERO_UUID, ps)
-                     for name, ps in sorted(wanted.items())]
+                     for name, ps in sorted(wanted.items()) if name in describable]
+        denied: set = set()
     else:
         requested = []
         for t in topics:
             name, topic_id = _topic_name(server, t, by_id)
             requested.append((name, topic_id, list(t.partition_indexes)))
-        known = [(name, p) for name, _id, ps in requested if name is not None for p in ps]
+        # KafkaApis.fetchOffsetsForGroup: a topic the principal may not DESCRIBE gets
+        # TOPIC_AUTHORIZATION_FAILED (after an unknown topic id) and is not looked up
+        denied = set() if not checked else {name for name, _id, _ps in requested if name is not None} - \
+            filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                              [name for name, _id, _ps in requested if name is not None])
+        known = [(name, p) for name, _id, ps in requested if name is not None and name not in denied for p in ps]
         fetched = server.consumer_offsets.fetch(group_id, known)
     out = []
     for name, topic_id, partitions in requested:
@@ -116,6 +144,10 @@ def _fetch_group(server, group_id: str, topics, by_id: bool, topic_cls, part_cls
             if name is None:  # v10: an unknown topic id
                 parts.append(make(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
                                   metadata="", error_code=ErrorCode.unknown_topic_id))
+                continue
+            if name in denied:
+                parts.append(make(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                  metadata="", error_code=ErrorCode.topic_authorization_failed))
                 continue
             offset = fetched[(name, p)]
             parts.append(make(part_cls, partition_index=p, committed_offset=offset.offset,
@@ -127,7 +159,6 @@ def _fetch_group(server, group_id: str, topics, by_id: bool, topic_cls, part_cls
 
 @handles(9, 1, 10)
 async def handle_offset_fetch(ctx, req):
-    server = ctx.server
     by_id = ctx.api_version >= 10
     resp_cls = response_class(9, ctx.api_version)
     if ctx.api_version >= 8:
@@ -136,13 +167,13 @@ async def handle_offset_fetch(ctx, req):
         part_cls = item_class(topic_cls, "partitions")
         groups = []
         for g in req.groups:
-            error, topics = _fetch_group(server, g.group_id, g.topics, by_id, topic_cls, part_cls,
+            error, topics = _fetch_group(ctx, g.group_id, g.topics, by_id, topic_cls, part_cls,
                                          getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)))
             groups.append(make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
         return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     topic_cls = item_class(resp_cls, "topics")
     part_cls = item_class(topic_cls, "partitions")
-    error, topics = _fetch_group(server, req.group_id, req.topics, False, topic_cls, part_cls)
+    error, topics = _fetch_group(ctx, req.group_id, req.topics, False, topic_cls, part_cls)
     if error is not ErrorCode.none and ctx.api_version < 2:  # v1 has no top-level error: per partition
         topics = tuple(make(topic_cls, name=t.name, partitions=tuple(
             make(part_cls, partition_index=p, committed_offset=-1, metadata="", error_code=error)
@@ -156,15 +187,21 @@ async def handle_offset_delete(ctx, req):
     resp_cls = response_class(47, ctx.api_version)
     topic_cls = item_class(resp_cls, "topics")
     part_cls = item_class(topic_cls, "partitions")
+    # KafkaApis.handleOffsetDeleteRequest: DELETE on the GROUP, then READ on each TOPIC
+    if server.authorizer is not None and not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return make(resp_cls, error_code=ErrorCode.group_authorization_failed, throttle_time=NO_THROTTLE, topics=())
     refusal = _refusal(server, req.group_id)
     if refusal is not None:
         return make(resp_cls, error_code=refusal, throttle_time=NO_THROTTLE, topics=())
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: list[tuple[str, int]] = []
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         topic = server.state.topics.get(t.name)
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            if t.name not in readable:
+                errors[(t.name, p.partition_index)] = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 errors[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
             else:
                 valid.append((t.name, p.partition_index))

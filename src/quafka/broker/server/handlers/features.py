@@ -14,9 +14,11 @@ share groups whatever the level (docs/dead-letters.md).
 
 from __future__ import annotations
 
+from quafka.broker.core.acl_types import AclOperation
 from quafka.broker.core.metadata import SUPPORTED_FEATURES
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize_cluster
 from ..registry import handles
 from ._util import NO_THROTTLE, make, make_items, response_class
 
@@ -46,6 +48,11 @@ def _check(state, feature: str, level: int, upgrade_type: int) -> str | None:
 async def handle_update_features(ctx, req):
     state = ctx.server.state
     resp_cls = response_class(57, ctx.api_version)
+    # ControllerApis.handleUpdateFeatures: ALTER on the CLUSTER (UpdateFeaturesResponse.createWithErrors:
+    # the error at the top level, no results)
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                    error_message="Cluster authorization failed.", results=())
     results = []
     for update in req.feature_updates:
         if ctx.api_version == 0:

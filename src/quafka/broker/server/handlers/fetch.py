@@ -13,10 +13,12 @@ FETCH_SESSION_ID_NOT_FOUND. Topic ids are used from v13, as the protocol says.
 
 from __future__ import annotations
 
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 from quafka.broker.core.client_quotas import CONSUMER_BYTE_RATE
 from quafka.protocol.hot_encoders import FetchPartitionResult, encode_fetch_response
 
+from ..authorization import filter_authorized
 from ..registry import handles
 from ..state import LEADER_EPOCH
 
@@ -24,7 +26,7 @@ _NONE = int(ErrorCode.none)
 READ_COMMITTED = 1
 
 
-def _read_all(state, req, version: int, isolation: int, cap: int):
+def _read_all(state, req, version: int, isolation: int, cap: int, readable: set | None = None):
     """One pass over the requested partitions: (topics for the encoder, bytes, logs, error seen).
     The response holds at most MaxBytes, capped by the broker's `fetch.max.bytes` (Kafka's
     `KafkaApis.handleFetchRequest`: min(fetchRequest.maxBytes, config.fetchMaxBytes))."""
@@ -43,6 +45,15 @@ def _read_all(state, req, version: int, isolation: int, cap: int):
             topic = state.topics.get(ft.topic)
             missing = ErrorCode.unknown_topic_or_partition
         parts = []
+        if readable is not None and (topic is not None or version < 13) and \
+                (topic.name if topic is not None else ft.topic) not in readable:
+            # KafkaApis.handleFetchRequest: READ on the TOPIC, after an unknown topic id
+            # (UNKNOWN_TOPIC_ID) and before an unknown name (UNKNOWN_TOPIC_OR_PARTITION)
+            parts = [FetchPartitionResult(fp.partition, int(ErrorCode.topic_authorization_failed), -1, -1, -1, b"",
+                                          None, -1) for fp in ft.partitions]
+            out.append((getattr(ft, "topic", None), getattr(ft, "topic_id", None), parts))
+            errors = True
+            continue
         for fp in ft.partitions:
             index = fp.partition
             if topic is None or not 0 <= index < len(topic.partitions):
@@ -99,7 +110,14 @@ async def handle_fetch(ctx, req):
     quotas = ctx.server.quotas
     if quotas.active:  # Kafka: MaxBytes capped to what one quota window allows (getMaxValueInQuotaWindow)
         cap = quotas.fetch_max_bytes(ctx, cap)
-    topics, total, logs, errors = _read_all(state, req, version, isolation, cap)
+    readable = None  # with an authorizer: the topics the principal may READ, each asked once per request
+    if ctx.server.authorizer is not None:
+        # KafkaApis.handleFetchRequest (a consumer's fetch; quafka has no followers): READ on each TOPIC
+        by_id = state.topics_by_id
+        readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, [
+            (by_id[ft.topic_id].name if ft.topic_id in by_id else None) if version >= 13 else ft.topic
+            for ft in req.topics])
+    topics, total, logs, errors = _read_all(state, req, version, isolation, cap, readable)
     wait_ms = int(req.max_wait.total_seconds() * 1000)
     min_bytes = min(req.min_bytes, state.config.get("fetch.max.bytes"))  # Kafka: min(minBytes, fetchMaxBytes)
     if total < min_bytes and wait_ms > 0 and not errors and logs:
@@ -107,7 +125,7 @@ async def handle_fetch(ctx, req):
         deadline = loop() + wait_ms
         while True:
             await ctx.server.purgatory.wait_for_append(logs, deadline - loop())
-            topics, total, logs, errors = _read_all(state, req, version, isolation, cap)
+            topics, total, logs, errors = _read_all(state, req, version, isolation, cap, readable)
             if total >= min_bytes or errors or loop() >= deadline:
                 break
     if quotas.active:

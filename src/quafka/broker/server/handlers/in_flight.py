@@ -10,6 +10,12 @@ the group's dead-letter queue, named in the answer, tells whether it was dead-le
 Alter runs one force action on one share partition (`core/in_flight`), answered once its state
 write is durable; `ValidateOnly` answers what it would change. Every applied action is logged.
 
+Authorization (a quafka extension, so quafka's choice; docs/security.md): Describe needs DESCRIBE
+on the GROUP and on each TOPIC, as DescribeShareGroupOffsets does (a topic named is answered
+TOPIC_AUTHORIZATION_FAILED, with no topics named those the principal may not describe are left
+out); Alter, a force action an operator takes, needs ALTER on the GROUP (an operation Kafka's
+groups do not use, so no consumer's READ grant allows it) and READ on the TOPIC.
+
 Errors, per level: a group that does not exist is GROUP_ID_NOT_FOUND; a topic that does not exist,
 or a partition the topic lacks or the group has no share state for, UNKNOWN_TOPIC_OR_PARTITION with
 a message; a bad range, action or row count INVALID_REQUEST with a message naming it.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from quafka.broker.core import in_flight
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.share_state_records import ShareStateKey
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.extensions import (
@@ -37,6 +44,7 @@ from quafka.protocol.extensions import (
     QuafkaDescribeInFlightResponse,
 )
 
+from ..authorization import authorize, filter_authorized
 from ..clock import monotonic_ms
 from ..registry import handles
 
@@ -80,6 +88,8 @@ def _group_error(server, group_id: str) -> tuple[ErrorCode, str | None]:
 @handles(QUAFKA_DESCRIBE_IN_FLIGHT, 0, 0)
 async def handle_describe_in_flight(ctx, req):
     server = ctx.server
+    if server.authorizer is not None and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id):
+        return QuafkaDescribeInFlightResponse(error_code=ErrorCode.group_authorization_failed)
     error, message = _group_error(server, req.group_id)
     if error == ErrorCode.none and not 1 <= req.max_rows <= MAX_ROWS_LIMIT:
         error, message = ErrorCode.invalid_request, f"MaxRows must be 1 to {MAX_ROWS_LIMIT}, not {req.max_rows}"
@@ -99,9 +109,15 @@ async def handle_describe_in_flight(ctx, req):
             if key.topic_id in by_id:
                 names.setdefault(by_id[key.topic_id].name, []).append(key.partition)
         wanted = sorted(names.items())
+    describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [n for n, _ps in wanted])
+    if not req.topics:
+        wanted = [(n, ps) for n, ps in wanted if n in describable]
     group = server.share_groups.coordinator.group(group_id)
     topics = []
     for name, partitions in wanted:
+        if name not in describable:
+            topics.append(InFlightTopic(topic_name=name, error_code=ErrorCode.topic_authorization_failed))
+            continue
         topic = state.topics.get(name)
         if topic is None:
             topics.append(InFlightTopic(topic_name=name, error_code=ErrorCode.unknown_topic_or_partition,
@@ -161,6 +177,11 @@ def _describe_partition(server, group, share_ctx, offset: int, max_rows: int) ->
 @handles(QUAFKA_ALTER_IN_FLIGHT, 0, 0)
 async def handle_alter_in_flight(ctx, req):
     server = ctx.server
+    if server.authorizer is not None:
+        if not authorize(ctx, AclOperation.ALTER, ResourceType.GROUP, req.group_id):
+            return QuafkaAlterInFlightResponse(error_code=ErrorCode.group_authorization_failed)
+        if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, req.topic_name):
+            return QuafkaAlterInFlightResponse(error_code=ErrorCode.topic_authorization_failed)
     error, message = _group_error(server, req.group_id)
     if error == ErrorCode.none and req.action not in ACTION_NAMES:
         error, message = ErrorCode.invalid_request, f"unknown action {req.action} (0 release, 1 archive, 2 release-key)"

@@ -7,10 +7,14 @@ creates it at once and returns it, rather than answering LEADER_NOT_AVAILABLE fi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from quafka.broker.core.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode, ProtocolError
 
+from ..authorization import authorize, authorize_cluster, authorized_operations
 from ..registry import handles
-from ..state import LEADER_EPOCH, OperationError, TopicState, validate_topic_name
+from ..state import INTERNAL_TOPICS, LEADER_EPOCH, OperationError, TopicState, validate_topic_name
 from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
 
 
@@ -38,11 +42,17 @@ def _topic_entry(topic_cls, part_cls, node_id: int, topic: TopicState):
     )
 
 
-def _error_entry(topic_cls, error: ErrorCode, name, topic_id=None):
+def _error_entry(topic_cls, error: ErrorCode, name, topic_id=None, is_internal: bool = False):
     return make(
-        topic_cls, error_code=error, name=name, topic_id=topic_id, is_internal=False, partitions=(),
+        topic_cls, error_code=error, name=name, topic_id=topic_id, is_internal=is_internal, partitions=(),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def _may_create(ctx, name: str) -> bool:
+    """KafkaApis.handleTopicMetadataRequest: auto-creating a topic needs CREATE on the CLUSTER or on
+    the TOPIC."""
+    return authorize_cluster(ctx, AclOperation.CREATE) or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
 
 
 @handles(3, 0, 13)
@@ -57,8 +67,12 @@ async def handle_metadata(ctx, req):
     host, port = state.advertised
     allow_auto_create = version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
     requested = req.topics
+    checked = ctx.server.authorizer is not None
     if requested is None or (version == 0 and not requested):
-        entries = [_topic_entry(topic_cls, part_cls, node_id, t) for t in list(state.topics.values())]
+        # KafkaApis.handleTopicMetadataRequest: every topic the principal may DESCRIBE; the others
+        # are left out without a word
+        entries = [_topic_entry(topic_cls, part_cls, node_id, t) for t in list(state.topics.values())
+                   if not checked or authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)]
     else:
         entries = []
         for wanted in requested:
@@ -71,8 +85,15 @@ async def handle_metadata(ctx, req):
                 topic = state.topics_by_id.get(topic_id) if topic_id is not None else None
                 if topic is None:
                     entries.append(_error_entry(topic_cls, ErrorCode.unknown_topic_id, None, topic_id))
+                elif checked and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                    # a topic id is not secret: TOPIC_AUTHORIZATION_FAILED with the id, not the name
+                    entries.append(_error_entry(topic_cls, ErrorCode.topic_authorization_failed, None, topic.topic_id))
                 else:
                     entries.append(_topic_entry(topic_cls, part_cls, node_id, topic))
+                continue
+            if checked and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                # whether it exists is not disclosed (KafkaApis.handleTopicMetadataRequest)
+                entries.append(_error_entry(topic_cls, ErrorCode.topic_authorization_failed, name))
                 continue
             topic = state.topics.get(name)
             if topic is None:
@@ -81,12 +102,25 @@ async def handle_metadata(ctx, req):
                 except OperationError:
                     entries.append(_error_entry(topic_cls, ErrorCode.invalid_topic_exception, name))
                     continue
+                if allow_auto_create and checked and state.config.get("auto.create.topics.enable") \
+                        and not _may_create(ctx, name):
+                    entries.append(_error_entry(topic_cls, ErrorCode.topic_authorization_failed, name,
+                                                is_internal=name in INTERNAL_TOPICS))
+                    continue
                 if allow_auto_create:
                     topic = state.maybe_auto_create(name)
             if topic is None:
                 entries.append(_error_entry(topic_cls, ErrorCode.unknown_topic_or_partition, name))
             else:
                 entries.append(_topic_entry(topic_cls, part_cls, node_id, topic))
+    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+    if version >= 8:  # KafkaApis.handleTopicMetadataRequest: the authorized operations asked for
+        if version <= 10 and getattr(req, "include_cluster_authorized_operations", False):
+            cluster_operations = authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME) \
+                if authorize_cluster(ctx, AclOperation.DESCRIBE) else 0
+        if getattr(req, "include_topic_authorized_operations", False):
+            entries = [replace(e, topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, e.name))
+                       if e.error_code == ErrorCode.none else e for e in entries]
     return make(
         resp_cls,
         throttle_time=NO_THROTTLE,
@@ -94,6 +128,6 @@ async def handle_metadata(ctx, req):
         cluster_id=state.metadata.cluster_id,
         controller_id=node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_operations,
         error_code=ErrorCode.none,
     )

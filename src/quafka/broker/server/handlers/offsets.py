@@ -12,8 +12,10 @@ watermark for -1; whole segments below it are deleted.
 
 from __future__ import annotations
 
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import filter_authorized
 from ..registry import handles
 from ..state import LEADER_EPOCH
 from ._util import NO_THROTTLE, item_class, make, response_class
@@ -53,6 +55,9 @@ async def handle_list_offsets(ctx, req):
     topic_cls = item_class(resp_cls, "topics")
     part_cls = item_class(topic_cls, "partitions")
     topics_out = []
+    # KafkaApis.handleListOffsetRequest: DESCRIBE on each TOPIC, else TOPIC_AUTHORIZATION_FAILED on its
+    # partitions (whether the topic exists or not)
+    describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         topic = state.topics.get(t.name)
         seen: set[int] = set()
@@ -60,7 +65,9 @@ async def handle_list_offsets(ctx, req):
         for p in t.partitions:
             values = dict(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1,
                           old_style_offsets=())
-            if p.partition_index in seen:
+            if t.name not in describable:
+                values["error_code"] = ErrorCode.topic_authorization_failed
+            elif p.partition_index in seen:
                 values["error_code"] = ErrorCode.invalid_request
             elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 values["error_code"] = ErrorCode.unknown_topic_or_partition
@@ -83,13 +90,19 @@ async def handle_delete_records(ctx, req):
     topic_cls = item_class(resp_cls, "topics")
     part_cls = item_class(topic_cls, "partitions")
     topics_out = []
+    # KafkaApis.handleDeleteRecordsRequest: DELETE on each TOPIC, else TOPIC_AUTHORIZATION_FAILED
+    deletable = filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         topic = state.topics.get(t.name)
         parts = []
         for p in t.partitions:
             low, error = -1, ErrorCode.none
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            if t.name not in deletable:
+                error = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 error = ErrorCode.unknown_topic_or_partition
+            elif topic.internal:  # ReplicaManager.deleteRecordsOnLocalLog: never for an internal topic
+                error = ErrorCode.invalid_topic_exception
             else:
                 plog = topic.partitions[p.partition_index].log
                 offset = plog.log_end_offset if p.offset == -1 else p.offset

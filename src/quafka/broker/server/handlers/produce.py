@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.broker.core.producer_state import Duplicate, Refused
 from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.errors import ErrorCode
@@ -25,6 +26,7 @@ from quafka.broker.core.client_quotas import PRODUCER_BYTE_RATE
 from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
 from quafka.protocol.record_batch import COMPRESSION_ZSTD, InvalidBatch, set_log_append_time, validate_batches
 
+from ..authorization import authorize_by_resource_type, authorize_cluster, filter_authorized
 from ..connection import CloseConnection
 from ..registry import handles
 from ..clock import wall_clock_ms
@@ -112,6 +114,15 @@ async def handle_produce(ctx, req):
         refuse = (ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, got {acks}")
     elif req.transactional_id is not None:
         refuse = (ErrorCode.transactional_id_authorization_failed, "quafka does not implement transactions")
+    writable = None  # with an authorizer: the topics the principal may WRITE, each asked once per request
+    if refuse is None and ctx.server.authorizer is not None:
+        # KafkaApis.handleProduceRequest: WRITE on each TOPIC (filterByAuthorized), after a topic id
+        # that names no topic (v13) got UNKNOWN_TOPIC_ID and before a name that names none gets
+        # UNKNOWN_TOPIC_OR_PARTITION
+        by_id = state.topics_by_id
+        writable = filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, [
+            (by_id[td.topic_id].name if td.topic_id in by_id else None) if version >= 13 else td.name
+            for td in req.topic_data])
     for td in req.topic_data:
         if version >= 13:
             topic = state.topics_by_id.get(td.topic_id)
@@ -120,6 +131,11 @@ async def handle_produce(ctx, req):
             topic = state.topics.get(td.name)
             missing = ErrorCode.unknown_topic_or_partition
         parts_out = []
+        if writable is not None and (topic is not None or version < 13) and \
+                (topic.name if topic is not None else td.name) not in writable:
+            parts_out = [_failed(pd.index, ErrorCode.topic_authorization_failed, None) for pd in td.partition_data]
+            topics_out.append((getattr(td, "name", None), getattr(td, "topic_id", None), parts_out))
+            continue
         for pd in td.partition_data:
             if refuse is not None:
                 parts_out.append(_failed(pd.index, refuse[0], refuse[1]))
@@ -163,7 +179,15 @@ async def handle_init_producer_id(ctx, req):
     state = ctx.server.state
     resp_cls = response_class(22, ctx.api_version)
     if req.transactional_id is not None:
+        # KafkaApis.handleInitProducerIdRequest asks WRITE on the TRANSACTIONAL_ID first; quafka has no
+        # transactions, so the answer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED either way
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed,
+                    producer_id=-1, producer_epoch=-1)
+    # KafkaApis.handleInitProducerIdRequest: an idempotent producer needs IDEMPOTENT_WRITE on the
+    # CLUSTER or WRITE on any TOPIC (authorizeByResourceType), else CLUSTER_AUTHORIZATION_FAILED
+    if ctx.server.authorizer is not None and not authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE) and \
+            not authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
                     producer_id=-1, producer_epoch=-1)
     # An idempotent producer (re)initialising gets a fresh id at epoch 0, as Kafka does for
     # non-transactional producers.

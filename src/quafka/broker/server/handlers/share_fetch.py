@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.broker.core.client_quotas import CONSUMER_BYTE_RATE
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.share_encoders import (
@@ -25,6 +26,7 @@ from quafka.protocol.share_encoders import (
 )
 from quafka.protocol.share_session_epoch import FINAL_EPOCH, INITIAL_EPOCH
 
+from ..authorization import authorize, filter_authorized
 from ..registry import handles
 from ..share_partitions import FetchParams
 from ..state import LEADER_EPOCH
@@ -72,7 +74,7 @@ def _request_acks(req) -> tuple[dict, list]:
 
 
 async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_renew: bool,
-                      group_config) -> dict[tuple, ErrorCode]:
+                      group_config, denied_topic_ids: frozenset = frozenset()) -> dict[tuple, ErrorCode]:
     """Apply each partition's acknowledgements; their state writes run concurrently, as Kafka's
     `SharePartitionManager.acknowledge` starts every partition's `SharePartition.acknowledge` and
     waits for all their futures: with flush on, the writes share the share coordinator's fsync
@@ -84,7 +86,10 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
         if not batches:
             continue
         error = validate_ack_batches(batches, version, is_renew)
-        if error == ErrorCode.none:
+        if error == ErrorCode.none and denied_topic_ids and key[0] in denied_topic_ids:
+            # KafkaApis.handleAcknowledgements: READ on the TOPIC, checked after the batches' shape
+            error = ErrorCode.topic_authorization_failed
+        elif error == ErrorCode.none:
             share_context = manager.loaded(group_id, key[0], key[1]) or await manager.get(group_id, key[0], key[1])
             if share_context is None:
                 error = ErrorCode.unknown_topic_id if server.state.topics_by_id.get(key[0]) is None \
@@ -103,6 +108,23 @@ async def _apply_acks(server, group_id, member_id, acks: dict, version: int, is_
         for (key, _), error in zip(pending, await asyncio.gather(*(applying for _, applying in pending))):
             results[key] = error
     return results
+
+
+def _group_denied(ctx, req) -> bool:
+    """KafkaApis.handleShareFetchRequest / handleShareAcknowledgeRequest (KIP-932): READ on the
+    GROUP, asked before the member id is checked (a null group id is INVALID_REQUEST first)."""
+    return ctx.server.authorizer is not None and req.group_id is not None and \
+        not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
+
+
+def _denied_topic_ids(ctx, keys) -> frozenset:
+    """The topic ids among `keys` ((topic id, partition) pairs) that name a topic the principal may
+    not READ (KIP-932: ShareFetch and ShareAcknowledge need READ on each TOPIC); each topic asked
+    once per request. Ids that name no topic are not in it (they are UNKNOWN_TOPIC_ID)."""
+    by_id = ctx.server.state.topics_by_id
+    names = {tid: by_id[tid].name for tid in {k[0] for k in keys} if tid in by_id}
+    allowed = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names.values())
+    return frozenset(tid for tid, name in names.items() if name not in allowed)
 
 
 def _check_identity(req) -> str | None:
@@ -193,6 +215,8 @@ async def _share_fetch(ctx, req) -> _Outcome:
     server = ctx.server
     state = server.state
     version = ctx.api_version
+    if _group_denied(ctx, req):
+        return _Outcome(ErrorCode.group_authorization_failed, None)
     problem = _check_identity(req)
     if problem:
         return _Outcome(ErrorCode.invalid_request, problem)
@@ -226,25 +250,37 @@ async def _share_fetch(ctx, req) -> _Outcome:
         if session is None:
             return _Outcome(error, None, group_config)
     partition_errors: dict[tuple, ErrorCode] = {}
+    denied: frozenset = frozenset()
+    if server.authorizer is not None:  # KafkaApis.handleShareFetchRequest: READ on each TOPIC of the
+        # request and of the session (a permission revoked stops the session's fetches from that topic)
+        denied = _denied_topic_ids(ctx, [*order, *(session.partitions if epoch != FINAL_EPOCH else ())])
     if epoch != FINAL_EPOCH:
         for key in order:
             topic = state.topics_by_id.get(key[0])
             if topic is None:
                 partition_errors[key] = ErrorCode.unknown_topic_id
+            elif denied and key[0] in denied:  # kept in the session, as Kafka's share session keeps it
+                partition_errors[key] = ErrorCode.topic_authorization_failed
+                if 0 <= key[1] < len(topic.partitions):
+                    session.add([key])
             elif not 0 <= key[1] < len(topic.partitions):
                 partition_errors[key] = ErrorCode.unknown_topic_or_partition
             else:
                 session.add([key])
         for forgotten in req.forgotten_topics_data:
             session.forget([(forgotten.topic_id, p) for p in forgotten.partitions])
-    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config)
+        if denied:  # the session's other partitions of those topics answer it too
+            for key in session.partitions:
+                if key[0] in denied:
+                    partition_errors.setdefault(key, ErrorCode.topic_authorization_failed)
+    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config, denied)
     fetched: dict = {}
     if epoch == FINAL_EPOCH:
         server.close_share_session(group_id, member_id)
     else:
         cache.advance(session)
         if not is_renew:
-            fetched = await _fetch(server, session, member_id, req, max_wait_ms, ctx)
+            fetched = await _fetch(server, session, member_id, req, max_wait_ms, ctx, denied)
     if server.failed_log_dir is not None:  # the log directory failed: every partition of the session is
         # offline, listed in this request or not (an incremental ShareFetch lists none)
         for key in [*order, *(session.partitions if epoch != FINAL_EPOCH else ())]:
@@ -253,8 +289,9 @@ async def _share_fetch(ctx, req) -> _Outcome:
     return _Outcome(ErrorCode.none, None, group_config, order, partition_errors, ack_errors, fetched)
 
 
-async def _fetch(server, session, member_id: str, req, max_wait_ms: int, ctx) -> dict:
-    """Acquire now; else park until records can be acquired or MaxWaitMs passes."""
+async def _fetch(server, session, member_id: str, req, max_wait_ms: int, ctx, denied: frozenset) -> dict:
+    """Acquire now; else park until records can be acquired or MaxWaitMs passes; nothing from the
+    topics in `denied` (the principal may not READ them)."""
     manager = server.share_partitions
     cap = server.state.config.get("fetch.max.bytes")
     if server.quotas.active:  # Kafka: capped to what one quota window allows (getMaxValueInQuotaWindow)
@@ -264,6 +301,7 @@ async def _fetch(server, session, member_id: str, req, max_wait_ms: int, ctx) ->
         record_limit=getattr(req, "share_acquire_mode", 0) == 1,
         # capped by the broker's fetch.max.bytes, as Kafka's KafkaApis.handleShareFetchRequest does
         max_bytes=min(req.max_bytes, cap) if req.max_bytes > 0 else cap,
+        denied_topic_ids=denied,
     )
     if not manager.all_loaded(session.group_id, session.partitions):  # only a first use awaits
         await manager.load(session.group_id, session.partitions)
@@ -332,6 +370,8 @@ async def _share_acknowledge(ctx, req) -> _Outcome:
     server = ctx.server
     state = server.state
     version = ctx.api_version
+    if _group_denied(ctx, req):
+        return _Outcome(ErrorCode.group_authorization_failed, None)
     problem = _check_identity(req)
     if problem:
         return _Outcome(ErrorCode.invalid_request, problem)
@@ -348,7 +388,9 @@ async def _share_acknowledge(ctx, req) -> _Outcome:
         return _Outcome(error, None, group_config)
     is_renew = bool(getattr(req, "is_renew_ack", False))
     acks, order = _request_acks(req)
-    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config)
+    # KafkaApis.handleShareAcknowledgeRequest: READ on each TOPIC acknowledged
+    denied = _denied_topic_ids(ctx, order) if server.authorizer is not None else frozenset()
+    ack_errors = await _apply_acks(server, group_id, member_id, acks, version, is_renew, group_config, denied)
     if epoch == FINAL_EPOCH:
         server.close_share_session(group_id, member_id)
     else:

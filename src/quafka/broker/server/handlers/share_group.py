@@ -2,8 +2,8 @@
 and DeleteGroups (key 42, v0-v2).
 
 The coordinator is `server.share_groups` (a `ShareGroupService`). On one node this broker is the
-coordinator of every group, so the COORDINATOR errors never occur; there are no ACLs, so neither
-do the authorization errors. ListGroups reports share groups with protocol type and group type
+coordinator of every group, so the COORDINATOR errors never occur. With an authorizer each API
+checks what Kafka's KafkaApis checks (KIP-932's table; docs/security.md). ListGroups reports share groups with protocol type and group type
 "share" (Kafka's spelling), KIP-848 consumer groups with type and protocol type "consumer", classic
 groups with type "classic", and simple consumer groups — groups that exist only through offsets
 committed with generation -1 (consumers using `assign()`) — as Kafka does: type "classic", state
@@ -26,16 +26,16 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
+from quafka.broker.core.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize, authorized_operations, filter_authorized
 from ..group_kinds import GroupKindOf, group_kind
 from ..registry import handles
 from ._util import AUTHORIZED_OPERATIONS_OMITTED, NO_THROTTLE, item_class, make, response_class
 
-# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS: Kafka's operations on a GROUP resource,
-# all allowed without an authorizer.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 SHARE = "share"
+UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 LOADING = "The coordinator is loading its state; retry."
 
 
@@ -48,9 +48,38 @@ def _ms(value: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=value)
 
 
+def hide_undescribable_topics(ctx, groups: list, assignment_fields: tuple[str, ...]) -> list:
+    """With an authorizer, a described group whose members' assignments name a topic the principal
+    may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED with no members (KafkaApis.
+    handleShareGroupDescribe and handleConsumerGroupDescribe); each topic is asked once."""
+    if ctx.server.authorizer is None:
+        return groups
+
+    def names(group):
+        return {tp.topic_name for m in group.members for f in assignment_fields
+                for tp in getattr(m, f).topic_partitions}
+
+    allowed = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {n for g in groups for n in names(g)})
+    return [replace(g, error_code=ErrorCode.topic_authorization_failed, error_message=UNDESCRIBABLE_TOPICS,
+                    members=()) if names(g) - allowed else g for g in groups]
+
+
 @handles(76, 1, 1)
 async def handle_share_group_heartbeat(ctx, req):
     resp_cls = response_class(76, ctx.api_version)
+    if ctx.server.authorizer is not None:
+        # KafkaApis.handleShareGroupHeartbeat (KIP-932): READ on the GROUP, then DESCRIBE on every
+        # subscribed topic named (TOPIC_AUTHORIZATION_FAILED, no message, when one is not)
+        error = None
+        if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+            error = ErrorCode.group_authorization_failed
+        elif req.subscribed_topic_names:
+            wanted = set(req.subscribed_topic_names)
+            if len(filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)) < len(wanted):
+                error = ErrorCode.topic_authorization_failed
+        if error is not None:
+            return make(resp_cls, throttle_time=NO_THROTTLE, error_code=error, error_message=None, member_id=None,
+                        member_epoch=0, heartbeat_interval=_ms(0), assignment=None)
     if not ctx.server.coordinators_loaded:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress,
                     error_message=LOADING, member_id=None, member_epoch=0, heartbeat_interval=_ms(0),
@@ -84,12 +113,23 @@ async def handle_share_group_describe(ctx, req):
     assignment_cls = item_class(member_cls, "assignment")
     tp_cls = item_class(assignment_cls, "topic_partitions")
     groups = []
+
+    def refused(group_id: str, error: ErrorCode, message: str | None):
+        return make(group_cls, error_code=error, error_message=message, group_id=group_id, group_state="",
+                    group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+    group_ids = list(req.group_ids)
+    if ctx.server.authorizer is not None:
+        # KafkaApis.handleShareGroupDescribe (KIP-932): DESCRIBE on each GROUP
+        groups = [refused(g, ErrorCode.group_authorization_failed, None) for g in group_ids
+                  if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g)]
+        denied = {g.group_id for g in groups}
+        group_ids = [g for g in group_ids if g not in denied]
     if not ctx.server.coordinators_loaded:
-        groups = [make(group_cls, error_code=ErrorCode.coordinator_load_in_progress, error_message=LOADING,
-                       group_id=g, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="",
-                       members=(), authorized_operations=AUTHORIZED_OPERATIONS_OMITTED) for g in req.group_ids]
+        groups += [refused(g, ErrorCode.coordinator_load_in_progress, LOADING) for g in group_ids]
         return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
-    for g in ctx.server.share_groups.describe(req.group_ids):
+    for g in ctx.server.share_groups.describe(group_ids) if group_ids else ():
         if g.error is ErrorCode.group_id_not_found and group_kind(ctx.server, g.group_id) is not None:
             g = replace(g, message=f"Group {g.group_id} is not a share group.")  # ShareGroup lookup in Kafka
         members = tuple(
@@ -100,11 +140,13 @@ async def handle_share_group_describe(ctx, req):
                      for topic_id, name, partitions in m.assignment)))
             for m in g.members)
         ok = g.error == ErrorCode.none
-        operations = GROUP_AUTHORIZED_OPERATIONS if ok and req.include_authorized_operations \
-            else AUTHORIZED_OPERATIONS_OMITTED
+        operations = authorized_operations(ctx, ResourceType.GROUP, g.group_id) \
+            if ok and req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         groups.append(make(group_cls, error_code=g.error, error_message=g.message, group_id=g.group_id,
                            group_state=g.state, group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
                            assignor_name=g.assignor_name, members=members, authorized_operations=operations))
+    # KafkaApis.handleShareGroupDescribe: no assigned topic the principal may not DESCRIBE is shown
+    groups = hide_undescribable_topics(ctx, groups, ("assignment",))
     return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
@@ -128,6 +170,11 @@ async def handle_list_groups(ctx, req):
                    for g in ctx.server.classic_groups.list_groups(states_filter)]
         if not states or "empty" in states:
             listed += [(group_id, "", "Empty", "classic") for group_id in ctx.server.consumer_offsets.simple_group_ids()]
+    if ctx.server.authorizer is not None and \
+            not authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        # KafkaApis.handleListGroupsRequest: every group with DESCRIBE on the CLUSTER, else only the
+        # groups the principal may DESCRIBE (the others are left out without an error)
+        listed = [g for g in listed if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
     groups = tuple(make(group_cls, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=kind)
                    for group_id, protocol_type, state, kind in sorted(listed))
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
@@ -139,7 +186,12 @@ async def handle_delete_groups(ctx, req):
     result_cls = item_class(resp_cls, "results")
     results = []
     for group_id in req.groups_names:
-        if not ctx.server.coordinators_loaded:
+        if ctx.server.authorizer is not None and \
+                not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            # KafkaApis.handleDeleteGroupsRequest: DELETE on each GROUP, of every type (KIP-932 for share
+            # groups)
+            error = ErrorCode.group_authorization_failed
+        elif not ctx.server.coordinators_loaded:
             error = ErrorCode.coordinator_load_in_progress
         elif not group_id:
             error = ErrorCode.invalid_group_id

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import uuid
 
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.share_state_records import ShareStateKey
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize, filter_authorized
 from ..registry import handles
 from ._util import NO_THROTTLE, item_class, make, response_class
 
@@ -41,7 +43,13 @@ async def handle_describe_share_group_offsets(ctx, req):
     topic_cls = item_class(group_cls, "topics")
     part_cls = item_class(topic_cls, "partitions")
     groups = []
+    checked = server.authorizer is not None
     for g in req.groups:
+        # KafkaApis.handleDescribeShareGroupOffsetsRequest (KIP-932): DESCRIBE on the GROUP
+        if checked and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            groups.append(make(group_cls, group_id=g.group_id, topics=(),
+                               error_code=ErrorCode.group_authorization_failed, error_message=None))
+            continue
         if not server.coordinators_loaded:
             groups.append(make(group_cls, group_id=g.group_id, topics=(),
                                error_code=ErrorCode.coordinator_load_in_progress, error_message=LOADING))
@@ -57,8 +65,18 @@ async def handle_describe_share_group_offsets(ctx, req):
                       if t in by_id]
         else:
             wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        # and DESCRIBE on each TOPIC: with every topic asked for, those it may not are left out; named,
+        # they are answered TOPIC_AUTHORIZATION_FAILED (describeShareGroupOffsetsForGroup)
+        describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [n for n, _ps in wanted])
+        if g.topics is None:
+            wanted = [(n, ps) for n, ps in wanted if n in describable]
         topics = []
         for name, partitions in wanted:
+            if name not in describable:
+                topics.append(make(topic_cls, topic_name=name, topic_id=ZERO_UUID, partitions=tuple(
+                    make(part_cls, partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                         error_code=ErrorCode.topic_authorization_failed, error_message=None) for p in partitions)))
+                continue
             topic = server.state.topics.get(name)
             parts = []
             for p in partitions:
@@ -111,6 +129,12 @@ async def handle_alter_share_group_offsets(ctx, req):
     resp_cls = response_class(91, ctx.api_version)
     topic_cls = item_class(resp_cls, "responses")
     part_cls = item_class(topic_cls, "partitions")
+    # KafkaApis.handleAlterShareGroupOffsetsRequest: READ on the GROUP (KIP-932), then READ on each
+    # TOPIC (kafka-reference §2.9), TOPIC_AUTHORIZATION_FAILED on its partitions
+    if server.authorizer is not None and not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    error_message=None, responses=())
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, [t.topic_name for t in req.topics])
     refusal = _group_refusal(server, req.group_id, must_exist=False)
     responses = []
     valid: list[tuple] = []
@@ -119,7 +143,9 @@ async def handle_alter_share_group_offsets(ctx, req):
         parts, offsets = [], {}
         for p in t.partitions:
             error, message = ErrorCode.none, None
-            if refusal is not None:
+            if t.topic_name not in readable:
+                error = ErrorCode.topic_authorization_failed
+            elif refusal is not None:
                 error, message = refusal
             elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
@@ -146,6 +172,11 @@ async def handle_delete_share_group_offsets(ctx, req):
     server = ctx.server
     resp_cls = response_class(92, ctx.api_version)
     topic_cls = item_class(resp_cls, "responses")
+    # KafkaApis.handleDeleteShareGroupOffsetsRequest: DELETE on the GROUP, then READ on each TOPIC
+    # (kafka-reference §2.9; KIP-932's table says READ on the GROUP: the reference wins)
+    if server.authorizer is not None and not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    error_message=None, responses=())
     refusal = _group_refusal(server, req.group_id, must_exist=True)
     if refusal is not None:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=refusal[0], error_message=refusal[1],
@@ -153,8 +184,13 @@ async def handle_delete_share_group_offsets(ctx, req):
     meta = server.share_groups.state_metadata.get(req.group_id)
     held = set(meta.initialized) | set(meta.initializing) if meta else set()
     responses, doomed = [], []
+    readable = filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, [t.topic_name for t in req.topics])
     for t in req.topics:
         topic = server.state.topics.get(t.topic_name)
+        if t.topic_name not in readable:
+            responses.append(make(topic_cls, topic_name=t.topic_name, topic_id=ZERO_UUID,
+                                  error_code=ErrorCode.topic_authorization_failed, error_message=None))
+            continue
         if topic is None:
             error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic."
         elif topic.topic_id not in held:

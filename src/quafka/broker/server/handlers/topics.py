@@ -7,16 +7,22 @@ only this node.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from datetime import timedelta
 
 from quafka.broker import config as cfg
+from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize_cluster, filter_authorized
 from ..quotas import MutationQuota
 from ..registry import handles
 from ..state import OperationError
 from ._util import item_class, make, response_class
+
+
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def _check_assignment(replicas, node_id: int) -> None:
@@ -34,6 +40,15 @@ async def handle_create_topics(ctx, req):
     result_cls = item_class(resp_cls, "topics")
     config_cls = item_class(result_cls, "configs") if "configs" in {f for f in result_cls.__dataclass_fields__} else None
     counts = Counter(t.name for t in req.topics)
+    creatable = describable = None
+    if ctx.server.authorizer is not None:
+        # ControllerApis.createTopics: CREATE on the CLUSTER or on each TOPIC; the configs of a created
+        # topic are returned only with DESCRIBE_CONFIGS on it (else TopicConfigErrorCode
+        # TOPIC_AUTHORIZATION_FAILED, ReplicationControlManager.buildCreatableTopicResult)
+        names = set(counts)
+        creatable = names if authorize_cluster(ctx, AclOperation.CREATE) else \
+            filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+        describable = filter_authorized(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
     results = []
     quota = MutationQuota(ctx, strict_since_version=6)  # Kafka: ControllerMutationQuotaManager.newQuotaFor
     for t in req.topics:
@@ -43,6 +58,8 @@ async def handle_create_topics(ctx, req):
             if counts[t.name] > 1:
                 raise OperationError(ErrorCode.invalid_request,
                                      f"Create topics request contains multiple entries for the topic {t.name}")
+            if creatable is not None and t.name not in creatable:
+                raise OperationError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             configs = {c.name: c.value for c in t.configs}
             num_partitions = t.num_partitions
             if t.assignments:
@@ -69,7 +86,10 @@ async def handle_create_topics(ctx, req):
                     num_partitions if num_partitions != -1 else int(state.config.get("num.partitions")))
                 overrides = cfg.validate_topic_configs(configs)
             values["replication_factor"] = 1
-            if config_cls is not None:
+            if describable is not None and t.name not in describable:
+                values.update(topic_config_error_code=ErrorCode.topic_authorization_failed, num_partitions=-1,
+                              replication_factor=-1, configs=())
+            elif config_cls is not None:
                 values["configs"] = tuple(
                     make(config_cls, name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                          is_sensitive=e.sensitive)
@@ -96,15 +116,30 @@ async def handle_delete_topics(ctx, req):
         wanted = [(name, None) for name in req.topic_names]
     results = []
     quota = MutationQuota(ctx, strict_since_version=5)
+    describable = deletable = None
+    if ctx.server.authorizer is not None and not authorize_cluster(ctx, AclOperation.DELETE):
+        # ControllerApis.deleteTopics: DELETE on the CLUSTER, or DELETE on each TOPIC
+        # (TOPIC_AUTHORIZATION_FAILED); a topic named by id the principal may not DESCRIBE is
+        # answered without its name
+        names = [name if name is not None else (state.topics_by_id[tid].name if tid in state.topics_by_id else None)
+                 for name, tid in wanted]
+        describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        deletable = filter_authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, names)
     for name, topic_id in wanted:
         error, message = ErrorCode.none, None
-        if name is None and topic_id is not None:
+        by_id = name is None and topic_id is not None
+        if by_id:
             topic = state.topics_by_id.get(topic_id)
             if topic is None:
                 results.append(make(result_cls, name=None, topic_id=topic_id, error_code=ErrorCode.unknown_topic_id,
                                     error_message="This server does not host this topic ID."))
                 continue
             name = topic.name
+        if deletable is not None and name is not None and name not in deletable:
+            results.append(make(result_cls, name=name if not by_id or name in describable else None,
+                                topic_id=topic_id if by_id else ZERO_UUID,
+                                error_code=ErrorCode.topic_authorization_failed, error_message=None))
+            continue
         topic = state.topics.get(name) if name is not None else None
         tid = topic.topic_id if topic is not None else topic_id
         try:
@@ -127,6 +162,8 @@ async def handle_create_partitions(ctx, req):
     resp_cls = response_class(37, ctx.api_version)
     result_cls = item_class(resp_cls, "results")
     counts = Counter(t.name for t in req.topics)
+    # ControllerApis.createPartitions: ALTER on each TOPIC (TOPIC_AUTHORIZATION_FAILED)
+    alterable = filter_authorized(ctx, AclOperation.ALTER, ResourceType.TOPIC, counts)
     results = []
     quota = MutationQuota(ctx, strict_since_version=3)
     for t in req.topics:
@@ -134,6 +171,8 @@ async def handle_create_partitions(ctx, req):
         try:
             if counts[t.name] > 1:
                 raise OperationError(ErrorCode.invalid_request, f"Duplicate topic in the request: {t.name}")
+            if t.name not in alterable:
+                raise OperationError(ErrorCode.topic_authorization_failed, None)
             topic = state.topics.get(t.name)
             if t.assignments is not None and topic is not None:
                 if len(t.assignments) != t.count - len(topic.partitions):

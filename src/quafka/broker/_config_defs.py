@@ -37,6 +37,11 @@ from quafka.broker._config_types import (  # noqa: F401 - some are re-exported f
     _listener_list,
     _NO_EFFECT,
     _one_of,
+    _one_of_reason,
+    _null_only,
+    _principal_rules,
+    _store_type,
+    _tls_versions,
     _consumer_assignors,
     _share_assignors,
     _throttled_replicas,
@@ -178,6 +183,79 @@ def _super_users() -> tuple[str, Check]:
 _MIN_FREE_NOTE = ("a quafka extension, not in Kafka (a full disk takes Kafka's log directory offline); on by default; "
                   "free space is checked every second and after deletions")
 
+_SSL_KEYS = [
+    _key("ssl.keystore.type", "string", "JKS", _store_type(),
+         "The format of the key store: PKCS12, PEM, or JKS (Kafka's default).",
+         note="a JKS file cannot be read from Python: it is refused with how to convert it; a PKCS12 file "
+         "given with the type JKS is read, as Java 9+ reads it"),
+    _key("ssl.keystore.location", "string", None, _any(),
+         "The key store file (the broker's certificate chain and private key)."),
+    _key("ssl.keystore.password", "password", None, _any(),
+         "The key store's password (PKCS12/JKS; not allowed with PEM, where only ssl.key.password is)."),
+    _key("ssl.key.password", "password", None, _any(),
+         "The password of the private key in the key store (PKCS12), or of an encrypted PEM private key."),
+    _key("ssl.keystore.certificate.chain", "password", None, _any(),
+         "The certificate chain in PEM, given inline (Kafka 2.7+, ssl.keystore.type=PEM)."),
+    _key("ssl.keystore.key", "password", None, _any(),
+         "The private key in PEM (PKCS#8, optionally encrypted with ssl.key.password), given inline "
+         "(Kafka 2.7+, ssl.keystore.type=PEM)."),
+    _key("ssl.truststore.type", "string", "JKS", _store_type(),
+         "The format of the trust store: PKCS12, PEM, or JKS (Kafka's default).",
+         note="as ssl.keystore.type"),
+    _key("ssl.truststore.location", "string", None, _any(),
+         "The trust store file: the certificate authorities client certificates are checked against."),
+    _key("ssl.truststore.password", "password", None, _any(),
+         "The trust store's password (not allowed with PEM)."),
+    _key("ssl.truststore.certificates", "password", None, _any(),
+         "Trusted certificates in PEM, given inline (Kafka 2.7+, ssl.truststore.type=PEM)."),
+    _key("ssl.client.auth", "string", "none", _one_of("required", "requested", "none"),
+         "Whether clients must present a certificate: required, requested (optional), none."),
+    _key("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], _tls_versions(),
+         "The TLS versions a client may negotiate."),
+    _key("ssl.protocol", "string", "TLSv1.3", _one_of_reason(
+        ("TLSv1.3", "TLSv1.2", "TLS"),
+        "quafka serves TLSv1.2 and TLSv1.3 only (SSLv3, TLSv1 and TLSv1.1 are disabled in current JDKs and OpenSSL)"),
+         "The protocol of the TLS context; the versions offered are those of ssl.enabled.protocols "
+         "(when that list is empty: TLSv1.2 caps at TLSv1.2, TLSv1.3 and TLS allow both)."),
+    _key("ssl.cipher.suites", "list", [], _any(),
+         "The TLS 1.2 cipher suites allowed, by their standard (IANA) names as Java names them; empty allows "
+         "OpenSSL's defaults.",
+         note="OpenSSL names are accepted too; TLS 1.3 suites cannot be narrowed from Python, so a list naming "
+         "some but not all of them is refused; a list naming only TLS 1.3 suites turns TLSv1.2 off"),
+    _key("ssl.endpoint.identification.algorithm", "string", "https", _any(),
+         "Host-name verification of the server certificate, by clients.",
+         note="accepted; a broker never checks a client's host name, in Kafka neither (DefaultSslEngineFactory "
+         "sets it on client engines only)"),
+    _key("ssl.principal.mapping.rules", "string", "DEFAULT", _principal_rules(),
+         "How a client certificate's distinguished name becomes the principal name: DEFAULT (the DN itself), "
+         "or RULE:pattern/replacement/ with an optional L or U suffix (lower/upper case), tried in order."),
+    _key("ssl.keymanager.algorithm", "string", "SunX509", _one_of_reason(
+        ("SunX509",), "quafka builds its TLS context with OpenSSL, which has no Java key manager factories"),
+         "The key manager factory algorithm (the JVM's default).", note="only the JVM default is accepted"),
+    _key("ssl.trustmanager.algorithm", "string", "PKIX", _one_of_reason(
+        ("PKIX",), "quafka builds its TLS context with OpenSSL, which checks certificate paths as PKIX does"),
+         "The trust manager factory algorithm (the JVM's default).", note="only the JVM default is accepted"),
+    _key("ssl.provider", "string", None, _null_only("quafka uses OpenSSL through Python's ssl module; there are no "
+                                                     "Java security providers to choose"),
+         "The Java security provider of the TLS context.", note="only null (unset) is accepted"),
+    _key("ssl.secure.random.implementation", "string", None, _null_only(
+        "OpenSSL draws its own random numbers; there is no Java SecureRandom to choose"),
+         "The SecureRandom implementation.", note="only null (unset) is accepted"),
+    _key("ssl.engine.factory.class", "class", None, _null_only("quafka cannot load a Java SslEngineFactory class"),
+         "A custom SslEngineFactory class.", note="only null (unset) is accepted"),
+    _key("quafka.ssl.handshake.timeout.ms", "int", 10000, _at_least(1),
+         "How long a client on an SSL or SASL_SSL listener has to complete its TLS handshake; a client that "
+         "has not is disconnected (and counted in quafka_tls_handshake_failures_total).",
+         note="quafka only (Kafka has no handshake deadline: connections.max.idle.ms closes such a connection, "
+         "after 10 minutes by default)"),
+    _key("ssl.allow.dn.changes", "boolean", False, _any(),
+         "Whether a dynamically updated key store may change the certificate's distinguished name.",
+         note=_NO_EFFECT + " (quafka loads key stores once, at start-up)"),
+    _key("ssl.allow.san.changes", "boolean", False, _any(),
+         "Whether a dynamically updated key store may change the certificate's subject alternative names.",
+         note=_NO_EFFECT + " (quafka loads key stores once, at start-up)"),
+]
+
 _BROKER = [
     # -- node and network
     _key("node.id", "int", 1, _at_least(0), "Id of this node, reported as the broker id and the controller id.",
@@ -185,7 +263,7 @@ _BROKER = [
     _key("broker.id", "int", None, _any(), "Older name of node.id; when both are set they must be equal."),
     _key("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], _listener_list(allow_null=False),
          "Addresses the broker binds, as NAME://host:port; an empty host binds every interface.",
-         PER_BROKER, note="default PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092); PLAINTEXT only"),
+         PER_BROKER, note="default PLAINTEXT://127.0.0.1:9092 (Kafka: PLAINTEXT://:9092)"),
     _key("advertised.listeners", "list", None, _listener_list(allow_null=True),
          "Addresses given to clients in Metadata responses; null means the listeners."),
     _key("socket.request.max.bytes", "int", 104857600, _at_least(1),
@@ -440,6 +518,9 @@ _BROKER = [
          CLUSTER_WIDE),
     _key("connections.max.idle.ms", "long", 600000, _at_least(-1),
          "A connection that has sent nothing and has no request in flight for this long is closed; -1 never."),
+    # -- TLS (Kafka's SslConfigs and BrokerSecurityConfigs; every key also per listener as
+    # listener.name.<listener>.<key>; loaded and checked as a whole by _ssl_config and server/tls.py)
+    *_SSL_KEYS,
     # -- metrics
     _key("metrics.listener", "string", "", _metrics_listener(),
          "Where the broker serves its metrics in the Prometheus text format (GET /metrics), as http://host:port; "
@@ -690,7 +771,6 @@ _REFUSED_KEYS: dict[str, str] = {
     "message.timestamp.after.max.ms",
 }
 _REFUSED_PREFIXES: dict[str, str] = {
-    "ssl.": _PLAINTEXT_ONLY,
     "sasl.": _PLAINTEXT_ONLY,
 }
 

@@ -387,3 +387,60 @@ def _key(
 
 
 _NO_EFFECT = "accepted and validated; quafka does not act on it"
+
+
+# --------------------------------------------------------------------------- TLS (ssl.*) validators
+
+
+def _one_of_reason(values: Iterable[str], reason: str) -> tuple[str, Check]:
+    """Like `_one_of`, adding why the other values Kafka might accept are not served."""
+    values = tuple(values)
+    joined = ", ".join(values)
+    return f"[{joined}]", lambda v: None if v is None or v in values else f"String must be one of: {joined} ({reason})"
+
+
+def _null_only(reason: str) -> tuple[str, Check]:
+    return "null", lambda v: None if v is None or v == "" else reason
+
+
+_JKS_NOTE = ("JKS is Java's own format, which Python cannot read: convert the store with keytool "
+             "-importkeystore -deststoretype PKCS12, or use PEM")
+
+
+def _store_type() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if v in ("PKCS12", "PEM", "JKS"):
+            return None
+        return "String must be one of: PKCS12, PEM, JKS (" + _JKS_NOTE + ")"
+
+    return "[PKCS12, PEM, JKS (a JKS file is refused at start-up)]", check
+
+
+_TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
+_OLD_TLS = ("SSLv2Hello", "SSLv3", "TLSv1", "TLSv1.1")
+
+
+def _tls_versions() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        for item in v:
+            if item in _OLD_TLS:
+                return (f"{item} is not served: it is disabled in current JDKs and in OpenSSL's default security "
+                        "level; use TLSv1.2 and TLSv1.3")
+            if item not in _TLS_VERSIONS:
+                return f"Unknown TLS protocol {item!r}; String must be one of: TLSv1.2, TLSv1.3"
+        return _no_duplicates(v)
+
+    return "[TLSv1.2, TLSv1.3]", check
+
+
+def _principal_rules() -> tuple[str, Check]:
+    from quafka.broker.core.ssl_principal import parse_rules
+
+    def check(v: Any) -> str | None:
+        try:
+            parse_rules(v)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    return "DEFAULT or RULE:pattern/replacement/[LU], comma-separated", check

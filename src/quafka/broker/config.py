@@ -56,6 +56,7 @@ from quafka.broker._group_config import (
     resolve_group_config,
     validate_group_configs,
 )
+from quafka.broker._ssl_config import HIDDEN, check_listener_ssl
 from quafka.broker.storage.base import LogConfig
 from quafka.protocol import properties
 
@@ -401,8 +402,8 @@ class BrokerConfig:
         return _rendered(self._dyn_default)
 
     def __repr__(self) -> str:
-        return (f"BrokerConfig(static={self.static_configs}, dynamic_broker={self.dynamic_broker_configs}, "
-                f"dynamic_default={self.dynamic_default_configs})")
+        return (f"BrokerConfig(static={_shown_layer(self._static)}, dynamic_broker={_shown_layer(self._dyn_broker)}, "
+                f"dynamic_default={_shown_layer(self._dyn_default)})")
 
     # -- internals
     def _layers(self) -> list[tuple[ConfigSource, Mapping[str, Any]]]:
@@ -460,6 +461,8 @@ class BrokerConfig:
         if value < 0:
             raise invalid(name, value, "Value must be at least 0 (it is the default of flush.ms)", "[0,...]")
         self._check_listener_props(names)
+        for lst in listeners:  # an SSL/SASL_SSL listener's key and trust stores, as a whole
+            check_listener_ssl(self, lst)
         check_share_group_bounds(self)
         cleanup = self.get("log.cleanup.policy")
         if "compact" in cleanup:  # refused by the key's validator; kept for safety
@@ -491,6 +494,8 @@ def _check_listener_prop(config: "BrokerConfig", name: str, text: str, listener_
                       "per-listener settings are listener.name.<listener in lower case>.<key>")
     _mechanism, base = per_listener_base_key(rest)
     key = BROKER_KEYS.get(base)
+    if key is not None and key.type == "password":
+        text = HIDDEN  # never in an error message (the parse below cannot fail for a password)
     if key is None or not (base.startswith(("ssl.", "sasl.")) or base in _PER_LISTENER_KEYS):
         raise invalid(name, text, f"{base} is not a setting quafka serves per listener "
                       "(the ssl.* and sasl.* keys it serves, max.connections, connections.max.reauth.ms)")
@@ -525,6 +530,12 @@ def _copy(value: Any) -> Any:
 
 def _rendered(layer: Mapping[str, Any]) -> dict[str, str]:
     return {name: BROKER_KEYS[name].render(value) for name, value in layer.items()}
+
+
+def _shown_layer(layer: Mapping[str, Any]) -> dict[str, str]:
+    """A layer as repr() shows it: passwords (key store passwords, PEM keys) hidden."""
+    return {name: HIDDEN if BROKER_KEYS[name].type == "password" else BROKER_KEYS[name].render(value)
+            for name, value in layer.items()}
 
 
 # --------------------------------------------------------------------------- topics

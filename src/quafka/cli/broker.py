@@ -105,6 +105,7 @@ def raise_open_file_limit() -> tuple[int, int] | None:
 
 
 async def _serve(config) -> int:
+    from quafka.broker.config import ConfigError
     from quafka.broker.server.metadata_store import MetadataStoreError
     from quafka.broker.server.server import BrokerServer
 
@@ -117,7 +118,7 @@ async def _serve(config) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await server.start()
-    except (MetadataStoreError, OSError) as exc:
+    except (MetadataStoreError, OSError, ConfigError) as exc:  # ConfigError: a TLS store that does not load
         print(f"quafka broker: cannot start: {exc}", file=sys.stderr)
         return 1
     signalled = asyncio.ensure_future(stop.wait())

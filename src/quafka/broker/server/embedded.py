@@ -49,6 +49,13 @@ class EmbeddedBroker:
         host, port = self.server.state.advertised
         return f"{host}:{port}"
 
+    def listener_address(self, listener_name: str) -> str:
+        """host:port advertised for one listener (e.g. "SSL" next to "PLAINTEXT")."""
+        if self.server is None:
+            raise RuntimeError("the broker is not running")
+        host, port = self.server.state.endpoint_for(listener_name.upper())
+        return f"{host}:{port}"
+
     @property
     def port(self) -> int:
         return int(self.bootstrap_servers.rsplit(":", 1)[1])

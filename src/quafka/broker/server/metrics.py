@@ -115,6 +115,9 @@ class BrokerMetrics:
         self.authorization_allowed = 0
         self.authorization_denied = 0
         self.authorizer_log_lines_suppressed = 0
+        # TLS listeners (tls_accept.py): handshakes completed by listener, failed by (listener, reason)
+        self.tls_handshakes: dict[str, int] = {}
+        self.tls_handshake_failures: dict[tuple[str, str], int] = {}
 
     def count_dlq(self, group_id: str, *, records: int = 0, produce_requests: int = 0,
                   failed_produce_requests: int = 0) -> None:
@@ -425,6 +428,14 @@ def render(server: "MetricsSource") -> str:
     out.family("quafka_log_dir_produce_refusals_total", "counter",
                "Partition produces refused because the log directory was below its free-space watermark.",
                [(labels, disk.refusals) for labels in per_dir])
+    out.family("quafka_tls_handshakes_total", "counter",
+               "TLS handshakes completed on SSL and SASL_SSL listeners.",
+               [((("listener", name),), n) for name, n in sorted(m.tls_handshakes.items())])
+    out.family("quafka_tls_handshake_failures_total", "counter",
+               "TLS handshakes that failed (each logged at INFO with the peer): untrusted_certificate, "
+               "expired_certificate, no_client_certificate, timeout, connection_closed, or OpenSSL's reason.",
+               [((("listener", name), ("reason", reason)), n)
+                for (name, reason), n in sorted(m.tls_handshake_failures.items())])
     out.family("quafka_flush_scheduler_errors_total", "counter",
                "Errors of the periodic flush scheduler other than storage failures (logged; it goes on).",
                [((), m.flush_loop_errors)])

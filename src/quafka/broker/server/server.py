@@ -32,6 +32,8 @@ from .share_groups import ShareGroupService
 from .share_partitions import SharePartitionManager
 from .share_coordinator import ShareCoordinatorService
 from .state import BrokerState
+from .tls import listener_contexts
+from .tls_accept import TlsListener
 from .timers import TimerService
 
 log = logging.getLogger("quafka.server")
@@ -97,6 +99,7 @@ class BrokerServer:
         self.connection_limits = ConnectionLimits(self.state)  # max.connections* (connection_limits.py)
         # authorization.py: None allows everything (no authorizer.class.name); else authorizer.py's
         self.authorizer = make_authorizer(config, self.state, self.metrics)
+        self.tls_listeners: dict[str, TlsListener] = {}  # SSL/SASL_SSL listeners by name (tls_accept.py)
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []
@@ -115,6 +118,7 @@ class BrokerServer:
     async def start(self) -> None:
         """Replay the metadata and open the logs, open the listeners, then replay the coordinators'
         internal topics (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS); returns when loaded."""
+        self._build_tls()  # before anything opens: a key store that does not load refuses the start
         self.state.log_store.health.listeners.append(self.on_log_dir_failure)
         self.state.load()
         self.disk_space.check()  # before the listeners open: a produce never meets an unmeasured disk
@@ -137,13 +141,18 @@ class BrokerServer:
         await self._start_metrics()
         self.quotas.load()
         for listener in self.config.listeners:
+            tls = self.tls_listeners.get(listener.name)
+            if tls is not None:  # SSL, SASL_SSL: the TLS handshake first (tls_accept.py)
+                factory = tls.protocol
+            else:
+                factory = lambda lst=listener: BrokerConnection(self, lst.name, lst.security_protocol)  # noqa: E731
             server = await asyncio.get_running_loop().create_server(
-                lambda lst=listener: BrokerConnection(self, lst.name, lst.security_protocol),
-                listener.host or None, listener.port, reuse_address=True)
+                factory, listener.host or None, listener.port, reuse_address=True)
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
             self.bound.append((sock[0], sock[1]))
-        self.state.advertised = self._advertised_endpoint()
+        self.state.advertised_by_listener = self._advertised_endpoints()
+        self.state.advertised = next(iter(self.state.advertised_by_listener.values()))
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         self._tasks.append(asyncio.create_task(self._flush_loop(), name="flush"))
         self._tasks.append(asyncio.create_task(self.connection_limits.run_idle_sweep(self.connections),
@@ -182,20 +191,33 @@ class BrokerServer:
         """The bound port of the metrics listener (None when metrics.listener is empty)."""
         return self.metrics_server.port if self.metrics_server is not None else None
 
-    def _advertised_endpoint(self) -> tuple[str, int]:
-        advertised = self.config.advertised_listeners
-        bound_host, bound_port = self.bound[0]
-        if advertised:
-            host, port = advertised[0].host, advertised[0].port
+    def _build_tls(self) -> None:
+        """The SSLContext of each SSL/SASL_SSL listener (tls.py); raises ConfigError naming the key
+        of a store that does not load."""
+        from .tls import listener_contexts
+        timeout_ms = int(self.config.get("quafka.ssl.handshake.timeout.ms"))
+        by_name = {lst.name: lst for lst in self.config.listeners}
+        self.tls_listeners = {name: TlsListener(self, by_name[name], ctx, rules, timeout_ms)
+                              for name, (ctx, rules) in listener_contexts(self.config).items()}
+
+    def _advertised_endpoints(self) -> dict[str, tuple[str, int]]:
+        """Each listener's advertised endpoint, by listener name, in advertised order (Kafka's
+        Metadata answers a request with the endpoints of the listener it came in on). A listener
+        that advertised.listeners leaves out is advertised at its bound address."""
+        bound = {lst.name: self.bound[i] for i, lst in enumerate(self.config.listeners)}
+        out: dict[str, tuple[str, int]] = {}
+        for lst in self.config.advertised_listeners:
+            bound_host, bound_port = bound.get(lst.name, self.bound[0])
+            host, port = lst.host, lst.port
             if port == 0:
                 port = bound_port
             if not host or host in ("0.0.0.0", "::"):
-                host = "127.0.0.1" if bound_host in ("0.0.0.0", "::") else bound_host
-            return host, port
-        host = bound_host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return host, bound_port
+                host = "127.0.0.1" if bound_host in ("0.0.0.0", "::", "") else bound_host
+            out[lst.name] = (host, port)
+        for name, (host, port) in bound.items():
+            if name not in out:
+                out[name] = ("127.0.0.1" if host in ("0.0.0.0", "::", "") else host, port)
+        return out
 
     @property
     def coordinators_loaded(self) -> bool:
@@ -279,6 +301,8 @@ class BrokerServer:
         self.share_partitions.close()
         await self._close_services()
         in_flight = [task for task in (c.abort() for c in list(self.connections)) if task is not None]
+        for tls in self.tls_listeners.values():
+            in_flight += tls.close()
         await asyncio.gather(*self._tasks, *in_flight, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()

@@ -98,13 +98,21 @@ class BrokerState:
         self.topics: dict[str, TopicState] = {}
         self.topics_by_id: dict[uuid.UUID, TopicState] = {}
         self.producer_ids: ProducerIdAllocator | None = None
-        self.advertised: tuple[str, int] = ("127.0.0.1", 9092)
+        self.advertised: tuple[str, int] = ("127.0.0.1", 9092)  # the first advertised listener's endpoint
+        self.advertised_by_listener: dict[str, tuple[str, int]] = {}  # every listener's (server.py)
         self.topic_listeners: list[Callable[[str, str], None]] = []  # (event, topic name)
         self.group_config_listeners: list[Callable[[str], None]] = []  # (group id)
         self._group_config_cache: dict[str, tuple[cfg.BrokerConfig, cfg.ShareGroupConfig]] = {}
         self.client_quota_listeners: list[Callable[[], None]] = []  # client quotas changed (server/quotas.py)
 
     # ------------------------------------------------------------------ start-up
+    def endpoint_for(self, listener_name: str) -> tuple[str, int]:
+        """The advertised endpoint of the listener a request came in on: Kafka answers Metadata,
+        FindCoordinator and DescribeCluster with the brokers' endpoints for the request's listener
+        (`MetadataCache.getAliveBrokerNodes(listenerName)`), so a client that bootstrapped on the SSL
+        listener is sent to the SSL port, not to another listener's."""
+        return self.advertised_by_listener.get(listener_name, self.advertised)
+
     def load(self) -> None:
         """Lock the data directories, replay the metadata journal and open every partition log
         (before listening). On failure the locks are released again."""

@@ -23,7 +23,7 @@ async def handle_describe_cluster(ctx, req):
     state = ctx.server.state
     resp_cls = response_class(60, ctx.api_version)
     broker_cls = item_class(resp_cls, "brokers")
-    host, port = state.advertised
+    host, port = state.endpoint_for(ctx.session.listener_name)
     endpoint_type = getattr(req, "endpoint_type", 1)
     if endpoint_type != 1:
         return make(
@@ -75,7 +75,7 @@ def _coordinator_for(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | Non
 async def handle_find_coordinator(ctx, req):
     state = ctx.server.state
     resp_cls = response_class(10, ctx.api_version)
-    host, port = state.advertised
+    host, port = state.endpoint_for(ctx.session.listener_name)
     key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
     if ctx.api_version < 4:
         error, message = _coordinator_for(ctx, key_type, req.key)

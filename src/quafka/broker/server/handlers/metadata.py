@@ -64,7 +64,7 @@ async def handle_metadata(ctx, req):
     part_cls = item_class(topic_cls, "partitions")
     broker_cls = item_class(resp_cls, "brokers")
     node_id = state.node_id
-    host, port = state.advertised
+    host, port = state.endpoint_for(ctx.session.listener_name)
     allow_auto_create = version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
     requested = req.topics
     checked = ctx.server.authorizer is not None

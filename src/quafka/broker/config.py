@@ -489,15 +489,15 @@ def per_listener_base_key(rest: str) -> tuple[str | None, str]:
 def _check_listener_prop(config: "BrokerConfig", name: str, text: str, listener_names: list[str]) -> None:
     rest = name[len(LISTENER_PREFIX):]
     listener, dot, rest = rest.partition(".")
+    secret = BROKER_KEYS.get(per_listener_base_key(rest)[1])
+    shown = HIDDEN if secret is not None and secret.type == "password" else text  # never a password in a message
     if not dot or listener.upper() not in listener_names:
-        raise invalid(name, text, f"{name} names no listener of this broker (listeners: {listener_names}); "
+        raise invalid(name, shown, f"{name} names no listener of this broker (listeners: {listener_names}); "
                       "per-listener settings are listener.name.<listener in lower case>.<key>")
     _mechanism, base = per_listener_base_key(rest)
     key = BROKER_KEYS.get(base)
-    if key is not None and key.type == "password":
-        text = HIDDEN  # never in an error message (the parse below cannot fail for a password)
     if key is None or not (base.startswith(("ssl.", "sasl.")) or base in _PER_LISTENER_KEYS):
-        raise invalid(name, text, f"{base} is not a setting quafka serves per listener "
+        raise invalid(name, shown, f"{base} is not a setting quafka serves per listener "
                       "(the ssl.* and sasl.* keys it serves, max.connections, connections.max.reauth.ms)")
     key.parse(text)
 

@@ -9,12 +9,28 @@ a store that does not load is refused there, naming the key (never a password or
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from quafka.broker._config_defs import BROKER_KEYS, ConfigError
 
-if TYPE_CHECKING:
-    from quafka.broker.config import BrokerConfig, Listener
+
+class _Config(Protocol):
+    """What is read of a `config.BrokerConfig` (which imports this module)."""
+
+    def get(self, name: str) -> Any: ...
+
+    def listener_prop(self, listener_name: str, key: str) -> str | None: ...
+
+    @property
+    def static_configs(self) -> dict[str, str]: ...
+
+    @property
+    def dynamic_broker_configs(self) -> dict[str, str]: ...
+
+
+class _Listener(Protocol):
+    name: str
+    security_protocol: str
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 PEM = "PEM"
@@ -38,7 +54,7 @@ class SslSettings:
         return self.given_as.get(key, key)
 
 
-def ssl_settings(config: "BrokerConfig", listener_name: str) -> SslSettings:
+def ssl_settings(config: _Config, listener_name: str) -> SslSettings:
     """Every ssl.* key for `listener_name`: its listener.name.<listener>.* value when set, else the
     broker's (Kafka's `valuesWithPrefixOverride`, key by key)."""
     values: dict[str, Any] = {}
@@ -66,7 +82,7 @@ def _refuse(settings: SslSettings, key: str, reason: str) -> ConfigError:
                                f"(listener {settings.listener_name})")
 
 
-def check_listener_ssl(config: "BrokerConfig", listener: "Listener") -> SslSettings | None:
+def check_listener_ssl(config: _Config, listener: _Listener) -> SslSettings | None:
     """For an SSL or SASL_SSL listener: its settings, once the combinations of keys are checked
     (a key store is required; PEM-only keys only with PEM; no store password with PEM). None for
     other listeners."""

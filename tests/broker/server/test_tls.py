@@ -152,7 +152,7 @@ def test_client_auth_required_refuses_a_client_without_a_certificate_and_serves_
         _wait_for(lambda: _metric(broker, "no_client_certificate") >= 1)
         expected = "SSL handshake failed" if protocol == "TLSv1.2" else "SSL connection closed by peer"
         _wait_for(lambda: no_cert.poll(0.05) is not None or any(expected in r for r in records))
-        del no_cert
+        no_cert = None  # closes it
         # a client with a certificate is served all the while
         assert _confluent_round_trip(addr, certs, client_pem) == [f"m{i}".encode() for i in range(5)]
 

@@ -194,7 +194,6 @@ class BrokerServer:
     def _build_tls(self) -> None:
         """The SSLContext of each SSL/SASL_SSL listener (tls.py); raises ConfigError naming the key
         of a store that does not load."""
-        from .tls import listener_contexts
         timeout_ms = int(self.config.get("quafka.ssl.handshake.timeout.ms"))
         by_name = {lst.name: lst for lst in self.config.listeners}
         self.tls_listeners = {name: TlsListener(self, by_name[name], ctx, rules, timeout_ms)

@@ -25,7 +25,6 @@ form as Java's `X500Principal.getName()` prints it, through `ssl.principal.mappi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
@@ -47,7 +46,7 @@ from quafka.broker.core.ssl_principal import NoMatchingRule, parse_rules, princi
 from .session import ANONYMOUS
 
 if TYPE_CHECKING:
-    from quafka.broker.config import BrokerConfig, Listener
+    from quafka.broker.config import BrokerConfig
 
 log = logging.getLogger("quafka.tls")
 

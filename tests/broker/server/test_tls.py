@@ -205,9 +205,13 @@ def test_the_broker_sees_the_client_certificate_dn_as_the_principal(tmp_path, ca
     with EmbeddedBroker(config=cfg) as broker:
         addr = broker.listener_address("SSL")
         producer = confluent_kafka.Producer(_ssl_conf(addr, certs, client_pem))
-        producer.list_topics(timeout=10)
+        producer.produce(_topic(), b"x")
+        assert producer.flush(15) == 0
         _wait_for(lambda: "principal User:ALICE@ENG" in caplog.text)
-        # the session every request of the connection carries (RequestContext.session)
-        sessions = broker.call(lambda: [c.session for c in broker.server.connections])
-        assert "User:ALICE@ENG" in {s.principal for s in sessions if s.listener_name == "SSL"}
+
+        def ssl_principals() -> set[str]:  # the session every request of a connection carries
+            return broker.call(lambda: {c.session.principal for c in broker.server.connections
+                                        if c.session.listener_name == "SSL"})
+
+        _wait_for(lambda: "User:ALICE@ENG" in ssl_principals())
         del producer

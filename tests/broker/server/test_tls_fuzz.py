@@ -15,6 +15,7 @@ import time
 import pytest
 
 from quafka.broker.server.embedded import EmbeddedBroker
+from quafka.broker.server.metrics import render
 from support.tls_certs import broker_ssl_config, make_certs
 
 SEED = int(os.environ.get("QUAFKA_SEED", random.randrange(1 << 30)))
@@ -130,3 +131,6 @@ def test_bad_handshakes_never_disturb_a_good_client(tmp_path, event_loop):
             time.sleep(0.02)
         assert broker.call(lambda: len(broker.server.tls_listeners["SSL"].handshakes)) == 0
         assert broker.server.metrics.tls_handshakes["SSL"] == 5
+        exposition = broker.call(lambda: render(broker.server))
+        assert 'quafka_tls_handshakes_total{listener="SSL"} 5' in exposition
+        assert 'quafka_tls_handshake_failures_total{listener="SSL",reason="timeout"}' in exposition

@@ -70,8 +70,12 @@ async def authenticate(address: str, sasl: SaslSettings, version_for: VersionFor
             raise SaslAuthenticationException(f"{who} failed: the broker does not enable {sasl.mechanism} "
                                               f"(it enables: {enabled})", ErrorCode.unsupported_sasl_mechanism)
         error = ErrorCode(response.error_code)
+        hint = ""
+        if error == ErrorCode.illegal_sasl_state and not response.mechanisms:
+            # Kafka's KafkaApis answers a handshake on a listener without SASL this way
+            hint = "; the listener takes no SASL (is its listener SASL_PLAINTEXT or SASL_SSL? check security.protocol)"
         raise SaslAuthenticationException(f"{who} failed: SaslHandshake answered {error.name.upper()} "
-                                          f"(enabled mechanisms: {enabled})", error)
+                                          f"(enabled mechanisms: {enabled}){hint}", error)
     request_cls = request_class(SASL_AUTHENTICATE_KEY, authenticate_version)
     tokens = _tokens(sasl)
     lifetime_ms = 0

@@ -21,7 +21,9 @@ authentication SaslAuthenticationException: neither is retriable (Kafka's client
 AuthenticationException rather than reconnect). When the broker gives the SASL session a lifetime
 (KIP-368), the connection re-authenticates on the first request after a random 85-95% of it, as
 Kafka's ``SaslClientAuthenticator.ReauthInfo`` picks the moment: requests already in flight are
-answered first, new ones wait for the re-authentication.
+answered first, new ones wait for the re-authentication. A failure to connect is logged at INFO:
+the exception raised to the caller carries the same message (a tool prints it as its one line of
+error); a TLS or re-authentication failure of an open connection is logged at WARNING.
 """
 
 from __future__ import annotations
@@ -132,13 +134,13 @@ class BrokerConnection:
                 f"could not connect to broker {self.address}: no answer within {self.connect_timeout}s") from None
         except ssl.SSLError as exc:
             error = _tls_error(self.address, exc)
-            log.error("%s", error.message)
+            log.info("%s", error.message)
             raise error from None
         except (ConnectionResetError, BrokenPipeError) as exc:
             if self.security.tls is None:
                 raise KafkaConnectionError(f"could not connect to broker {self.address}: {exc}") from exc
             error = _tls_error(self.address, exc)
-            log.error("%s", error.message)
+            log.info("%s", error.message)
             raise error from None
         except OSError as exc:
             raise KafkaConnectionError(f"could not connect to broker {self.address}: {exc}") from exc
@@ -149,7 +151,7 @@ class BrokerConnection:
             if self.security.sasl is not None:
                 await self._authenticate()
         except AuthenticationException as exc:
-            log.error("%s", exc.message)
+            log.info("%s", exc.message)
             await self.close()
             raise
         except BaseException:
@@ -182,7 +184,7 @@ class BrokerConnection:
         try:
             await self._authenticate()
         except AuthenticationException as exc:
-            log.error("re-authentication failed, closing the connection: %s", exc.message)
+            log.warning("re-authentication failed, closing the connection: %s", exc.message)
             self._fail(exc)
             raise
         finally:
@@ -241,7 +243,7 @@ class BrokerConnection:
             raise
         except ssl.SSLError as exc:
             error = _tls_error(self.address, exc)
-            log.error("%s", error.message)
+            log.warning("%s", error.message)
             self._fail(error)
         except WireError as exc:
             self._fail(KafkaConnectionError(f"broker {self.address} sent bytes that cannot be decoded, "

@@ -23,7 +23,7 @@ PURE_PACKAGES = [ROOT / "protocol", ROOT / "broker" / "core"]
 CLIENT_PURE_MODULES = ["_ranges.py", "_share_requests.py", "_share_request_manager.py", "_share_acks.py",
                        "_share_fetch.py", "_share_membership.py", "_share_session.py", "records.py",
                        "coordinator_records.py", "_share_consumer_config.py", "_config.py", "_metadata.py",
-                       "errors.py"]
+                       "errors.py", "_security.py", "_scram_client.py"]
 FORBIDDEN_MODULES = {"asyncio", "time", "random", "uuid", "threading", "os", "datetime", "secrets", "socket",
                      "subprocess"}
 ALLOWED_NAMES = {"uuid": {"UUID"}}  # value types only

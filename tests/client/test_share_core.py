@@ -303,7 +303,7 @@ def test_buffer_hands_out_records_then_raises_an_error_that_comes_first():
 # ----------------------------------------------------------------------------- configuration
 
 
-def test_kafka_socket_and_metric_keys_are_accepted_and_only_plaintext_is():
+def test_kafka_socket_and_metric_keys_are_accepted_and_an_unknown_security_protocol_is_not():
     from quafka.client import AsyncShareConsumer, ConfigException
 
     base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
@@ -312,8 +312,8 @@ def test_kafka_socket_and_metric_keys_are_accepted_and_only_plaintext_is():
                                                 "metrics.recording.level": "DEBUG"}))
     assert consumer.config["receive.buffer.bytes"] == 65536
     with pytest.raises(ConfigException) as info:
-        AsyncShareConsumer(dict(base, **{"security.protocol": "SASL_SSL"}))
-    assert info.value.key == "security.protocol" and "PLAINTEXT" in str(info.value)
+        AsyncShareConsumer(dict(base, **{"security.protocol": "KERBEROS"}))
+    assert info.value.key == "security.protocol" and "SASL_SSL" in str(info.value)
 
 
 def test_a_batch_the_response_carries_twice_gives_its_records_once():

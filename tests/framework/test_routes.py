@@ -201,6 +201,23 @@ def test_app_settings_problems():
     assert keys == ["bootstrap.servers", "group.id", "routes"]
 
 
+def test_the_app_takes_the_security_settings_and_checks_them():
+    from quafka.framework.settings import admin_config
+
+    secure = dict(NOWHERE, **{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                              "sasl.username": "alice", "sasl.password": "s3cret"})
+    app = App(secure)
+    app.share_group("workers").topic("jobs", Jobs)
+    assert [r.name for r in app.validate()] == ["workers/jobs"]
+    assert admin_config(secure)["sasl.username"] == "alice"  # the framework's Admin clients get them
+    app = App(dict(NOWHERE, **{"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}))
+    app.share_group("workers").topic("jobs", Jobs)
+    with pytest.raises(RouteConfigError) as info:
+        app.validate()
+    [problem] = info.value.problems
+    assert problem.key == "sasl.mechanism" and "Kerberos" in str(problem)
+
+
 def test_include_routes_selects_and_refuses_unknown_patterns():
     app = App(NOWHERE)
     app.share_group("workers").topic("jobs", Jobs).topic("mail", Jobs)

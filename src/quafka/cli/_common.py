@@ -12,12 +12,12 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 __all__ = ["ADMIN_KEYS", "DEFAULT_BOOTSTRAP", "EXIT_ERROR", "EXIT_OK", "PROBE_TIMEOUT_MS", "Progress", "ToolError", "latest_hint",
            "add_bootstrap", "check_bootstrap", "client_config", "format_table", "kafka_parser_errors",
-           "librdkafka_logging", "load_properties", "open_admin", "print_table", "run_tool"]
+           "librdkafka_logging", "load_properties", "open_admin", "print_table", "run_tool", "security_config"]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # documented deviation: Kafka's tools require --bootstrap-server
 EXIT_OK, EXIT_ERROR = 0, 1
@@ -49,6 +49,14 @@ def load_properties(path: str) -> dict[str, str]:
         raise ToolError(f"cannot read {path}: {exc.strerror}") from None
     except PropertiesError as exc:
         raise ToolError(f"{path}: {exc} (key {exc.key!r})") from None
+
+
+def security_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The security keys (security.protocol, ssl.*, sasl.*: docs/security.md) of a client config, for
+    the short-lived Admin clients a tool opens besides its main client (the bootstrap probe, hints)."""
+    from quafka.client import SECURITY_KEYS
+
+    return {k: v for k, v in config.items() if k in SECURITY_KEYS}
 
 
 def client_config(args: argparse.Namespace, allowed: Iterable[str] | None = None) -> dict[str, Any]:
@@ -90,13 +98,13 @@ def kafka_parser_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 def open_admin(args: argparse.Namespace, timeout_ms: int | None = None):
     """A quafka Admin for --bootstrap-server and --command-config (the Admin's own keys are used;
-    other client keys in the file are ignored, as Kafka's Admin ignores unknown ones). The
-    bootstrap is probed first (check_bootstrap), so that a tool fails within ~2 s with one line
-    when no bootstrap server answers, whatever its request timeout."""
-    from quafka.client import Admin
+    other client keys in the file are ignored, as Kafka's Admin ignores unknown ones; the security
+    keys are the Admin's). The bootstrap is probed first (check_bootstrap), so that a tool fails
+    within ~2 s with one line when no bootstrap server answers, whatever its request timeout."""
+    from quafka.client import SECURITY_KEYS, Admin
 
-    config = client_config(args, ADMIN_KEYS)
-    check_bootstrap(config["bootstrap.servers"])
+    config = client_config(args, ADMIN_KEYS + SECURITY_KEYS)
+    check_bootstrap(config["bootstrap.servers"], security=security_config(config))
     if timeout_ms is not None:
         config["request.timeout.ms"] = timeout_ms
     return Admin(config)
@@ -109,21 +117,25 @@ ANSWER_TIMEOUT_MS = 10000  # for the probe's metadata answer once connected
 
 
 def check_bootstrap(bootstrap: str, topic: str | None = None, *, auto_create: bool = False,
-                    timeout_ms: int = PROBE_TIMEOUT_MS) -> None:
+                    timeout_ms: int = PROBE_TIMEOUT_MS, security: Mapping[str, Any] | None = None) -> None:
     """Fail fast, before a tool starts its real work: one short metadata round trip to
     ``bootstrap`` (a quafka Admin with a ``timeout_ms`` connect/request timeout). Raises ToolError
     (one line) when no bootstrap server answers, or when ``topic`` is given and does not exist —
     unless ``auto_create`` (the tool's client asks for auto-creation, as a producer does) and the
     broker has ``auto.create.topics.enable=true``. Kafka's tools only repeat
-    UNKNOWN_TOPIC_OR_PARTITION warnings there."""
+    UNKNOWN_TOPIC_OR_PARTITION warnings there. ``security``: the tool's security keys
+    (`security_config`); an authentication failure is reported here, as one line."""
     from quafka.client import Admin
     from quafka.client.errors import KafkaException
     from quafka.protocol.errors import ErrorCode
 
     _require_a_listener(bootstrap, timeout_ms)
     # a broker accepted the connection: give its answer the normal time (a loaded broker may be slow)
-    admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe",
-                   "request.timeout.ms": ANSWER_TIMEOUT_MS})
+    try:
+        admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe",
+                       "request.timeout.ms": ANSWER_TIMEOUT_MS, **(security or {})})
+    except KafkaException as exc:
+        raise ToolError(exc.message) from None
     try:
         try:
             if topic is None:
@@ -147,7 +159,7 @@ def check_bootstrap(bootstrap: str, topic: str | None = None, *, auto_create: bo
         admin.close()
 
 
-def latest_hint(bootstrap: str, group: str, topic: str) -> str | None:
+def latest_hint(bootstrap: str, group: str, topic: str, security: Mapping[str, Any] | None = None) -> str | None:
     """One line for a share-consumer tool about to initialise partitions of ``topic`` for
     ``group`` at ``latest`` (``share.auto.offset.reset``, Kafka's default, rightly kept) while the
     topic already holds records that it will therefore never deliver; None otherwise. Partitions
@@ -156,8 +168,11 @@ def latest_hint(bootstrap: str, group: str, topic: str) -> str | None:
     from quafka.client import Admin
     from quafka.client.errors import KafkaException
 
-    admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe",
-                   "request.timeout.ms": ANSWER_TIMEOUT_MS})
+    try:
+        admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe",
+                       "request.timeout.ms": ANSWER_TIMEOUT_MS, **(security or {})})
+    except KafkaException:
+        return None
     try:
         reset = (admin.describe_configs("group", group).get("share.auto.offset.reset") or "latest").strip()
         if reset != "latest":

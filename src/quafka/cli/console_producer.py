@@ -15,7 +15,15 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, check_bootstrap, librdkafka_logging, load_properties, run_tool
+from ._common import (
+    ToolError,
+    add_bootstrap,
+    check_bootstrap,
+    librdkafka_logging,
+    load_properties,
+    run_tool,
+    security_config,
+)
 from .console_share_consumer import parse_key_values
 
 DEFAULT_CLIENT_ID = "console-producer"
@@ -50,7 +58,11 @@ _IGNORED = frozenset({"key.serializer", "value.serializer", "max.block.ms", "par
 
 
 def librdkafka_config(props: dict[str, Any]) -> dict[str, Any]:
-    """Kafka producer configs → librdkafka configs (renamed where librdkafka differs)."""
+    """Kafka producer configs → librdkafka configs (renamed where librdkafka differs; the Java
+    client's security names too: `quafka.client.librdkafka_security_config`)."""
+    from quafka.client import librdkafka_security_config
+
+    props = librdkafka_security_config(props)
     out: dict[str, Any] = {}
     for key, value in props.items():
         if key in _IGNORED:
@@ -245,7 +257,8 @@ def _produce(args, lines: Iterable[str] | None = None) -> int:
     reader = LineReader(reader_props(args))
     config = producer_config(args)
     producer = make_producer(config)
-    check_bootstrap(args.bootstrap_server, args.topic, auto_create=_auto_creates(config))
+    check_bootstrap(args.bootstrap_server, args.topic, auto_create=_auto_creates(config),
+                    security=security_config(config))
     failures: list[str] = []
 
     def on_delivery(err, msg) -> None:

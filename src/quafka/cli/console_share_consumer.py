@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, check_bootstrap, latest_hint, load_properties, run_tool
+from ._common import ToolError, add_bootstrap, check_bootstrap, latest_hint, load_properties, run_tool, security_config
 
 DEFAULT_GROUP = "console-share-consumer"
 DEFAULT_CLIENT_ID = "console-share-consumer"
@@ -321,11 +321,11 @@ def _consume(args) -> int:
 
     consumer = ShareConsumer(config)  # a bad config is reported first, without a network round trip
     try:
-        check_bootstrap(args.bootstrap_server, args.topic)
+        check_bootstrap(args.bootstrap_server, args.topic, security=security_config(config))
     except BaseException:
         consumer.close()
         raise
-    hint = latest_hint(args.bootstrap_server, config["group.id"], args.topic)
+    hint = latest_hint(args.bootstrap_server, config["group.id"], args.topic, security_config(config))
     if hint is not None:
         print(hint, file=sys.stderr, flush=True)
     count = 0

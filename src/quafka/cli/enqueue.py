@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._common import Progress, ToolError, check_bootstrap, run_tool
+from ._common import Progress, ToolError, check_bootstrap, run_tool, security_config
 from .worker import load_app
 
 EXAMPLES = """
@@ -146,7 +146,7 @@ def _run(args: argparse.Namespace) -> int:
         routes = ", ".join(r.name for r in _routes(app)) or "none"
         print(f"warning: no route of {args.app} reads topic '{args.topic}' (its routes: {routes}); the jobs will "
               f"reach no worker of this app", file=sys.stderr)
-    check_bootstrap(app.kafka["bootstrap.servers"], args.topic, auto_create=True)
+    check_bootstrap(app.kafka["bootstrap.servers"], args.topic, auto_create=True, security=security_config(app.kafka))
     json_strings = any(r.settings["deserializer"] == "json" for r in readers)
     count = enqueue_lines(app, args, sys.stdin.buffer, json_strings)
     print(f"enqueued {count} {'job' if count == 1 else 'jobs'} to {args.topic}")

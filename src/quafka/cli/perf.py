@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, check_bootstrap, latest_hint, load_properties, run_tool
+from ._common import ToolError, add_bootstrap, check_bootstrap, latest_hint, load_properties, run_tool, security_config
 from .console_producer import _auto_creates, make_producer
 from .console_share_consumer import parse_key_values
 
@@ -239,7 +239,8 @@ def _producer_test(args) -> int:
     payload_of = _Payloads(args)
     config = _producer_config(args)
     producer = make_producer(config)
-    check_bootstrap(args.bootstrap_server, args.topic, auto_create=_auto_creates(config))
+    check_bootstrap(args.bootstrap_server, args.topic, auto_create=_auto_creates(config),
+                    security=security_config(config))
     warmup = max(args.warmup_records, 0)
     if warmup > 0:
         print(f"Warmup first {warmup} records. Steady state results will print after the complete test summary.",
@@ -432,12 +433,12 @@ def _share_consumer_test(args) -> int:
 
     consumers = [ShareConsumer(config) for _ in range(args.threads)]  # a bad config fails first
     try:
-        check_bootstrap(args.bootstrap_server, args.topic)
+        check_bootstrap(args.bootstrap_server, args.topic, security=security_config(config))
     except BaseException:
         for consumer in consumers:
             consumer.close()
         raise
-    hint = latest_hint(args.bootstrap_server, config["group.id"], args.topic)
+    hint = latest_hint(args.bootstrap_server, config["group.id"], args.topic, security_config(config))
     if hint is not None:
         print(hint, file=sys.stderr, flush=True)
     if not args.hide_header:

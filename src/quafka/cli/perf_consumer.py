@@ -11,7 +11,15 @@ import re
 import time
 from typing import Any
 
-from ._common import ToolError, add_bootstrap, check_bootstrap, librdkafka_logging, load_properties, run_tool
+from ._common import (
+    ToolError,
+    add_bootstrap,
+    check_bootstrap,
+    librdkafka_logging,
+    load_properties,
+    run_tool,
+    security_config,
+)
 from .console_share_consumer import parse_key_values
 from .perf import _now_ms, java_date_format
 
@@ -100,20 +108,23 @@ def _consumer_config(args) -> dict[str, Any]:
     props["auto.offset.reset"] = "latest" if args.from_latest else "earliest"
     props["check.crcs"] = "false"
     props.setdefault("client.id", "perf-consumer-client")
+    from quafka.client import librdkafka_security_config
+
     config: dict[str, Any] = {}
-    for key, value in props.items():
+    for key, value in librdkafka_security_config(props).items():
         if key not in _CONSUMER_IGNORED:
             config[_CONSUMER_RENAMED.get(key, key)] = value
     return librdkafka_logging(config)
 
 
-def _check_topic(bootstrap: str, topic: str) -> None:
+def _check_topic(bootstrap: str, topic: str, security: dict[str, Any]) -> None:
     """ToolError (one line) when ``topic`` does not exist: a consumer would wait --timeout for it."""
     from quafka.client import Admin
     from quafka.client.errors import KafkaException
     from quafka.protocol.errors import ErrorCode
 
-    admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe", "request.timeout.ms": 10000})
+    admin = Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-cli-probe", "request.timeout.ms": 10000,
+                   **security})
     try:
         admin.describe_topics([topic])
     except KafkaException as exc:
@@ -195,9 +206,10 @@ def _consumer_test(args) -> int:
     if args.print_metrics:
         config.setdefault("statistics.interval.ms", 500)
         config["stats_cb"] = stats.append
-    check_bootstrap(args.bootstrap_server)
+    security = security_config(config)  # librdkafka names: quafka's client takes them too
+    check_bootstrap(args.bootstrap_server, security=security)
     if args.topic:
-        _check_topic(args.bootstrap_server, args.topic)
+        _check_topic(args.bootstrap_server, args.topic, security)
     try:
         consumer = Consumer(config)
     except KafkaException as exc:

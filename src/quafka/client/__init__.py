@@ -17,6 +17,7 @@ from ._admin_in_flight import (
     InFlightPartitionView,
     InFlightRange,
 )
+from ._security import SECURITY_CONFIG, librdkafka_security_config
 from ._share_acks import AcknowledgeType
 from ._share_fetch import AcquiredBatches
 from .admin import (
@@ -34,6 +35,7 @@ from .admin import (
     TopicDescription,
 )
 from .errors import (
+    AuthenticationException,
     ConfigException,
     CorruptRecordException,
     IllegalStateException,
@@ -41,8 +43,13 @@ from .errors import (
     KafkaException,
     KafkaTimeoutError,
     RecordDeserializationException,
+    SaslAuthenticationException,
+    SslAuthenticationException,
     WakeupException,
 )
+
+#: the client config keys of security (security.protocol, ssl.*, sasl.*; docs/security.md)
+SECURITY_KEYS = tuple(SECURITY_CONFIG)
 from .reader import AsyncPartitionReader, PartitionReader
 from .records import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Record, TopicPartition
 from .share_consumer import AsyncShareConsumer, ShareConsumer
@@ -61,6 +68,7 @@ __all__ = [
     "AsyncAdmin",
     "AsyncPartitionReader",
     "AsyncShareConsumer",
+    "AuthenticationException",
     "BrokerDescription",
     "ClusterDescription",
     "ConfigEntry",
@@ -77,13 +85,17 @@ __all__ = [
     "PartitionReader",
     "Record",
     "RecordDeserializationException",
+    "SECURITY_KEYS",
+    "SaslAuthenticationException",
     "ShareGroupDescription",
     "ShareConsumer",
     "ShareMemberDescription",
+    "SslAuthenticationException",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TopicDescription",
     "TopicPartition",
     "WakeupException",
     "coordinator_records",
+    "librdkafka_security_config",
 ]

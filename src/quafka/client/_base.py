@@ -13,6 +13,8 @@ from typing import Any, ClassVar, TypeVar
 
 from ._cluster import Cluster
 from ._config import parse_config
+from ._security import PLAINTEXT, security_settings
+from ._ssl_context import build_ssl_context
 from ._sync import LoopThread
 from .errors import IllegalStateException
 
@@ -29,6 +31,9 @@ class AsyncClient:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = parse_config(config, self.CONFIG, self.NAME)
+        # security keys are checked and the TLS context built here: a bad one fails the constructor
+        self.security = security_settings(self.config) if "security.protocol" in self.CONFIG else PLAINTEXT
+        self._ssl_context = build_ssl_context(self.security.tls) if self.security.tls is not None else None
         self._cluster: Cluster | None = None
         self._closed = False
 
@@ -37,7 +42,8 @@ class AsyncClient:
             raise IllegalStateException(f"the {self.NAME} is closed")
         if self._cluster is None:
             cluster = Cluster(self.config["bootstrap.servers"], self.config["client.id"],
-                              self.config["request.timeout.ms"] / 1000)
+                              self.config["request.timeout.ms"] / 1000, security=self.security,
+                              ssl_context=self._ssl_context)
             await cluster.bootstrap()
             self._cluster = cluster
         return self._cluster

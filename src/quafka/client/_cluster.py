@@ -10,10 +10,12 @@ opened on first use and reopened after it drops. Leaders are looked up per (topi
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 from quafka.protocol.errors import ErrorCode
 
 from ._metadata import BrokerInfo, PartitionInfo, TopicInfo
+from ._security import PLAINTEXT, SecuritySettings
 from ._transport import BrokerConnection
 from .errors import KafkaConnectionError, KafkaException, error_for_code
 
@@ -46,8 +48,11 @@ class Cluster:
     """Bootstrap, metadata and per-node connections, shared by the client's objects."""
 
     def __init__(self, bootstrap_servers: str | list[str], client_id: str | None = "quafka",
-                 request_timeout: float = 30.0) -> None:
+                 request_timeout: float = 30.0, *, security: SecuritySettings = PLAINTEXT,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.bootstrap_addresses = parse_bootstrap_servers(bootstrap_servers)
+        self.security = security
+        self._ssl_context = ssl_context
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.cluster_id: str | None = None
@@ -62,7 +67,8 @@ class Cluster:
     # ------------------------------------------------------------------ connections
 
     def _new_connection(self, host: str, port: int, node_id: int) -> BrokerConnection:
-        return BrokerConnection(host, port, self.client_id, node_id=node_id, request_timeout=self.request_timeout)
+        return BrokerConnection(host, port, self.client_id, node_id=node_id, request_timeout=self.request_timeout,
+                                security=self.security, ssl_context=self._ssl_context)
 
     async def bootstrap(self) -> None:
         """Connect to the first reachable bootstrap address and read the cluster's brokers. No

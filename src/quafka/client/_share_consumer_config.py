@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._config import Key
+from ._security import SECURITY_CONFIG
 from .errors import ConfigException
 
 __all__ = ["ACQUIRE_MODES", "REJECTED_CONFIGS", "SHARE_CONSUMER_CONFIG", "check_share_consumer_keys",
@@ -37,9 +38,9 @@ SHARE_CONSUMER_CONFIG: dict[str, Key] = {
     "retry.backoff.max.ms": Key(int, 1000, 0),
     "metadata.max.age.ms": Key(int, 300000, 0),
     "check.crcs": Key(bool, True),
+    **SECURITY_CONFIG,  # security.protocol, ssl.*, sasl.* (_security)
     # Kafka consumer keys accepted so that a Kafka properties file works unchanged; they tune
     # socket and metric details of the Java client and have no effect here (docs/client.md).
-    "security.protocol": Key(str, "PLAINTEXT"),
     "receive.buffer.bytes": Key(int, 65536, -1),
     "send.buffer.bytes": Key(int, 131072, -1),
     "reconnect.backoff.ms": Key(int, 50, 0),
@@ -83,8 +84,7 @@ def check_share_consumer_keys(config: Mapping[str, Any]) -> None:
 
 def share_consumer_modes(config: dict[str, Any]) -> tuple[str, str]:
     """(share.acknowledgement.mode, share.acquire.mode) of a parsed config, lower-cased in place;
-    ConfigException for a value that is not one of the allowed ones, or a security.protocol other
-    than PLAINTEXT."""
+    ConfigException for a value that is not one of the allowed ones."""
     mode = config["share.acknowledgement.mode"].lower()
     if mode not in ("implicit", "explicit"):
         raise ConfigException("share.acknowledgement.mode", f"share.acknowledgement.mode={mode!r} is not one of "
@@ -93,8 +93,5 @@ def share_consumer_modes(config: dict[str, Any]) -> tuple[str, str]:
     if acquire not in ACQUIRE_MODES:
         raise ConfigException("share.acquire.mode", f"share.acquire.mode={acquire!r} is not one of "
                                                     f"{', '.join(ACQUIRE_MODES)}")
-    if config["security.protocol"].upper() != "PLAINTEXT":
-        raise ConfigException("security.protocol", f"security.protocol={config['security.protocol']!r} is "
-                                                    "not supported: quafka's client speaks PLAINTEXT only")
     config["share.acknowledgement.mode"], config["share.acquire.mode"] = mode, acquire
     return mode, acquire

@@ -12,11 +12,27 @@ To send a request at the best version: ``version = conn.version_for(api_key, min
 max_version)`` (the highest both the broker and kio support, within the caller's range), then
 ``await conn.request(build_entity(request_class(api_key, version), values))``; or in one step
 ``await conn.call(api_key, values, min_version=..., max_version=...)``.
+
+Security (`_security.SecuritySettings`): with TLS the socket is wrapped by the given
+``ssl.SSLContext`` (the broker's host name checked unless ssl.endpoint.identification.algorithm is
+none); with SASL the connection authenticates after ApiVersions (`_sasl`) before ``connect()``
+returns. A TLS handshake failure raises SslAuthenticationException and a refused SASL
+authentication SaslAuthenticationException: neither is retriable (Kafka's clients stop on an
+AuthenticationException rather than reconnect). When the broker gives the SASL session a lifetime
+(KIP-368), the connection re-authenticates on the first request after a random 85-95% of it, as
+Kafka's ``SaslClientAuthenticator.ReauthInfo`` picks the moment: requests already in flight are
+answered first, new ones wait for the re-authentication. A failure to connect is logged at INFO:
+the exception raised to the caller carries the same message (a tool prints it as its one line of
+error); a TLS or re-authentication failure of an open connection is logged at WARNING.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
+import ssl
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,8 +42,17 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.share_request_encoders import SHARE_FETCH_REQUEST_VERSIONS, encode_share_fetch_request
 
+from ._sasl import authenticate
+from ._security import PLAINTEXT, SecuritySettings
 from ._wire import API_VERSIONS_KEY, WireConnection, WireError, api_name, build_entity, kio_version_range, request_class
-from .errors import KafkaConnectionError, KafkaException, KafkaTimeoutError, error_for_code
+from .errors import (
+    AuthenticationException,
+    KafkaConnectionError,
+    KafkaException,
+    KafkaTimeoutError,
+    SslAuthenticationException,
+    error_for_code,
+)
 
 SHARE_FETCH_KEY = 78
 
@@ -36,13 +61,30 @@ __all__ = ["BrokerConnection", "CLIENT_SOFTWARE_NAME", "CLIENT_SOFTWARE_VERSION"
 CLIENT_SOFTWARE_NAME = "quafka-python"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 _READ_CHUNK_BYTES = 1 << 16
+#: KIP-368 re-authentication moment: this share of the session lifetime plus up to _REAUTH_JITTER
+#: more (Kafka's SaslClientAuthenticator.ReauthInfo: 85% + random 10%)
+_REAUTH_AT, _REAUTH_JITTER = 0.85, 0.10
+
+log = logging.getLogger(__name__)
+
+
+def _tls_error(address: str, exc: BaseException) -> SslAuthenticationException:
+    """A TLS failure as one line: the verification message when the broker's certificate was refused."""
+    detail = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        what = f"the broker's certificate was refused: {detail}"
+    else:
+        what = f"{detail} (a broker that refuses the client's certificate, or a listener that is not SSL, " \
+               "ends the handshake this way)"
+    return SslAuthenticationException(f"TLS handshake with broker {address} failed: {what}")
 
 
 class BrokerConnection:
     """One connection to ``host:port``; ``node_id`` is informational (-1 for a bootstrap address)."""
 
     def __init__(self, host: str, port: int, client_id: str | None = "quafka", *, node_id: int = -1,
-                 request_timeout: float = 30.0, connect_timeout: float | None = None) -> None:
+                 request_timeout: float = 30.0, connect_timeout: float | None = None,
+                 security: SecuritySettings = PLAINTEXT, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -57,6 +99,13 @@ class BrokerConnection:
         self._read_task: asyncio.Task | None = None
         self._closed_error: KafkaException | None = None
         self._connected = False
+        self.security = security
+        self._ssl_context = ssl_context
+        if security.tls is not None and ssl_context is None:
+            raise KafkaException(f"security.protocol={security.protocol} needs a TLS context")
+        self._reauth_at: float | None = None  # time.monotonic() from which the next request re-authenticates
+        self._reauth_task: asyncio.Task | None = None
+        self.authentications = 0  # SASL authentications of this connection (re-authentications included)
 
     @property
     def address(self) -> str:
@@ -75,22 +124,71 @@ class BrokerConnection:
         """Open the connection and negotiate API versions. Raises KafkaConnectionError."""
         if self._connected:
             return self
+        tls = {} if self.security.tls is None else {"ssl": self._ssl_context, "server_hostname": self.host,
+                                                     "ssl_handshake_timeout": self.connect_timeout}
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout)
+                asyncio.open_connection(self.host, self.port, **tls), self.connect_timeout)
         except asyncio.TimeoutError:
             raise KafkaConnectionError(
                 f"could not connect to broker {self.address}: no answer within {self.connect_timeout}s") from None
+        except ssl.SSLError as exc:
+            error = _tls_error(self.address, exc)
+            log.info("%s", error.message)
+            raise error from None
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            if self.security.tls is None:
+                raise KafkaConnectionError(f"could not connect to broker {self.address}: {exc}") from exc
+            error = _tls_error(self.address, exc)
+            log.info("%s", error.message)
+            raise error from None
         except OSError as exc:
             raise KafkaConnectionError(f"could not connect to broker {self.address}: {exc}") from exc
         self._connected = True
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"quafka-read-{self.address}")
         try:
             await self._negotiate_versions()
+            if self.security.sasl is not None:
+                await self._authenticate()
+        except AuthenticationException as exc:
+            log.info("%s", exc.message)
+            await self.close()
+            raise
         except BaseException:
             await self.close()
             raise
         return self
+
+    async def _authenticate(self) -> None:
+        """SASL handshake and authentication (`_sasl`); schedules the KIP-368 re-authentication."""
+        assert self.security.sasl is not None
+        lifetime_ms = await authenticate(self.address, self.security.sasl, self.version_for, self._sasl_request)
+        self.authentications += 1
+        if lifetime_ms > 0:
+            share = _REAUTH_AT + random.random() * _REAUTH_JITTER
+            self._reauth_at = time.monotonic() + lifetime_ms * share / 1000
+            log.debug("broker %s: SASL session lifetime %d ms, re-authenticating after %.0f ms",
+                      self.address, lifetime_ms, lifetime_ms * share)
+        else:
+            self._reauth_at = None
+
+    async def _sasl_request(self, entity: Any) -> Any:
+        api_key, version = type(entity).__api_key__, type(entity).__version__
+        return await self._request(api_key, version, lambda: self._wire.send(entity), None, gate=False)
+
+    async def _reauthenticate(self) -> None:
+        """Wait for the requests in flight, then authenticate again; a failure closes the connection."""
+        in_flight = [f for f in self._pending.values() if not f.done()]
+        if in_flight:
+            await asyncio.wait(in_flight)
+        try:
+            await self._authenticate()
+        except AuthenticationException as exc:
+            log.warning("re-authentication failed, closing the connection: %s", exc.message)
+            self._fail(exc)
+            raise
+        finally:
+            self._reauth_task = None
 
     async def _negotiate_versions(self) -> None:
         response = await self.request(ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE_NAME,
@@ -143,6 +241,10 @@ class BrokerConnection:
                         future.set_result(response)
         except asyncio.CancelledError:
             raise
+        except ssl.SSLError as exc:
+            error = _tls_error(self.address, exc)
+            log.warning("%s", error.message)
+            self._fail(error)
         except WireError as exc:
             self._fail(KafkaConnectionError(f"broker {self.address} sent bytes that cannot be decoded, "
                                             f"connection closed: {exc}"))
@@ -187,12 +289,20 @@ class BrokerConnection:
         return await self._request(api_key, version, lambda: self._wire.send(entity), timeout)
 
     async def _request(self, api_key: int, version: int, encode: Callable[[], tuple[int, bytes]],
-                       timeout: float | None) -> Any:
-        """Send the frame `encode()` makes (correlation id, frame) and await its response."""
+                       timeout: float | None, *, gate: bool = True) -> Any:
+        """Send the frame `encode()` makes (correlation id, frame) and await its response. With
+        ``gate`` (every request but the SASL ones), a due re-authentication runs first."""
         if not self._connected:
             raise KafkaConnectionError(f"connection to broker {self.address} is not open: call connect() first")
+        if gate and self._closed_error is None and (
+                self._reauth_task is not None or (self._reauth_at is not None and time.monotonic() >= self._reauth_at)):
+            if self._reauth_task is None:
+                self._reauth_at = None
+                self._reauth_task = asyncio.get_running_loop().create_task(
+                    self._reauthenticate(), name=f"quafka-reauth-{self.address}")
+            await asyncio.shield(self._reauth_task)
         if self._closed_error is not None:
-            raise type(self._closed_error)(self._closed_error.message, self._closed_error.code)
+            raise self._closed_error.copy()
         assert self._writer is not None
         served = self.api_versions.get(api_key)
         if api_key != API_VERSIONS_KEY and not (served and served[0] <= version <= served[1]):

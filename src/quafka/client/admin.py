@@ -35,6 +35,7 @@ from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
 from ._base import AsyncClient, SyncClient
 from ._config import Key
+from ._security import SECURITY_CONFIG
 from ._transport import BrokerConnection
 from .dead_letters import DeadLetterRecord, RedriveResult
 from .errors import KafkaConnectionError, KafkaException, error_for_code
@@ -84,6 +85,7 @@ ADMIN_CONFIG: dict[str, Key] = {
     "bootstrap.servers": Key.required(str),
     "client.id": Key(str, "quafka-admin"),
     "request.timeout.ms": Key(int, 30000, 1),
+    **SECURITY_CONFIG,  # security.protocol, ssl.*, sasl.* (_security)
 }
 
 

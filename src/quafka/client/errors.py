@@ -10,6 +10,7 @@ from __future__ import annotations
 from quafka.protocol.errors import ErrorCode
 
 __all__ = [
+    "AuthenticationException",
     "ConfigException",
     "CorruptRecordException",
     "ErrorCode",
@@ -18,6 +19,8 @@ __all__ = [
     "KafkaException",
     "KafkaTimeoutError",
     "RecordDeserializationException",
+    "SaslAuthenticationException",
+    "SslAuthenticationException",
     "WakeupException",
     "error_for_code",
 ]
@@ -35,6 +38,13 @@ class KafkaException(Exception):
         if retriable is None:
             retriable = bool(code.retriable) if code is not None else self.default_retriable
         self.retriable = retriable
+
+    def copy(self) -> "KafkaException":
+        """A fresh exception like this one (to raise again without growing its traceback)."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        Exception.__init__(new, self.message)
+        return new
 
     def __repr__(self) -> str:
         code = f", code={self.code.name}" if self.code is not None else ""
@@ -55,6 +65,28 @@ class KafkaTimeoutError(KafkaException):
     def __init__(self, message: str, code: ErrorCode | None = ErrorCode.request_timed_out,
                  retriable: bool | None = None) -> None:
         super().__init__(message, code, retriable)
+
+
+class AuthenticationException(KafkaException):
+    """The broker could not be authenticated to, or refused who the client says it is: never
+    retriable (Kafka's ``AuthenticationException``); a client stops instead of retrying."""
+
+    def __init__(self, message: str, code: ErrorCode | None = ErrorCode.sasl_authentication_failed) -> None:
+        super().__init__(message, code, retriable=False)
+
+
+class SaslAuthenticationException(AuthenticationException):
+    """SASL authentication failed: wrong credentials, a mechanism the broker does not enable, or a
+    broker that could not prove it knows the SCRAM credentials (Kafka's
+    ``SaslAuthenticationException`` / ``UnsupportedSaslMechanismException``)."""
+
+
+class SslAuthenticationException(AuthenticationException):
+    """The TLS handshake failed: the broker's certificate is not trusted or does not name the host,
+    or the broker refused the client's certificate (Kafka's ``SslAuthenticationException``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, None)
 
 
 class IllegalStateException(KafkaException):

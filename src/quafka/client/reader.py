@@ -26,6 +26,7 @@ from quafka.protocol.errors import ErrorCode
 
 from ._base import AsyncClient, SyncClient
 from ._config import Key
+from ._security import SECURITY_CONFIG
 from .errors import KafkaException, error_for_code
 from .records import Record, decode_batches
 
@@ -45,6 +46,7 @@ READER_CONFIG: dict[str, Key] = {
     "fetch.max.bytes": Key(int, 52428800, 1),
     "max.partition.fetch.bytes": Key(int, 1048576, 1),
     "check.crcs": Key(bool, True),
+    **SECURITY_CONFIG,  # security.protocol, ssl.*, sasl.* (_security)
 }
 
 

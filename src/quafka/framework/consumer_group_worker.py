@@ -65,6 +65,7 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaException as ConfluentKafkaException
 from confluent_kafka import TopicPartition
 
+from quafka.client import librdkafka_security_config
 from quafka.protocol import dead_letter_headers as dlh
 
 from .consumers import bind, call
@@ -150,7 +151,7 @@ class ConsumerGroupWorkerThread(threading.Thread):
                   **route.settings["kafka"], "group.id": route.group, "enable.auto.commit": False,
                   "auto.offset.reset": route.settings["auto_offset_reset"], "enable.partition.eof": False}
         config.setdefault("client.id", self.runtime.client_id(route, self.index))
-        return config
+        return librdkafka_security_config(config)  # the Java client's security names in librdkafka's
 
     def _run(self) -> None:
         route = self.route

@@ -229,7 +229,10 @@ class DeadLetters:
             if self._producer is None:
                 from confluent_kafka import Producer
 
-                self._producer = Producer({**self._kafka, "enable.idempotence": True, "acks": "all", "linger.ms": 0,
+                from quafka.client import librdkafka_security_config
+
+                self._producer = Producer({**librdkafka_security_config(self._kafka), "enable.idempotence": True,
+                                           "acks": "all", "linger.ms": 0,
                                            "delivery.timeout.ms": int(SEND_TIMEOUT_S * 1000)})
                 self._producer.list_topics(timeout=10)  # metadata (and a connection) now, not at the first letter
             return self._producer

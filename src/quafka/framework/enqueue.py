@@ -142,8 +142,10 @@ class JobProducer:
             if self._producer is None:
                 from confluent_kafka import Producer
 
-                self._producer = Producer({**self._kafka, "enable.idempotence": True, "acks": "all",
-                                           "linger.ms": 0})
+                from quafka.client import librdkafka_security_config
+
+                self._producer = Producer({**librdkafka_security_config(self._kafka), "enable.idempotence": True,
+                                           "acks": "all", "linger.ms": 0})
             return self._producer
 
     def enqueue(self, topic: str, value: Any, key: Any = None, headers: Any = None, delay_ms: int | float | None = None,

@@ -28,6 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quafka.client import SECURITY_KEYS, librdkafka_security_config
+from quafka.client.errors import ConfigException
+
 from .consumers import Consumer, ConsumerGroupConsumer, ShareGroupConsumer, entry_point, is_async
 from .delivery_controls import group_problems
 from .enqueue import DEFAULT_TIMEOUT_S, Enqueued, JobProducer
@@ -46,7 +49,7 @@ from .settings import (
 __all__ = ["App", "Route"]
 
 _CLIENT_KEYS = {"bootstrap.servers", "client.id", "request.timeout.ms", "retry.backoff.ms", "retry.backoff.max.ms",
-                "socket.connection.setup.timeout.ms", "metadata.max.age.ms", "security.protocol"}
+                "socket.connection.setup.timeout.ms", "metadata.max.age.ms", *SECURITY_KEYS}
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,10 @@ class App:
                 problems.append(RouteProblem("(app)", key, "App(kafka=...) takes connection settings only "
                                              f"({', '.join(sorted(_CLIENT_KEYS))}); put consumer configs in a "
                                              "route's kafka={...}"))
+        try:  # the security keys, as quafka's client and the confluent-kafka ones will take them
+            librdkafka_security_config({k: v for k, v in self.kafka.items() if k in SECURITY_KEYS})
+        except ConfigException as exc:
+            problems.append(RouteProblem("(app)", exc.key, exc.message))
         group_types: dict[str, str] = {}
         whole: list[Route] = []  # the routes whose own settings hold
         for group_type, group, topic, consumer, settings in self._declared:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quafka.client import AsyncShareConsumer
+from quafka.client import SECURITY_KEYS, AsyncShareConsumer
 from quafka.client.errors import ConfigException
 
 from .policies import Backoff
@@ -377,10 +377,10 @@ ADMIN_TIMEOUT_MS = 10_000
 
 
 def admin_config(kafka: Mapping[str, Any], timeout_ms: int = ADMIN_TIMEOUT_MS) -> dict[str, Any]:
-    """The Admin client's config from the app's connection settings (Admin takes only these keys)."""
+    """The Admin client's config from the app's connection settings (Admin takes only these keys:
+    bootstrap.servers, client.id and the security keys)."""
     config = {"bootstrap.servers": kafka["bootstrap.servers"], "request.timeout.ms": timeout_ms}
-    if "client.id" in kafka:
-        config["client.id"] = kafka["client.id"]
+    config.update((k, v) for k, v in kafka.items() if k == "client.id" or k in SECURITY_KEYS)
     return config
 
 

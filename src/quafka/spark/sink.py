@@ -107,7 +107,9 @@ class _Producing:
     def write(self, iterator: Iterator[Any]) -> ProducedCommitMessage:
         from confluent_kafka import KafkaException, Producer
 
-        producer = Producer(self.config)
+        from quafka.client import librdkafka_security_config
+
+        producer = Producer(librdkafka_security_config(self.config))
         errors: list[str] = []
         first: dict[str, list[int]] = {}
 

@@ -89,11 +89,13 @@ class RowsPartition(InputPartition):
 class RangesPartition(InputPartition):
     """A replay by offset: [(topic, partition, first, last, deliveryCount | None), ...]."""
 
-    def __init__(self, index: int, bootstrap: str, ranges: list[tuple]) -> None:
+    def __init__(self, index: int, bootstrap: str, ranges: list[tuple],
+                 security: dict[str, Any] | None = None) -> None:
         super().__init__(index)
         self.index = index
         self.bootstrap = bootstrap
         self.ranges = ranges
+        self.security = dict(security or {})  # the kafka.security.protocol, kafka.ssl.*, kafka.sasl.* options
 
 
 def compact_ranges(items: list[Any]) -> dict[str, list[list[int]]]:
@@ -183,6 +185,9 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         config.setdefault("fetch.max.wait.ms", str(int(POLL_TIMEOUT_S * 1000)))
         config["max.poll.records"] = str(self.max_records)
         self.client_config = config
+        from quafka.client import SECURITY_KEYS
+
+        self.security = {k: v for k, v in config.items() if k in SECURITY_KEYS}
         self._init_runtime()
 
     # ------------------------------------------------------------------ pickling / runtime state
@@ -361,7 +366,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
                 ranges.append((topic, partition, int(first), int(last), int(dc) if dc else None))
         total = sum(last - first + 1 for _, _, first, last, _ in ranges)
         if not total:
-            return [RangesPartition(0, self.bootstrap, [])]
+            return [RangesPartition(0, self.bootstrap, [], self.security)]
         size = -(-total // n)
         parts: list[list[tuple]] = [[]]
         room = size
@@ -374,7 +379,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
                 parts[-1].append((topic, partition, first, first + take - 1, dc))
                 first += take
                 room -= take
-        return [RangesPartition(i, self.bootstrap, p) for i, p in enumerate(parts)]
+        return [RangesPartition(i, self.bootstrap, p, self.security) for i, p in enumerate(parts)]
 
     def commit(self, end: dict) -> None:
         self._accept_through(int(end.get("seq", 0)))
@@ -393,7 +398,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
             return
         from quafka.client import PartitionReader
 
-        with PartitionReader({"bootstrap.servers": partition.bootstrap}) as reader:
+        with PartitionReader({"bootstrap.servers": partition.bootstrap, **partition.security}) as reader:
             for topic, part, first, last, dc in partition.ranges:
                 for chunk in reader.read_chunks(topic, part, first, last + 1):
                     yield records_batch(chunk, dc)

@@ -42,6 +42,26 @@ log = logging.getLogger("quafka.server")
 HALT_DRAIN_S = 1.0
 
 
+def security_summary(config: cfg.BrokerConfig, authorizer: bool) -> str:
+    """One line saying how the listeners are protected, for the start-up log: a broker reachable
+    with no authentication and no authorizer says so (docs/security.md)."""
+    protocols = sorted({lst.security_protocol for lst in config.listeners})
+    authenticated = [p for p in protocols if p.startswith("SASL_")]
+    parts = [f"listeners {', '.join(protocols)}"]
+    if not authenticated and not any(p == "SSL" and _client_auth(config) for p in protocols):
+        parts.append("no authentication (every client is User:ANONYMOUS)")
+    parts.append("ACLs enforced (authorizer.class.name)" if authorizer else
+                 "no authorizer: every client may do everything")
+    return "; ".join(parts) + " — docs/security.md"
+
+
+def _client_auth(config: cfg.BrokerConfig) -> bool:
+    try:
+        return str(config.get("ssl.client.auth")).lower() == "required"
+    except KeyError:
+        return False
+
+
 class FetchPurgatory:
     """Long-polling fetches wait here until one of their partitions gets data or time runs out."""
 
@@ -168,8 +188,10 @@ class BrokerServer:
         log.info(
             "quafka broker %d (cluster %s) listening on %s, data in %s",
             self.state.node_id, self.state.metadata.cluster_id,
-            ", ".join(f"{h}:{p}" for h, p in self.bound), self.config.log_dir,
+            ", ".join(f"{lst.security_protocol} {h}:{p}" for lst, (h, p) in zip(self.config.listeners, self.bound)),
+            self.config.log_dir,
         )
+        log.info("security: %s", security_summary(self.config, self.authorizer is not None))
 
     async def _start_metrics(self) -> None:
         try:

@@ -159,10 +159,11 @@ def environ_has(pid: int, name: str, value: str) -> bool:
 class RawClient:
     """A blocking one-connection Kafka client for raw kio requests (tests only)."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0, client_id: str = "quafka-tests") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self.correlation_id = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -198,7 +199,7 @@ class RawClient:
         self.correlation_id += 1
         header_cls = request.__header_schema__
         fields = dict(request_api_key=request.__api_key__, request_api_version=request.__version__,
-                      correlation_id=self.correlation_id, client_id="quafka-tests")
+                      correlation_id=self.correlation_id, client_id=self.client_id)
         header = header_cls(**{k: v for k, v in fields.items() if k in header_cls.__dataclass_fields__})
         buf = io.BytesIO()
         entity_writer(header_cls)(buf, header)

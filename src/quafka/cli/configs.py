@@ -4,6 +4,7 @@ Output follows Kafka 4.4's ConfigCommand: ``Dynamic configs for topic X are:`` (
 with ``--all``) and one ``  key=value sensitive=false synonyms={SOURCE:key=value, ...}`` line per
 config, sorted by name; ``Completed updating config for topic X.`` after an alter. Group configs
 (``--entity-type groups``) are where share groups get ``share.auto.offset.reset`` and friends.
+Users and clients (client quotas, and SCRAM credentials of users) are cli/_client_quotas.py's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from quafka.client import ConfigEntry
 
+from . import _client_quotas
 from ._common import ToolError, add_bootstrap, kafka_parser_errors, load_properties, open_admin, run_tool
 
 EXAMPLES = """
@@ -32,6 +34,12 @@ examples:
   # the broker's dynamic configs (entity name = node id; --entity-default: the cluster default)
   quafka configs --entity-type brokers --entity-name 1 --describe
   quafka configs --entity-type brokers --entity-default --alter --add-config message.max.bytes=2097152
+
+  # client quotas: a user, a client id, or a user's client id (entity types in pairs, in order)
+  quafka configs --entity-type users --entity-name alice --alter \\
+      --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152,request_percentage=50
+  quafka configs --entity-type users --entity-name alice --entity-type clients --entity-name app --describe
+  quafka configs --entity-type clients --entity-default --alter --delete-config producer_byte_rate
 """
 
 #: kafka-configs' entity types that quafka serves, and the Admin resource names they map to.
@@ -87,17 +95,20 @@ def add_parser(sub) -> None:
     p.add_argument("--alter", action="store_true", help="alter the configs of the entity")
     p.add_argument("--all", action="store_true",
                    help="with --describe: every config, including static and default ones")
-    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), metavar="TYPE",
-                   help="topics, brokers or groups")
-    p.add_argument("--entity-name", metavar="NAME",
-                   help="topic name, broker id or group id (--describe without it: every entity of the type)")
-    p.add_argument("--entity-default", action="store_true",
-                   help="the cluster-wide default entity (brokers only)")
+    p.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, "users", "clients"]), metavar="TYPE",
+                   action="append", help="topics, brokers, groups, users or clients (users and clients may be "
+                                         "given together, each with its --entity-name or --entity-default)")
+    p.add_argument("--entity-name", metavar="NAME", action=_client_quotas.ENTITY_NAME_ACTION,
+                   help="topic name, broker id, group id, user or client id (--describe without it: every "
+                        "entity of the type)")
+    p.add_argument("--entity-default", nargs=0, action=_client_quotas.ENTITY_NAME_ACTION, default=False,
+                   help="the default entity: brokers (cluster-wide), users, clients")
     p.add_argument("--topic", metavar="NAME", help="shorthand for --entity-type topics --entity-name NAME")
     p.add_argument("--broker", metavar="ID", help="shorthand for --entity-type brokers --entity-name ID")
     p.add_argument("--broker-defaults", action="store_true",
                    help="shorthand for --entity-type brokers --entity-default")
     p.add_argument("--group", metavar="ID", help="shorthand for --entity-type groups --entity-name ID")
+    _client_quotas.add_arguments(p)
     p.add_argument("--add-config", metavar="K=V[,K=V]",
                    help="configs to set: 'k1=v1,k2=[v1,v2],k3=v3' (brackets group a value with commas)")
     p.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
@@ -133,22 +144,43 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
                   if n is not None]
     if args.broker_defaults:
         shorthands.append(("brokers", ""))
-    if shorthands and (args.entity_type or args.entity_name is not None or args.entity_default):
+    types, names = args.entity_type or [], getattr(args, "entity_names", None) or []
+    if shorthands and (types or names):
         raise ToolError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
     if len(shorthands) > 1:
         raise ToolError("Only one entity may be specified")
     if shorthands:
         return shorthands[0]
-    if not args.entity_type:
+    if not types:
         raise ToolError("At least one entity type must be specified")
-    if args.entity_default:
-        if args.entity_type != "brokers":
-            raise ToolError(f"--entity-default is not supported for {args.entity_type} by quafka "
-                            "(only brokers have a default entity)")
-        if args.entity_name is not None:
-            raise ToolError("--entity-name and --entity-default cannot be used together")
+    if len(types) > 1:
+        raise ToolError("Only 'users' and 'clients' entity types may be specified together")
+    if len(names) > 1:
+        raise ToolError("More entity names specified than entity types")
+    if names == [""]:
+        if types[0] != "brokers":
+            raise ToolError(f"--entity-default is not supported for {types[0]} "
+                            "(brokers, users and clients have a default entity)")
         return "brokers", ""
-    return args.entity_type, args.entity_name
+    return types[0], names[0] if names else None
+
+
+def _changes(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    """The configs --alter sets and deletes (none with --describe)."""
+    if not args.alter:
+        if args.add_config or args.add_config_file or args.delete_config:
+            raise ToolError("--add-config, --add-config-file and --delete-config need --alter")
+        return {}, []
+    if args.add_config and args.add_config_file:
+        raise ToolError("Only one of --add-config or --add-config-file must be specified")
+    to_set = parse_add_config(args.add_config) if args.add_config else {}
+    if args.add_config_file:
+        to_set = load_properties(args.add_config_file)
+    to_delete = [k.strip() for item in args.delete_config for k in item.split(",") if k.strip()]
+    if not to_set and not to_delete:
+        raise ToolError("At least one of --add-config, --add-config-file, or --delete-config must be "
+                        "specified with --alter")
+    return to_set, to_delete
 
 
 def _format_value(value: str | None) -> str:
@@ -186,23 +218,15 @@ def run(args: argparse.Namespace) -> int:
     def body() -> int:
         if args.describe == args.alter:
             raise ToolError("Command must include exactly one action: --describe, --alter")
+        to_set, to_delete = _changes(args)
+        if _client_quotas.handles(args):  # users and clients: client quotas (cli/_client_quotas.py)
+            return _client_quotas.run(args, to_set, to_delete, scram=None)
         entity_type, name = _entity(args)
         if args.alter:
             if name is None:
                 raise ToolError(f"An entity name must be specified with --alter of {entity_type}")
             if args.all:
                 raise ToolError("--all can only be used with --describe")
-            if args.add_config and args.add_config_file:
-                raise ToolError("Only one of --add-config or --add-config-file must be specified")
-            to_set = parse_add_config(args.add_config) if args.add_config else {}
-            if args.add_config_file:
-                to_set = load_properties(args.add_config_file)
-            to_delete = [k.strip() for item in args.delete_config for k in item.split(",") if k.strip()]
-            if not to_set and not to_delete:
-                raise ToolError("At least one of --add-config, --add-config-file, or --delete-config must be "
-                                "specified with --alter")
-        elif args.add_config or args.add_config_file or args.delete_config:
-            raise ToolError("--add-config, --add-config-file and --delete-config need --alter")
         with open_admin(args) as admin:
             if args.describe:
                 names = [name] if name is not None else _all_names(admin, entity_type)

@@ -610,8 +610,8 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, A
                                      strict: bool = False) -> dict[tuple, dict[str, float]]:
         """Client quotas (DescribeClientQuotas, as Kafka's Admin.describeClientQuotas). Each
         component is (entity type, match): a name matches exactly, None the default entity, `...`
-        any specified name. Returns {entity: {key: value}}, an entity being sorted (type, name or
-        None for the default) pairs."""
+        any entity of the type (the default one too, as Kafka's broker matches). Returns
+        {entity: {key: value}}, an entity being sorted (type, name or None for the default) pairs."""
         wire = []
         for entity_type, match in components:
             if match is ...:

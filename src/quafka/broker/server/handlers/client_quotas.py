@@ -11,7 +11,8 @@ validated on its own (an empty entity, a duplicate or unknown entity type, an un
 non-positive value fails that entry with INVALID_REQUEST); the valid entries are written as
 `client_quota` records in one journal append (unless ValidateOnly). DescribeClientQuotas follows
 `ClientQuotasImage.describe`: components match EXACT (a name, or null for the default), DEFAULT or
-SPECIFIED (any name); `strict` keeps only entities with no other entity types.
+SPECIFIED (any entity of the type, the default one too, as `ClientQuotasImage.matches` checks only
+that the type is there); `strict` keeps only entities with no other entity types.
 """
 
 from __future__ import annotations
@@ -90,8 +91,6 @@ def _matches(entity: tuple, components: list[tuple[str, int, str | None]], stric
         if match_type == MATCH_EXACT and value != name:
             return False
         if match_type == MATCH_DEFAULT and value is not None:
-            return False
-        if match_type == MATCH_SPECIFIED and value is None:
             return False
     return not strict or len(parts) == len(components)
 

@@ -264,3 +264,65 @@ def test_find_equals_a_brute_force_oracle(seed):
             if found.acl is not None:  # the deciding ACL is a live one that says so
                 assert found.acl in live.values()
                 assert found.acl.entry.permission_type == (Perm.ALLOW if found.allowed else Perm.DENY)
+
+
+# ---------------------------------------------------------------------------------------------- by resource type
+
+def by_type(index, op=Op.WRITE, principal=ALICE, host=HOST, rtype=RT.TOPIC, *, default=False, supers=frozenset()):
+    return acls.authorize_by_resource_type(index, frozenset(supers), default, principal, host, op, rtype)
+
+
+def test_by_resource_type_an_allow_on_any_resource_of_the_type_for_this_principal_and_host():
+    """Authorizer.authorizeByResourceType: one applying ALLOW (principal or User:*, host or *) suffices."""
+    assert by_type(index_of(topic_acl(Op.WRITE, name="orders")))
+    assert by_type(index_of(topic_acl(Op.WRITE, name="pay", pt=PT.PREFIXED)))
+    assert by_type(index_of(topic_acl(Op.ALL, name="orders", principal="User:*", host=HOST)))
+    assert not by_type(index_of(topic_acl(Op.WRITE, name="orders")), principal=BOB)
+    assert not by_type(index_of(topic_acl(Op.WRITE, name="orders", host="10.0.0.2")))
+    assert not by_type(index_of(topic_acl(Op.WRITE, name="orders")), rtype=RT.GROUP)  # types do not mix
+    assert not by_type(AclIndex())
+
+
+def test_by_resource_type_asks_the_exact_operation_without_implications():
+    """Unlike authorize, no implied operations: an ALLOW of WRITE does not answer DESCRIBE by type."""
+    index = index_of(topic_acl(Op.WRITE, name="orders"))
+    assert allowed(index, Op.DESCRIBE, "orders")
+    assert not by_type(index, Op.DESCRIBE)
+    assert not by_type(index, Op.READ)
+
+
+def test_by_resource_type_deny_dominance():
+    """A LITERAL `*` DENY denies outright; a LITERAL DENY dominates the LITERAL ALLOW of its name only;
+    a PREFIXED DENY dominates every ALLOW whose name it prefixes; a LITERAL `*` ALLOW allows."""
+    allow_lit, allow_pre = topic_acl(Op.WRITE, name="orders"), topic_acl(Op.WRITE, name="orders", pt=PT.PREFIXED)
+    assert not by_type(index_of(allow_lit, topic_acl(Op.WRITE, Perm.DENY, name="*")))
+    assert not by_type(index_of(topic_acl(Op.WRITE, name="*"), topic_acl(Op.ALL, Perm.DENY, name="*")))
+    assert not by_type(index_of(allow_lit, topic_acl(Op.WRITE, Perm.DENY, name="orders")))
+    assert by_type(index_of(allow_pre, topic_acl(Op.WRITE, Perm.DENY, name="orders")))  # a literal deny: one name
+    for deny_prefix in ("o", "ord", "orders"):
+        deny = topic_acl(Op.WRITE, Perm.DENY, name=deny_prefix, pt=PT.PREFIXED)
+        assert not by_type(index_of(allow_lit, deny)) and not by_type(index_of(allow_pre, deny)), deny_prefix
+    assert by_type(index_of(allow_lit, topic_acl(Op.WRITE, Perm.DENY, name="ordersx", pt=PT.PREFIXED)))
+    assert by_type(index_of(allow_lit, topic_acl(Op.WRITE, Perm.DENY, name="x", pt=PT.PREFIXED)))
+    # one undominated ALLOW among dominated ones is enough
+    assert by_type(index_of(allow_lit, topic_acl(Op.WRITE, Perm.DENY, name="orders"), topic_acl(Op.WRITE, name="b")))
+    # a wildcard ALLOW wins over non-wildcard DENYs; a DENY for someone else or another operation is ignored
+    assert by_type(index_of(topic_acl(Op.WRITE, name="*"), topic_acl(Op.WRITE, Perm.DENY, name="o", pt=PT.PREFIXED)))
+    assert by_type(index_of(allow_lit, topic_acl(Op.WRITE, Perm.DENY, name="*", principal=BOB)))
+    assert by_type(index_of(allow_lit, topic_acl(Op.READ, Perm.DENY, name="*")))
+
+
+def test_by_resource_type_honours_super_users_and_the_default_through_the_probe_name():
+    """The probe `authorize` on the LITERAL resource "hardcode" comes first: super users are allowed
+    whatever the DENYs, and allow.everyone.if.no.acl.found applies when no ACL covers that name."""
+    deny_all = index_of(topic_acl(Op.ALL, Perm.DENY, name="*", principal="User:*"))
+    assert by_type(deny_all, supers={ALICE})
+    assert not by_type(deny_all)
+    assert by_type(AclIndex(), default=True)
+    assert not by_type(index_of(topic_acl(Op.READ, name="*", principal=BOB)), default=True)  # "hardcode" has ACLs
+    assert by_type(index_of(topic_acl(Op.WRITE, name="hard", pt=PT.PREFIXED, principal=BOB),
+                            topic_acl(Op.WRITE, name="hardcode", principal=ALICE)))
+    with pytest.raises(AclError):
+        by_type(AclIndex(), Op.ANY)
+    with pytest.raises(AclError):
+        by_type(AclIndex(), rtype=RT.ANY)

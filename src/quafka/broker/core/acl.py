@@ -12,6 +12,9 @@ Follows `org.apache.kafka.metadata.authorizer.StandardAuthorizerData` (Kafka 4.x
 - Any applying DENY wins over every ALLOW. With no applying ACL the answer is DENY if the resource
   has ACLs at all (for anyone) and the configured default otherwise: that default is
   `allow.everyone.if.no.acl.found` (StandardAuthorizer.configure -> `DefaultRule`).
+- `authorize_by_resource_type` answers "may the principal do this on at least one resource of the
+  type" as the default method `org.apache.kafka.server.authorizer.Authorizer#authorizeByResourceType`
+  that StandardAuthorizer inherits (InitProducerId asks it for WRITE on any TOPIC).
 
 The index keeps literal patterns in a dict keyed by (resource type, name) and prefixed patterns in a
 dict keyed by (resource type, prefix) plus, per resource type, the sorted distinct prefix lengths in
@@ -306,6 +309,12 @@ class AclIndex:
                 lengths.pop(bisect.bisect_left(lengths, len(p.name)))
         return acl
 
+    def of_type(self, resource_type: ResourceType) -> list[tuple[ResourcePattern, AccessControlEntry]]:
+        """(pattern, entry) of every ACL on a resource of `resource_type`, literal and prefixed."""
+        rtype = int(resource_type)
+        return [(pattern, entry) for table in (self._literal, self._prefixed)
+                for (t, _name), (pattern, entries) in table.items() if t == rtype for entry in entries.values()]
+
     def bindings(self, f: AclBindingFilter = ANY_FILTER) -> list[AclBinding]:
         """The ACLs `f` matches, sorted by resource then entry (StandardAuthorizerData.acls)."""
         return sorted((acl for acl in self._by_id.values() if f.matches(acl)), key=_sort_key)
@@ -395,6 +404,68 @@ def authorize(index: AclIndex, super_users: frozenset[str], allow_if_no_acl: boo
     if match.allowed is None and allow_if_no_acl:
         return DEFAULT_ALLOW
     return DEFAULT_DENY
+
+
+# the name Kafka's Authorizer.authorizeByResourceType asks about first (a LITERAL resource nobody names
+# on purpose), so that super users, and the default when no ACL applies to it, are honoured
+RESOURCE_TYPE_PROBE_NAME = "hardcode"
+
+
+def authorize_by_resource_type(index: AclIndex, super_users: frozenset[str], allow_if_no_acl: bool,
+                               principal: str, host: str, operation: AclOperation,
+                               resource_type: ResourceType) -> bool:
+    """May `principal` at `host` do `operation` on at least one resource of `resource_type`?
+
+    The rules of Kafka's default `Authorizer.authorizeByResourceType` (StandardAuthorizer does not
+    override it):
+
+    1. Allowed when `authorize` allows the operation on the LITERAL resource named "hardcode" (super
+       users; an ACL whose pattern covers that name; the default when no ACL does).
+    2. Else the ACLs of the type whose principal is the caller's or `User:*`, whose host is the
+       caller's or `*`, and whose operation is exactly the one asked or ALL are looked at (no implied
+       operations here: an ALLOW of READ does not answer DESCRIBE). A DENY on the LITERAL wildcard
+       `*` denies outright; an ALLOW on the LITERAL wildcard allows.
+    3. Else allowed when some ALLOW pattern is not dominated by a DENY: a LITERAL allow is dominated
+       by a LITERAL deny of the same name, and any allow by a PREFIXED deny that is a prefix of its
+       name (the name itself included).
+    """
+    if operation in (AclOperation.ANY, AclOperation.UNKNOWN):
+        raise AclError(f"authorize_by_resource_type needs a concrete operation, not {operation.name}")
+    if resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):
+        raise AclError(f"authorize_by_resource_type needs a concrete resource type, not {resource_type.name}")
+    if authorize(index, super_users, allow_if_no_acl, principal, host, operation, resource_type,
+                 RESOURCE_TYPE_PROBE_NAME).allowed:
+        return True
+    deny_literal: set[str] = set()
+    deny_prefixed: set[str] = set()
+    allows: list[tuple[PatternType, str]] = []
+    wildcard_allow = False
+    for pattern, entry in index.of_type(resource_type):
+        if entry.host != WILDCARD and entry.host != host:
+            continue
+        if entry.principal != principal and entry.principal != WILDCARD_PRINCIPAL:
+            continue
+        if entry.operation != operation and entry.operation != AclOperation.ALL:
+            continue
+        literal = pattern.pattern_type == PatternType.LITERAL
+        if entry.permission_type == AclPermissionType.DENY:
+            if literal and pattern.name == WILDCARD:
+                return False
+            (deny_literal if literal else deny_prefixed).add(pattern.name)
+        elif entry.permission_type == AclPermissionType.ALLOW:
+            if literal and pattern.name == WILDCARD:
+                wildcard_allow = True
+            else:
+                allows.append((pattern.pattern_type, pattern.name))
+    if wildcard_allow:
+        return True
+    for pattern_type, name in allows:
+        if pattern_type == PatternType.LITERAL and name in deny_literal:
+            continue
+        if any(name[:length] in deny_prefixed for length in range(1, len(name) + 1)):
+            continue
+        return True
+    return False
 
 
 def parse_super_users(value: str) -> frozenset[str]:

@@ -91,6 +91,26 @@ class StandardAuthorizer:
             self._log_denial(principal, operation, host, resource_type, name, decision.rule)
         return decision.allowed
 
+    def authorize_by_resource_type(self, session: "ClientSession", operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type (Kafka's default
+        Authorizer.authorizeByResourceType, which StandardAuthorizer inherits; core/acl.py has the
+        rules). Counted as one decision; a denial is logged at DEBUG only, as Kafka asks its probe with
+        logIfDenied=false (the caller usually falls back to another check, and logs its own refusal)."""
+        principal = session.principal
+        host = session.client_host
+        allowed = acls.authorize_by_resource_type(self.index, self.super_users, self.allow_if_no_acl, principal,
+                                                  host, operation, resource_type)
+        if allowed:
+            self._metrics.authorization_allowed += 1
+        else:
+            self._metrics.authorization_denied += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Principal = %s is %s operation = %s from host = %s on at least one resource of type %s",
+                      principal, "Allowed" if allowed else "Denied", operation.name, host,
+                      _RESOURCE_TYPE_NAMES.get(resource_type, resource_type.name))
+        return allowed
+
     def _log_denial(self, principal: str, operation: AclOperation, host: str, resource_type: ResourceType,
                     name: str, rule: str) -> None:
         now = self._clock_s()

@@ -137,3 +137,17 @@ def test_admin_methods_and_a_subprocess_run(bs):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Adding ACLs for resource `ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, "
                                   "patternType=LITERAL)`")
+
+
+def test_alter_on_a_group_is_accepted_for_quafkas_in_flight_force_actions(capsys, bs):
+    """quafka's extension: ALTER on a GROUP (QuafkaAlterInFlight asks it) can be granted, though
+    kafka-acls.sh's AclCommand refuses it; other operations a group lacks stay refused."""
+    code, out, err = acls_cli(capsys, bs, "--add", "--allow-principal", "User:ops", "--operation", "Alter",
+                              "--group", "workers")
+    assert (code, err) == (0, "")
+    assert "(principal=User:ops, host=*, operation=ALTER, permissionType=ALLOW)" in out
+    code, out, _ = acls_cli(capsys, bs, "--list", "--group", "workers")
+    assert code == 0 and "operation=ALTER, permissionType=ALLOW" in out
+    code, _out, err = acls_cli(capsys, bs, "--add", "--allow-principal", "User:ops", "--operation", "Write",
+                               "--group", "workers")
+    assert code == 1 and "ResourceType GROUP only supports operations" in err and "ALTER" in err

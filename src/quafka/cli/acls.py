@@ -11,7 +11,10 @@
 - ``--producer`` (WRITE, DESCRIBE, CREATE on topics; WRITE, DESCRIBE on transactional ids;
   IDEMPOTENT_WRITE on the cluster with ``--idempotent``) and ``--consumer`` (READ, DESCRIBE on topics,
   READ on groups) as AclCommand's getProducerResourceFilterToAcls / getConsumerResourceFilterToAcls.
-- Operations are checked against what each resource type supports (AclEntry.supportedOperations).
+- Operations are checked against what each resource type supports (AclEntry.supportedOperations),
+  plus one quafka extension: ALTER on a GROUP, which quafka's in-flight force actions
+  (QuafkaAlterInFlight, `quafka share-groups` force release/reject) ask for. kafka-acls.sh refuses it
+  (its GROUP list has no ALTER); the broker stores it either way, as Kafka's does.
 
 Kafka prints resources and entries in hash order; quafka sorts them. Errors are one line on stderr and
 exit code 1, as quafka's other tools (AclCommand prints ``Error while executing ACL command: ...``
@@ -32,7 +35,8 @@ OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "
 PATTERN_TYPES = ("ANY", "MATCH", "LITERAL", "PREFIXED")
 SUPPORTED = {  # AclEntry.supportedOperations (ALL is valid everywhere)
     "TOPIC": {"READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"},
-    "GROUP": {"READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"},
+    "GROUP": {"READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
+              "ALTER"},  # ALTER: quafka's extension, for the in-flight force actions
     "CLUSTER": {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
                 "DESCRIBE"},
     "TRANSACTIONAL_ID": {"DESCRIBE", "WRITE"},

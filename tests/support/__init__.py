@@ -159,9 +159,12 @@ def environ_has(pid: int, name: str, value: str) -> bool:
 class RawClient:
     """A blocking one-connection Kafka client for raw kio requests (tests only)."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 10.0, client_id: str = "quafka-tests") -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 10.0, client_id: str = "quafka-tests", *,
+                 source_host: str | None = None) -> None:
+        """`source_host`: the local address to connect from (any 127.x.y.z reaches a loopback broker)."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        source = (source_host, 0) if source_host is not None else None
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s, source_address=source)
         self.correlation_id = 0
         self.client_id = client_id
 

@@ -3,13 +3,16 @@ for what a KRaft broker forwards, ControllerApis) asks for, and served once it i
 table row by row; the hot paths asking once per topic per request; docs/security.md's table.
 
 `CASES` maps every API key in the handler registry to its case; `test_every_registered_api_has_a_case`
-fails the suite when an API is added without one. The principal is User:ANONYMOUS on PLAINTEXT,
-granted permissions through `support.acl_fixtures.AclEnv.grant` one at a time.
+fails the suite when an API is added without one. The brokers run Kafka's StandardAuthorizer; the
+client under test is User:ANONYMOUS from 127.0.0.1, granted permissions one at a time with CreateAcls
+by an administrator connecting from 127.0.0.3 (support/acl_fixtures.py says why hosts).
 """
 
 from __future__ import annotations
 
+import logging
 import pathlib
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Callable
@@ -17,10 +20,12 @@ from typing import Callable
 import pytest
 
 from support import RawClient, wait_until
-from support.acl_fixtures import AclEnv, kreq
+from support.acl_fixtures import AUTHORIZER_CONFIG, CLIENT_HOST, Acl, AclEnv, kreq
 from support.share_client import ACCEPT, ShareClient
 
 from quafka.broker.core.acl_types import AclOperation as Op
+from quafka.broker.core.acl_types import AclPermissionType as Perm
+from quafka.broker.core.acl_types import PatternType as Pt
 from quafka.broker.core.acl_types import ResourceType as Rt
 from quafka.broker.server.authorization import SUPPORTED_OPERATIONS, operations_bit_field
 from quafka.broker.server.embedded import EmbeddedBroker
@@ -30,6 +35,7 @@ from quafka.protocol.record_batch import build_batch
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
           "share.coordinator.state.topic.num.partitions": 1, "auto.create.topics.enable": True}
+SECURED = {**CONFIG, **AUTHORIZER_CONFIG}
 ZERO = uuid.UUID(int=0)
 DOCS = pathlib.Path(__file__).resolve().parents[3] / "docs" / "security.md"
 
@@ -61,28 +67,17 @@ class Env:
         return name in self.broker.server.state.topics
 
     def produce(self, topic: str, count: int = 3) -> None:
-        with self.acl_lifted():
-            resp = self.req(produce_req(topic, count))
-            assert resp.responses[0].partition_responses[0].error_code == E.none
+        """Records in `topic`, produced by the administrator."""
+        resp = self.acl.admin.request(produce_req(topic, count))
+        assert resp.responses[0].partition_responses[0].error_code == E.none
 
     def acl_lifted(self):
-        env = self
-
-        class _Lifted:  # nests: each restores what it found
-            def __enter__(self):
-                self.saved = set(env.acl.authorizer.grants)
-                env.acl.allow_all()
-
-            def __exit__(self, *exc):
-                env.acl.authorizer.grants.clear()
-                env.acl.authorizer.grants.update(self.saved)
-
-        return _Lifted()
+        return self.acl.lifted()
 
 
 @pytest.fixture(scope="module")
 def module_env():
-    with EmbeddedBroker(config=CONFIG) as broker:
+    with EmbeddedBroker(config=SECURED) as broker:
         acl = AclEnv(broker)
         env = Env(broker, acl)
         yield env
@@ -412,6 +407,54 @@ def _init_producer_id(env):
     env.grant(Op.IDEMPOTENT_WRITE, Rt.CLUSTER)
     assert ask().error_code == E.none
     assert ask("az-txn").error_code == E.transactional_id_authorization_failed
+
+
+ANY_ACL = {"pattern_type_filter": int(Pt.ANY), "operation": int(Op.ANY), "permission_type": int(Perm.ANY)}
+
+
+@case(29, "DescribeAcls", "DESCRIBE on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
+def _describe_acls(env):
+    env.grant(Op.READ, Rt.TOPIC, "az-da")
+
+    def describe():
+        return env.req(kreq(29, 3, resource_type_filter=int(Rt.TOPIC), resource_name_filter="az-da", **ANY_ACL))
+    refused = describe()
+    assert refused.error_code == E.cluster_authorization_failed and refused.resources == ()
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    got = describe()
+    assert got.error_code == E.none
+    assert [(r.resource_name, [(a.host, a.operation) for a in r.acls]) for r in got.resources] == [
+        ("az-da", [(CLIENT_HOST, Op.READ)])]
+
+
+@case(30, "CreateAcls", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED per creation")
+def _create_acls(env):
+    acl = Acl(Op.READ, Rt.TOPIC, "az-ca")  # for the client's host: deny_all removes it afterwards
+
+    def create():
+        return env.req(kreq(30, 3, creations=[acl.creation()])).results[0]
+    refused = create()
+    assert refused.error_code == E.cluster_authorization_failed and not env.acl.exists(acl)
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)  # DESCRIBE does not imply ALTER
+    assert create().error_code == E.cluster_authorization_failed
+    env.grant(Op.ALTER, Rt.CLUSTER)
+    assert create().error_code == E.none and env.acl.exists(acl)
+
+
+@case(31, "DeleteAcls", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED per filter")
+def _delete_acls(env):
+    acl = Acl(Op.READ, Rt.TOPIC, "az-dla")
+    env.acl.create(acl)
+
+    def delete():
+        return env.req(kreq(31, 3, filters=[acl.filter()])).filter_results[0]
+    refused = delete()
+    assert refused.error_code == E.cluster_authorization_failed and refused.matching_acls == ()
+    assert env.acl.exists(acl)
+    env.grant(Op.ALTER, Rt.CLUSTER)
+    got = delete()
+    assert got.error_code == E.none and [m.resource_name for m in got.matching_acls] == ["az-dla"]
+    assert not env.acl.exists(acl)
 
 
 def describe_configs(env, *resources):
@@ -845,7 +888,7 @@ KIP_932_RUNS = {42: _delete_share_group, 16: _list_share_groups}
 @pytest.fixture(scope="module")
 def kip_broker():
     """A broker of its own, so the rows' groups do not meet the ones of the per-API cases."""
-    with EmbeddedBroker(config=CONFIG) as broker:
+    with EmbeddedBroker(config=SECURED) as broker:
         acl = AclEnv(broker)
         env = Env(broker, acl)
         yield env
@@ -881,35 +924,45 @@ def test_internal_topics_refuse_produce_and_delete_records_even_when_allowed(env
         assert got.error_code == E.invalid_topic_exception
 
 
-def test_hot_paths_ask_once_per_topic_per_request(env):
+AUDIT = re.compile(r"operation = (\w+) from host = " + re.escape(CLIENT_HOST) +
+                   r" on resource = (\w+):LITERAL:(\S+) based on")
+
+
+def questions(caplog) -> list:
+    """What the authorizer was asked for the client (its audit lines at DEBUG), then forgotten."""
+    asked = [(Op[m[1]], Rt[m[2].upper()], m[3]) for r in caplog.records
+             if r.name == "quafka.authorizer" and (m := AUDIT.search(r.getMessage()))]
+    caplog.clear()
+    return asked
+
+
+def test_hot_paths_ask_once_per_topic_per_request(env, caplog):
     """Produce, Fetch, ShareFetch and ShareAcknowledge ask the authorizer once per topic, however
-    many partitions the request carries."""
+    many partitions the request carries (counted from the authorizer's audit lines)."""
     topic = env.topic("az-hot", 3)
     env.grant(Op.ALL, Rt.TOPIC, "az-hot")
     env.grant(Op.ALL, Rt.GROUP, "az-hot-g")
-    asked = env.acl.authorizer.asked
+    caplog.set_level(logging.DEBUG, logger="quafka.authorizer")
     parts = [{"index": i, "records": build_batch([(None, b"v")])} for i in range(3)]
-    asked.clear()
+    caplog.clear()
     resp = env.req(kreq(0, 9, acks=-1, timeout=10000, topic_data=[{"name": "az-hot", "partition_data": parts}]))
     assert {p.error_code for p in resp.responses[0].partition_responses} == {E.none}
-    assert asked == [(Op.WRITE, Rt.TOPIC, "az-hot")]
-    asked.clear()
+    assert questions(caplog) == [(Op.WRITE, Rt.TOPIC, "az-hot")]
     resp = env.req(kreq(1, 12, max_wait=0, max_bytes=1 << 20, topics=[{"topic": "az-hot", "partitions": [
         {"partition": i, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for i in range(3)]}]))
     assert all(p.records for p in resp.responses[0].partitions)
-    assert asked == [(Op.READ, Rt.TOPIC, "az-hot")]
+    assert questions(caplog) == [(Op.READ, Rt.TOPIC, "az-hot")]
     with ShareClient(env.broker.bootstrap_servers, "az-hot-g") as member:
         member.join(["az-hot"])
         member.wait_for_assignment(lambda a: len(a.get(topic.topic_id, [])) == 3)
         member.fetch(max_wait_ms=0)  # opens the session
-        asked.clear()
+        caplog.clear()
         got = member.fetch(max_wait_ms=2000)
         assert got.error_code == E.none
-        assert asked == [(Op.READ, Rt.GROUP, "az-hot-g"), (Op.READ, Rt.TOPIC, "az-hot")]
-        asked.clear()
+        assert questions(caplog) == [(Op.READ, Rt.GROUP, "az-hot-g"), (Op.READ, Rt.TOPIC, "az-hot")]
         acks = {(topic.topic_id, i): [(0, 0, ACCEPT)] for i in range(3)}
         member.acknowledge(acks)
-        assert asked == [(Op.READ, Rt.GROUP, "az-hot-g"), (Op.READ, Rt.TOPIC, "az-hot")]
+        assert questions(caplog) == [(Op.READ, Rt.GROUP, "az-hot-g"), (Op.READ, Rt.TOPIC, "az-hot")]
 
 
 def test_without_an_authorizer_authorized_operations_are_all_supported_ones(make_broker):

@@ -183,7 +183,8 @@ def test_clients_refuse_an_expired_or_untrusted_broker_certificate(tmp_path, whi
 def test_the_broker_sees_the_client_certificate_dn_as_the_principal(tmp_path, caplog):
     """DefaultKafkaPrincipalBuilder: User:<subject DN as X500Principal.getName() prints it> with the
     DEFAULT rule; ssl.principal.mapping.rules can map it to a short name; no certificate under
-    `requested` is User:ANONYMOUS. The DEBUG line of quafka.tls shows it for each connection."""
+    `requested` is User:ANONYMOUS. The DEBUG line of quafka.tls shows it for each connection, and
+    the request log and the per-principal request counter carry it."""
     certs = make_certs(tmp_path)
     leaf = certs.client_leaf("alice")
     client_pem = certs.pem("client", leaf)
@@ -201,6 +202,7 @@ def test_the_broker_sees_the_client_certificate_dn_as_the_principal(tmp_path, ca
         confluent_kafka.Producer(_ssl_conf(addr, certs)).list_topics(timeout=10)
         _wait_for(lambda: "principal User:ANONYMOUS" in caplog.text)
     caplog.clear()
+    caplog.set_level(logging.DEBUG, logger="quafka.request")
     cfg["listener.name.ssl.ssl.principal.mapping.rules"] = "RULE:^CN=([^,]*),OU=([^,]*),.*$/$1@$2/U,DEFAULT"
     with EmbeddedBroker(config=cfg) as broker:
         addr = broker.listener_address("SSL")
@@ -215,3 +217,9 @@ def test_the_broker_sees_the_client_certificate_dn_as_the_principal(tmp_path, ca
 
         _wait_for(lambda: "User:ALICE@ENG" in ssl_principals())
         del producer
+        # the metrics and the request log carry the principal (quafka_requests_by_principal_total;
+        # the quafka.request logger, Kafka's kafka.request.logger)
+        counted = broker.call(lambda: dict(broker.server.metrics.requests_by_principal))
+        assert any(t == "User" and n == "ALICE@ENG" and lst == "SSL" and k == 0 for (t, n, lst, k) in counted), counted
+        assert "principal=User:ALICE@ENG listener=SSL (SSL)" in caplog.text
+        assert "Produce v" in caplog.text

@@ -64,6 +64,8 @@ if TYPE_CHECKING:
     from .registry import HandlerSpec
 
 log = logging.getLogger("quafka.connection")
+# Kafka's kafka.request.logger: at DEBUG, one line per answered request with its principal
+request_log = logging.getLogger("quafka.request")
 
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
@@ -169,6 +171,10 @@ class BrokerConnection(asyncio.Protocol):
         self.registry = server.registry
         self.max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
         self.observe = server.metrics.observe_request
+        self.by_principal = server.metrics.requests_by_principal
+        # read once per connection (the hot path pays one attribute test): a level set later
+        # applies to connections opened after it
+        self.log_requests = request_log.isEnabledFor(logging.DEBUG)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.token = object()  # RequestContext.connection: share sessions are tied to it
@@ -378,7 +384,17 @@ class BrokerConnection(asyncio.Protocol):
                     return
             if not self.lost:
                 self.transport.write(response)
-        self.observe(ctx.api_key, ctx.api_version, (perf_counter() - started) * 1000.0)
+        elapsed_ms = (perf_counter() - started) * 1000.0
+        self.observe(ctx.api_key, ctx.api_version, elapsed_ms)
+        session = self.session
+        key = (session.principal_type, session.principal_name, session.listener_name, ctx.api_key)
+        by_principal = self.by_principal
+        by_principal[key] = by_principal.get(key, 0) + 1
+        if self.log_requests:
+            request_log.debug("Completed request: %s v%d correlation_id=%d client_id=%r principal=%s listener=%s "
+                              "(%s) from %s in %.3f ms, throttle %d ms", api_name(ctx.api_key), ctx.api_version,
+                              ctx.correlation_id, ctx.client_id, session.principal, session.listener_name,
+                              session.security_protocol, self.peer, elapsed_ms, throttle_ms)
         if throttle_ms > 0 and not self.lost:
             self._mute(throttle_ms)
 

@@ -87,6 +87,8 @@ class BrokerMetrics:
     def __init__(self) -> None:
         # RequestMetrics: {(api key, version): count}, {api key: latency histogram}
         self.requests: dict[tuple[int, int], int] = {}
+        # requests by who sent them: (principal type, principal name, listener, API key) -> count
+        self.requests_by_principal: dict[tuple[str, str, str, int], int] = {}
         self.request_time_ms: dict[int, Histogram] = {}
         # BrokerTopicMetrics (all topics)
         self.share_fetch_requests = 0
@@ -182,6 +184,11 @@ def render(server: "MetricsSource") -> str:
     out.family("kafka_network_requestmetrics_requests_total", "counter",
                "Requests served, by API and version (kafka.network:type=RequestMetrics,name=RequestsPerSec).",
                [((("request", api_name(k)), ("version", v)), n) for (k, v), n in sorted(m.requests.items())])
+    out.family("quafka_requests_by_principal_total", "counter",
+               "Requests answered, by the principal that sent them (User:ANONYMOUS without authentication), "
+               "the listener they came in on and the API.",
+               [((("principal", f"{t}:{n}"), ("listener", lst), ("request", api_name(k))), c)
+                for (t, n, lst, k), c in sorted(m.requests_by_principal.items())])
     out.histogram("kafka_network_requestmetrics_totaltimems",
                   "Time from a request read to its response written, in ms "
                   "(kafka.network:type=RequestMetrics,name=TotalTimeMs).",

@@ -223,3 +223,31 @@ def test_the_broker_sees_the_client_certificate_dn_as_the_principal(tmp_path, ca
         assert any(t == "User" and n == "ALICE@ENG" and lst == "SSL" and k == 0 for (t, n, lst, k) in counted), counted
         assert "principal=User:ALICE@ENG listener=SSL (SSL)" in caplog.text
         assert "Produce v" in caplog.text
+
+
+def test_connections_still_in_their_tls_handshake_count_against_max_connections_per_ip(tmp_path):
+    """ConnectionQuotas.inc runs in Kafka's Acceptor, before a channel's TLS handshake: clients that
+    open TCP connections and never finish a handshake hold their slots (until
+    quafka.ssl.handshake.timeout.ms), so they cannot get past max.connections.per.ip; once they
+    close, a TLS client connects."""
+    import socket
+
+    certs = make_certs(tmp_path)
+    cfg = broker_ssl_config(certs, **{"max.connections.per.ip": 3})
+    with EmbeddedBroker(config=cfg) as broker:
+        host, port = broker.listener_address("SSL").rsplit(":", 1)
+        silent = [socket.create_connection((host, int(port))) for _ in range(3)]
+        try:
+            limits = broker.server.connection_limits
+            _wait_for(lambda: broker.call(lambda: limits.per_ip.get("127.0.0.1", 0)) == 3)
+            refused = broker.call(lambda: limits.refused["max.connections.per.ip"])
+            producer = confluent_kafka.Producer(_ssl_conf(f"{host}:{port}", certs, **{"socket.timeout.ms": 2000}))
+            with pytest.raises(confluent_kafka.KafkaException):
+                producer.list_topics(timeout=2)
+            assert broker.call(lambda: limits.refused["max.connections.per.ip"]) > refused
+        finally:
+            for sock in silent:
+                sock.close()
+        _wait_for(lambda: broker.call(lambda: limits.per_ip.get("127.0.0.1", 0)) == 0)
+        metadata = confluent_kafka.Producer(_ssl_conf(f"{host}:{port}", certs)).list_topics(timeout=10)
+        assert metadata.brokers

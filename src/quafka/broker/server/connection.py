@@ -190,6 +190,7 @@ class BrokerConnection(asyncio.Protocol):
         self.muted = False  # throttled by a client quota: nothing is read or served until unmuted
         self.idle_ticks = 0  # sweeps of the connection limits since bytes last arrived
         self.refused = False  # closed on accept by a connection limit (never counted as open)
+        self.counted = False  # counted in by the connection limits (tls_accept.py counts before the handshake)
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport) -> None:  # uvloop's transports are not asyncio.Transport subclasses
@@ -205,12 +206,14 @@ class BrokerConnection(asyncio.Protocol):
                 pass
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
         limits = getattr(self.server, "connection_limits", None)
-        if limits is not None and not limits.try_open(self):
+        if limits is not None and not self.counted and not limits.try_open(
+                self.peer, self.session.client_host, self.session.listener_name):
             self.refused = True
             self.closing = True
             self.gone = True
             transport.abort()
             return
+        self.counted = limits is not None
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -447,7 +450,8 @@ class BrokerConnection(asyncio.Protocol):
         self.server.connections.discard(self)
         limits = getattr(self.server, "connection_limits", None)
         if limits is not None:
-            limits.on_closed(self)
+            if self.counted:
+                limits.release(self.session.client_host, self.session.listener_name)
         self.server.on_connection_closed(self.token)
 
 

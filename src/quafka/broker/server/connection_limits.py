@@ -2,6 +2,8 @@
 open, and the idle-connection sweep (Kafka's `SocketServer.ConnectionQuotas` and the Selector's
 idle expiry).
 
+- Connections are counted when accepted, before a TLS handshake (Kafka's Acceptor counts before the
+  channel's handshake), so clients stuck in handshakes hold their slots.
 - `max.connections` (broker-wide) and `listener.name.<listener>.max.connections` (that listener):
   Kafka's acceptor waits for a slot (new connections wait in the TCP backlog); quafka closes the
   new connection at once instead, so a client sees it refused and retries with its reconnect
@@ -62,11 +64,12 @@ class ConnectionLimits:
         limit = self._overrides.get(host)
         return int(config.get("max.connections.per.ip")) if limit is None else limit
 
-    def try_open(self, connection) -> bool:
-        """Count a new connection in, or say no (the caller closes it)."""
+    def try_open(self, peer: str, host: str, listener: str) -> bool:
+        """Count a new connection in, or say no (the caller closes it). Called when the TCP
+        connection is accepted — before a TLS handshake, as Kafka's Acceptor counts a connection
+        (ConnectionQuotas.inc) before its channel's handshake — so connections stuck in their
+        handshakes count against the limits too."""
         config = self._state.config
-        host = connection.session.client_host
-        listener = connection.session.listener_name
         reason = None
         if self.total >= int(config.get("max.connections")):
             reason, limit = "max.connections", int(config.get("max.connections"))
@@ -80,7 +83,7 @@ class ConnectionLimits:
                     reason = "max.connections.per.ip"
         if reason is not None:
             self.refused[reason] += 1
-            self._log_refusal(reason, f"closing connection from {connection.peer} on listener {listener}: "
+            self._log_refusal(reason, f"closing connection from {peer} on listener {listener}: "
                                       f"{reason} limit {limit} reached")
             return False
         self.total += 1
@@ -88,11 +91,8 @@ class ConnectionLimits:
         self.per_ip[host] = self.per_ip.get(host, 0) + 1
         return True
 
-    def on_closed(self, connection) -> None:
-        if getattr(connection, "refused", False):
-            return
-        host = connection.session.client_host
-        listener = connection.session.listener_name
+    def release(self, host: str, listener: str) -> None:
+        """A connection counted in by `try_open` closed (or its TLS handshake failed)."""
         self.total -= 1
         _decrement(self.per_listener, listener)
         _decrement(self.per_ip, host)

@@ -77,10 +77,19 @@ class TlsAcceptor(asyncio.Protocol):
     def __init__(self, tls: TlsListener) -> None:
         self.tls = tls
         self.peer = "?"
+        self.host = "?"
+        self.limits = None  # the connection limits this connection is counted in, until handed over
 
     def connection_made(self, transport) -> None:
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        self.host = str(peername[0]) if isinstance(peername, tuple) else str(peername)
+        # counted against the connection limits now, before the handshake (Kafka's Acceptor)
+        limits = getattr(self.tls.server, "connection_limits", None)
+        if limits is not None and not limits.try_open(self.peer, self.host, self.tls.listener.name):
+            transport.abort()
+            return
+        self.limits = limits
         # Run the handshake coroutine up to its first wait right here: start_tls swaps the
         # transport's protocol for its TLS protocol before it waits, so no byte the client sends
         # can reach this plain protocol (with a task, uvloop may deliver the ClientHello first).
@@ -101,6 +110,15 @@ class TlsAcceptor(asyncio.Protocol):
         pass  # start_tls sees it and fails
 
     async def _handshake(self, transport) -> None:
+        handed_over = False
+        try:
+            handed_over = await self._handshake_and_hand_over(transport)
+        finally:
+            if not handed_over and self.limits is not None:
+                self.limits.release(self.host, self.tls.listener.name)
+
+    async def _handshake_and_hand_over(self, transport) -> bool:
+        """The handshake; True once a BrokerConnection owns the connection (and its count)."""
         tls = self.tls
         buffer = _Buffer()
         try:
@@ -113,25 +131,26 @@ class TlsAcceptor(asyncio.Protocol):
             transport.abort()
             reason, detail = _classify(exc, tls.timeout_s)
             tls.failed(self.peer, reason, detail)
-            return
+            return False
         if tls_transport is None:  # the peer went away as the handshake ended
             transport.abort()
             tls.failed(self.peer, "connection_closed", "the client closed the connection")
-            return
+            return False
         ssl_object = tls_transport.get_extra_info("ssl_object")
         try:
             principal = peer_principal_name(ssl_object, tls.rules)
         except NoMatchingRule as exc:
             tls_transport.abort()
             tls.failed(self.peer, "principal_mapping", f"ssl.principal.mapping.rules: {exc}")
-            return
+            return False
         except ValueError as exc:
             tls_transport.abort()
             tls.failed(self.peer, "bad_certificate", f"the client certificate does not parse: {exc}")
-            return
+            return False
         listener = tls.listener
         conn = BrokerConnection(tls.server, listener.name, listener.security_protocol)
         conn.session.principal_name = principal
+        conn.counted = self.limits is not None  # its close releases the count taken at accept
         metrics = tls.server.metrics
         metrics.tls_handshakes[listener.name] = metrics.tls_handshakes.get(listener.name, 0) + 1
         if log.isEnabledFor(logging.DEBUG):
@@ -148,6 +167,7 @@ class TlsAcceptor(asyncio.Protocol):
         elif buffer.eof:
             conn.eof_received()
             tls_transport.close()
+        return True
 
 
 async def _finish(coro, first) -> None:

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from quafka.broker.core.acl import AclError, parse_super_users
+from quafka.broker.core.jaas import JaasError, server_login_module
 from quafka.broker._config_types import (  # noqa: F401 - some are re-exported for config.py
     CLUSTER_WIDE,
     MAX_LONG,
@@ -255,6 +256,39 @@ _SSL_KEYS = [
          "Whether a dynamically updated key store may change the certificate's subject alternative names.",
          note=_NO_EFFECT + " (quafka loads key stores once, at start-up)"),
 ]
+# quafka's SASL mechanisms (Kafka's default, GSSAPI, and OAUTHBEARER are not served: _sasl_mechanisms says so)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_UNSERVED_MECHANISMS = {
+    "GSSAPI": "quafka does not serve GSSAPI (Kerberos): use SCRAM-SHA-256 or SCRAM-SHA-512",
+    "OAUTHBEARER": "quafka does not serve OAUTHBEARER: use SCRAM-SHA-256 or SCRAM-SHA-512",
+}
+
+
+def _sasl_mechanisms() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        for item in v or ():
+            if item in _UNSERVED_MECHANISMS:
+                return _UNSERVED_MECHANISMS[item]
+            if item not in SASL_MECHANISMS:
+                return f"{item} is not a SASL mechanism quafka serves ({', '.join(SASL_MECHANISMS)})"
+        return None
+
+    return "[" + ", ".join(SASL_MECHANISMS) + "]", check
+
+
+def _jaas_config() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if v is None:
+            return None
+        try:
+            server_login_module(v)
+        except JaasError as exc:
+            return f"not a valid JAAS configuration: {exc}"
+        return None
+
+    return "one JAAS login module entry", check
+
 
 _BROKER = [
     # -- node and network
@@ -521,6 +555,30 @@ _BROKER = [
     # -- TLS (Kafka's SslConfigs and BrokerSecurityConfigs; every key also per listener as
     # listener.name.<listener>.<key>; loaded and checked as a whole by _ssl_config and server/tls.py)
     *_SSL_KEYS,
+    # -- SASL (docs/security.md "SASL"; Kafka's BrokerSecurityConfigs and SaslConfigs)
+    _key("sasl.enabled.mechanisms", "list", list(DEFAULT_SASL_MECHANISMS), _sasl_mechanisms(),
+         "The SASL mechanisms a SASL_PLAINTEXT or SASL_SSL listener offers in its SaslHandshake response; a "
+         "listener may have its own (listener.name.<listener>.sasl.enabled.mechanisms).",
+         note="default SCRAM-SHA-256,SCRAM-SHA-512 (Kafka: GSSAPI, which quafka does not serve); PLAIN, "
+              "SCRAM-SHA-256 and SCRAM-SHA-512 only; read-only (Kafka: per-broker)"),
+    _key("sasl.jaas.config", "password", None, _jaas_config(),
+         "JAAS login module of a SASL listener, as listener.name.<listener>.<mechanism>.sasl.jaas.config: for "
+         "PLAIN, org.apache.kafka.common.security.plain.PlainLoginModule with one user_<name>=\"<password>\" "
+         "option per user; for SCRAM, org.apache.kafka.common.security.scram.ScramLoginModule (its options are "
+         "not used: SCRAM credentials live in the metadata journal).",
+         note="also accepted unprefixed, as the default of every SASL listener and mechanism whose login module "
+              "it names (Kafka ignores an unprefixed one with a warning); a SCRAM mechanism needs none (Kafka "
+              "needs one per mechanism); read-only"),
+    _key("sasl.server.max.receive.size", "int", 524288, _at_least(1),
+         "Largest request accepted before a SASL connection has authenticated; a larger one closes the "
+         "connection."),
+    _key("connections.max.reauth.ms", "long", 0, _at_least(0),
+         "Longest a SASL session lasts before the client must re-authenticate (SaslAuthenticate v1+ tells the "
+         "client; a connection that sends anything else after it closes); 0 means sessions never expire. May be "
+         "set per listener (listener.name.<listener>.connections.max.reauth.ms)."),
+    _key("connection.failed.authentication.delay.ms", "int", 100, _at_least(0),
+         "How long the answer to a failed authentication is held back before the connection closes, to slow "
+         "down password guessing; 0 answers and closes at once."),
     # -- metrics
     _key("metrics.listener", "string", "", _metrics_listener(),
          "Where the broker serves its metrics in the Prometheus text format (GET /metrics), as http://host:port; "
@@ -701,6 +759,8 @@ IGNORED_KEYS: dict[str, str] = {
     "controller.quorum.bootstrap.servers": _NO_KRAFT,
     "controller.listener.names": _NO_KRAFT + " (listeners with these names are not served)",
     "inter.broker.listener.name": "one node: there are no other brokers to talk to",
+    "sasl.mechanism.inter.broker.protocol": "one node: there are no other brokers to authenticate to",
+    "sasl.mechanism.controller.protocol": _NO_KRAFT,
     "default.replication.factor": "one node: every partition has exactly one replica",
     "min.insync.replicas": "one node: the ISR is always this broker alone",
     "offsets.topic.replication.factor": _ONE_NODE_RF,
@@ -770,8 +830,16 @@ _REFUSED_KEYS: dict[str, str] = {
     "message.timestamp.difference.max.ms": "removed in Kafka 4.0; use message.timestamp.before.max.ms and "
     "message.timestamp.after.max.ms",
 }
+_NO_JAVA_CLASSES = ("quafka cannot load Java classes: PLAIN users come from the JAAS config's user_<name> options "
+                    "and SCRAM credentials from the metadata journal")
 _REFUSED_PREFIXES: dict[str, str] = {
-    "sasl.": _PLAINTEXT_ONLY,
+    "sasl.kerberos.": _UNSERVED_MECHANISMS["GSSAPI"],
+    "sasl.oauthbearer.": _UNSERVED_MECHANISMS["OAUTHBEARER"],
+    "sasl.login.": "the broker logs in nowhere (one node: no inter-broker client) and " + _NO_JAVA_CLASSES,
+    "sasl.server.callback.handler.class": _NO_JAVA_CLASSES,
+    "sasl.client.callback.handler.class": _NO_JAVA_CLASSES,
+    "sasl.": "not a SASL setting quafka serves (it serves sasl.enabled.mechanisms, sasl.jaas.config and "
+             "sasl.server.max.receive.size; see docs/security.md)",
 }
 
 

@@ -24,6 +24,7 @@ CLUSTER_WIDE = "cluster-wide"
 PER_TOPIC = "per-topic"  # the update mode given to TOPIC_KEYS (every topic config can be altered)
 PER_GROUP = "per-group"  # the update mode given to GROUP_KEYS (every group config can be altered)
 
+HIDDEN = "[hidden]"  # how a password value is shown in an error (Kafka's Password.toString)
 TYPES = ("int", "long", "short", "double", "boolean", "string", "list", "password", "class")
 
 
@@ -90,8 +91,8 @@ class ConfigKey:
         """Turn a property value (a string, or a typed Python value) into this key's typed value."""
         value = _parse_type(self, raw)
         reason = self.validate(value)
-        if reason is not None:
-            raise invalid(self.name, _shown(raw), reason, self.validator)
+        if reason is not None:  # a password's value is never shown (Kafka's Password prints [hidden])
+            raise invalid(self.name, HIDDEN if self.type == "password" else _shown(raw), reason, self.validator)
         return value
 
     def render(self, value: Any) -> str | None:

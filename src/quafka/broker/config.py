@@ -57,6 +57,7 @@ from quafka.broker._group_config import (
     validate_group_configs,
 )
 from quafka.broker._ssl_config import HIDDEN, check_listener_ssl
+from quafka.broker._sasl_config import SaslListenerSettings, check_sasl_listeners, sasl_settings  # noqa: F401
 from quafka.broker.storage.base import LogConfig
 from quafka.protocol import properties
 
@@ -463,6 +464,7 @@ class BrokerConfig:
         self._check_listener_props(names)
         for lst in listeners:  # an SSL/SASL_SSL listener's key and trust stores, as a whole
             check_listener_ssl(self, lst)
+        warnings += check_sasl_listeners(self, listeners)
         check_share_group_bounds(self)
         cleanup = self.get("log.cleanup.policy")
         if "compact" in cleanup:  # refused by the key's validator; kept for safety
@@ -488,6 +490,8 @@ def per_listener_base_key(rest: str) -> tuple[str | None, str]:
 
 def _check_listener_prop(config: "BrokerConfig", name: str, text: str, listener_names: list[str]) -> None:
     rest = name[len(LISTENER_PREFIX):]
+    if "jaas" in rest or "password" in rest:
+        text = HIDDEN  # never shown in an error
     listener, dot, rest = rest.partition(".")
     secret = BROKER_KEYS.get(per_listener_base_key(rest)[1])
     shown = HIDDEN if secret is not None and secret.type == "password" else text  # never a password in a message
@@ -499,7 +503,10 @@ def _check_listener_prop(config: "BrokerConfig", name: str, text: str, listener_
     if key is None or not (base.startswith(("ssl.", "sasl.")) or base in _PER_LISTENER_KEYS):
         raise invalid(name, shown, f"{base} is not a setting quafka serves per listener "
                       "(the ssl.* and sasl.* keys it serves, max.connections, connections.max.reauth.ms)")
-    key.parse(text)
+    try:
+        key.parse(config._aux[name])
+    except ConfigError as exc:  # name the per-listener key that holds the value
+        raise invalid(name, exc.value, exc.reason, exc.allowed) from None
 
 
 def _resolve_node_id(static: dict[str, Any]) -> None:
@@ -518,6 +525,8 @@ def _resolve_node_id(static: dict[str, Any]) -> None:
 
 
 def _unknown(name: str, value: Any) -> ConfigError:
+    if "jaas" in name or "password" in name:
+        value = HIDDEN
     reason = rejected_reason(name)
     if reason is None:
         reason = "not a Kafka broker config that quafka serves or ignores (see docs/configuration.md)"

@@ -20,13 +20,19 @@ Record shapes (JSON objects, `type` first):
     {"type": "acl", "id": hex, "resource_type": "TOPIC", "name": str, "pattern_type": "LITERAL",
      "principal": "User:alice", "host": "*", "operation": "READ", "permission_type": "ALLOW"}  # CreateAcls
     {"type": "remove_acl", "id": hex}                                   # DeleteAcls
+    {"type": "user_scram_credential", "user": str, "mechanism": "SCRAM-SHA-256" | "SCRAM-SHA-512",
+     "salt": base64, "stored_key": base64, "server_key": base64, "iterations": int}  # never a password
+    {"type": "remove_user_scram_credential", "user": str, "mechanism": str}
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 
 from . import acl as acls
+from .scram import SCRAM_MECHANISMS, ScramCredential
 
 METADATA_RECORD_TYPES = (
     "topic",
@@ -42,6 +48,9 @@ METADATA_RECORD_TYPES = (
     # ACLs (issue 29): Kafka's AccessControlEntryRecord / RemoveAccessControlEntryRecord, one id per ACL
     "acl",
     "remove_acl",
+    # -- SCRAM credentials (Kafka's UserScramCredentialRecord / RemoveUserScramCredentialRecord)
+    "user_scram_credential",
+    "remove_user_scram_credential",
 )
 
 # Finalized feature levels of a new cluster (Kafka 4.4 formats with share.version 2: ShareVersion
@@ -79,9 +88,14 @@ class ClusterMetadata:
     # -- client quotas: entity (sorted (type, name or None for <default>) pairs) -> {key: value}
     client_quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)
     acls: acls.AclIndex = field(default_factory=acls.AclIndex)  # by id and by resource (core/acl.py)
+    # SCRAM credentials: user -> mechanism -> credential
+    scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
 
     def replay(self, record: dict) -> None:
         kind = record.get("type")
+        if kind in ("user_scram_credential", "remove_user_scram_credential"):
+            self._replay_scram(kind, record)
+            return
         try:
             if kind == "topic":
                 info = TopicInfo(record["name"], record["topic_id"], int(record["partitions"]), dict(record["configs"]))
@@ -132,6 +146,34 @@ class ClusterMetadata:
         except (KeyError, TypeError, ValueError) as exc:
             raise MetadataError(f"cannot apply metadata record {record!r}: {exc!r}") from exc
 
+    # -- SCRAM credentials (ScramControlManager.replay)
+    def _replay_scram(self, kind: str, record: dict) -> None:
+        """Apply a SCRAM credential record. A bad one is reported by type and user only: its salt
+        and keys never reach an error message."""
+        user = record.get("user")
+        try:
+            mechanism = str(record["mechanism"])
+            if mechanism not in SCRAM_MECHANISMS or not isinstance(user, str):
+                raise ValueError("unknown mechanism or no user")
+            if kind == "remove_user_scram_credential":
+                mechanisms = self.scram_credentials.get(user, {})
+                if mechanism not in mechanisms:
+                    raise KeyError("no such credential")
+                del mechanisms[mechanism]
+                if not mechanisms:
+                    del self.scram_credentials[user]
+                return
+            credential = ScramCredential(
+                base64.b64decode(record["salt"], validate=True), base64.b64decode(record["stored_key"], validate=True),
+                base64.b64decode(record["server_key"], validate=True), int(record["iterations"]))
+        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+            raise MetadataError(f"cannot apply metadata record of type {kind} for user {user!r}: "
+                                f"{type(exc).__name__}") from None
+        self.scram_credentials.setdefault(user, {})[mechanism] = credential
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.scram_credentials.get(user, {}).get(mechanism)
+
     def snapshot_records(self) -> list[dict]:
         """Records that rebuild this image from nothing (used to compact the journal)."""
         out: list[dict] = [{"type": "producer_ids", "next": self.next_producer_id}]
@@ -151,12 +193,26 @@ class ClusterMetadata:
             out.append(client_quota_record(entity, quotas))
         # ACLs (issue 29)
         out.extend(acls.to_record(acl_id, acl) for acl_id, acl in self.acls.items())
+        # -- SCRAM credentials
+        for user, mechanisms in self.scram_credentials.items():
+            for mechanism, credential in mechanisms.items():
+                out.append(scram_credential_record(user, mechanism, credential))
         return out
 
 
 def client_quota_record(entity: tuple, quotas: dict[str, float]) -> dict:
     """The record that sets an entity's client quotas (empty `quotas`: removes them)."""
     return {"type": "client_quota", "entity": [list(part) for part in entity], "quotas": dict(quotas)}
+
+
+def scram_credential_record(user: str, mechanism: str, credential: ScramCredential) -> dict:
+    """The journal record of one SCRAM credential (salt and keys, never a password)."""
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode("ascii")
+
+    return {"type": "user_scram_credential", "user": user, "mechanism": mechanism, "salt": b64(credential.salt),
+            "stored_key": b64(credential.stored_key), "server_key": b64(credential.server_key),
+            "iterations": credential.iterations}
 
 
 class ProducerIdAllocator:

@@ -55,6 +55,7 @@ from quafka.protocol.framing import api_versions_fallback_response, decode_reque
 
 from ._services import BrokerServices
 from .metrics import api_name
+from .sasl_authenticator import SaslAuthenticator
 from .session import ClientSession
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class RequestBroker(BrokerServices, Protocol):
     classic_groups: Any  # classic_groups.ClassicGroupService | None
     consumer_groups: Any  # consumer_groups.ConsumerGroupService | None
     authorizer: Any  # authorization.py: None, or an authorizer with authorize(session, op, type, name)
+    sasl: Any  # sasl_authenticator.SaslService
 
     @property
     def coordinators_loaded(self) -> bool: ...
@@ -170,6 +172,14 @@ class BrokerConnection(asyncio.Protocol):
                                      authenticated=not security_protocol.startswith("SASL_"))
         self.registry = server.registry
         self.max_request_bytes = int(server.state.config.get("socket.request.max.bytes"))
+        self.max_request_key = "socket.request.max.bytes"
+        # SASL listeners: requests pass the authenticator's gate (sasl_authenticator.py) until the connection
+        # has authenticated for good; None on other listeners, so the gate costs one attribute read
+        self.sasl: SaslAuthenticator | None = None
+        if security_protocol.startswith("SASL_"):
+            self.sasl = self.session.authenticator = SaslAuthenticator(self, server)
+            self.max_request_bytes = int(server.state.config.get("sasl.server.max.receive.size"))
+            self.max_request_key = "sasl.server.max.receive.size, before authentication"
         self.observe = server.metrics.observe_request
         self.by_principal = server.metrics.requests_by_principal
         # read once per connection (the hot path pays one attribute test): a level set later
@@ -261,8 +271,8 @@ class BrokerConnection(asyncio.Protocol):
     def _size_ok(self, size: int) -> bool:
         if 8 <= size <= self.max_request_bytes:
             return True
-        log.warning("closing connection from %s: request size %d is outside [8, %d] (socket.request.max.bytes)",
-                    self.peer, size, self.max_request_bytes)
+        log.warning("closing connection from %s: request size %d is outside [8, %d] (%s)",
+                    self.peer, size, self.max_request_bytes, self.max_request_key)
         self.close()
         return False
 
@@ -306,7 +316,14 @@ class BrokerConnection(asyncio.Protocol):
             self.read_paused = False
             transport.resume_reading()
 
+    def on_authenticated(self) -> None:
+        """The SASL exchange succeeded: requests may be as large as any client's."""
+        self.max_request_bytes = int(self.server.state.config.get("socket.request.max.bytes"))
+        self.max_request_key = "socket.request.max.bytes"
+
     def _serve_frame(self, frame: bytes) -> None:
+        if self.sasl is not None and self.sasl.gate(frame):
+            return
         started = perf_counter()
         server = self.server
         api_key, api_version, correlation_id = peek_header(frame)

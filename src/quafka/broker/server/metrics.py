@@ -120,6 +120,14 @@ class BrokerMetrics:
         # TLS listeners (tls_accept.py): handshakes completed by listener, failed by (listener, reason)
         self.tls_handshakes: dict[str, int] = {}
         self.tls_handshake_failures: dict[tuple[str, str], int] = {}
+        # SASL (Kafka's socket-server-metrics per listener): {(listener, outcome): count}, outcome one of
+        # successful-authentication, failed-authentication, successful-reauthentication,
+        # failed-reauthentication, expired-connections-killed
+        self.sasl: dict[tuple[str, str], int] = {}
+
+    def count_sasl(self, listener: str, outcome: str) -> None:
+        key = (listener, outcome)
+        self.sasl[key] = self.sasl.get(key, 0) + 1
 
     def count_dlq(self, group_id: str, *, records: int = 0, produce_requests: int = 0,
                   failed_produce_requests: int = 0) -> None:
@@ -446,6 +454,11 @@ def render(server: "MetricsSource") -> str:
     out.family("quafka_flush_scheduler_errors_total", "counter",
                "Errors of the periodic flush scheduler other than storage failures (logged; it goes on).",
                [((), m.flush_loop_errors)])
+    out.family("kafka_server_socket_server_metrics_authentication_total", "counter",
+               "SASL authentications by listener and outcome (successful-authentication, failed-authentication, "
+               "successful-reauthentication, failed-reauthentication, expired-connections-killed).",
+               [((("listener", listener), ("outcome", outcome)), count)
+                for (listener, outcome), count in sorted(m.sasl.items())])
     out.family("quafka_share_partitions", "gauge",
                "Share partitions (group x topic partition) held in memory by this broker.", [((), len(contexts))])
     out.histogram("quafka_share_coordinator_write_time_ms",

@@ -25,6 +25,7 @@ from .flusher import LogFlusher
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .handlers import advertised_ranges, load_handlers
 from .registry import HandlerSpec
+from .sasl_authenticator import SaslService
 from .classic_groups import ClassicGroupService
 from .consumer_groups import ConsumerGroupService
 from .consumer_offsets import ConsumerOffsetsService
@@ -120,6 +121,7 @@ class BrokerServer:
         # authorization.py: None allows everything (no authorizer.class.name); else authorizer.py's
         self.authorizer = make_authorizer(config, self.state, self.metrics)
         self.tls_listeners: dict[str, TlsListener] = {}  # SSL/SASL_SSL listeners by name (tls_accept.py)
+        self.sasl = SaslService(self)  # SASL listeners' settings and credential lookups (sasl_authenticator.py)
         self._loaded = asyncio.Event()
         self._stopping = False
         self._servers: list[asyncio.base_events.Server] = []

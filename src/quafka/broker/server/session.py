@@ -10,6 +10,7 @@ listener from the authenticated user once SaslAuthenticate succeeded.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ANONYMOUS = "ANONYMOUS"
 USER_TYPE = "User"
@@ -24,6 +25,7 @@ class ClientSession:
     principal_name: str = ANONYMOUS
     sasl_mechanism: str | None = None  # set once a SASL exchange succeeded
     authenticated: bool = True  # False on SASL listeners until SaslAuthenticate succeeds
+    authenticator: Any = None  # sasl_authenticator.SaslAuthenticator on SASL listeners (the handlers drive it)
 
     @property
     def principal(self) -> str:

@@ -489,6 +489,12 @@ class BrokerState:
         for listener in list(self.client_quota_listeners):
             listener()
 
+    # ------------------------------------------------------------------ SCRAM credentials
+    def commit_metadata(self, records: list[dict]) -> None:
+        """Make records of the metadata image durable, then apply them (SCRAM credentials:
+        handlers/scram_credentials.py builds them)."""
+        self._commit(records)
+
     # ------------------------------------------------------------------ producers
     def allocate_producer_id(self) -> int:
         assert self.producer_ids is not None

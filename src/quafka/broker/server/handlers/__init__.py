@@ -26,6 +26,8 @@ def load_handlers() -> dict[int, HandlerSpec]:
         metadata,
         offsets,
         produce,
+        sasl,
+        scram_credentials,
         share_fetch,
         share_group,
         share_offsets,

@@ -16,7 +16,7 @@ from typing import Any
 
 from quafka.client import ConfigEntry
 
-from . import _client_quotas
+from . import _client_quotas, _scram_credentials
 from ._common import ToolError, add_bootstrap, kafka_parser_errors, load_properties, open_admin, run_tool
 
 EXAMPLES = """
@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
             raise ToolError("Command must include exactly one action: --describe, --alter")
         to_set, to_delete = _changes(args)
         if _client_quotas.handles(args):  # users and clients: client quotas (cli/_client_quotas.py)
-            return _client_quotas.run(args, to_set, to_delete, scram=None)
+            return _client_quotas.run(args, to_set, to_delete, scram=_scram_credentials)
         entity_type, name = _entity(args)
         if args.alter:
             if name is None:

@@ -333,7 +333,7 @@ def test_unknown_keys_are_refused():
 
 
 @pytest.mark.parametrize("name, reason", [
-    ("sasl.enabled.mechanisms", "PLAINTEXT only"),
+    ("sasl.kerberos.service.name", "does not serve GSSAPI"), ("sasl.login.class", "cannot load Java classes"),
     ("principal.builder.class", "no authentication or authorization"),
     ("authorizer.class.name", "cannot load the Java class x"),
     ("super.users", "principalType:principalName"),

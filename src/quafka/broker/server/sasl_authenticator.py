@@ -36,15 +36,12 @@ import asyncio
 import logging
 import secrets
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from quafka.broker.config import SaslListenerSettings, sasl_settings
 from quafka.broker.core.jaas import PlainFailure, plain_authenticate
 from quafka.broker.core.scram import SCRAM_MECHANISMS, ScramFailure, ScramServer
 from quafka.protocol.framing import peek_header
-
-if TYPE_CHECKING:
-    from .connection import BrokerConnection
 
 log = logging.getLogger("quafka.sasl")
 
@@ -85,7 +82,8 @@ class SaslService:
 class SaslAuthenticator:
     """One connection's SASL state (see the module docstring)."""
 
-    def __init__(self, connection: "BrokerConnection", server: Any) -> None:
+    def __init__(self, connection: Any, server: Any) -> None:
+        """`connection`: the connection.BrokerConnection it gates (not imported: connection imports this)."""
         self.connection = connection
         self.server = server
         self.session = connection.session

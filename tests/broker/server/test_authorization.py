@@ -575,6 +575,34 @@ def _alter_client_quotas(env):
     assert alter() == E.none
 
 
+@case(17, "SaslHandshake", "nothing", "never refused (ILLEGAL_SASL_STATE on a listener without SASL)")
+def _sasl_handshake(env):
+    assert env.req(kreq(17, 1, mechanism="PLAIN")).error_code == E.illegal_sasl_state
+
+
+@case(36, "SaslAuthenticate", "nothing", "never refused (ILLEGAL_SASL_STATE on a listener without SASL)")
+def _sasl_authenticate(env):
+    assert env.req(kreq(36, 2, auth_bytes=b"")).error_code == E.illegal_sasl_state
+
+
+@case(50, "DescribeUserScramCredentials", "DESCRIBE on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
+def _describe_user_scram_credentials(env):
+    assert env.req(kreq(50, 0, users=None)).error_code == E.cluster_authorization_failed
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    assert env.req(kreq(50, 0, users=None)).error_code == E.none
+
+
+@case(51, "AlterUserScramCredentials", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED per user")
+def _alter_user_scram_credentials(env):
+    def alter():
+        return env.req(kreq(51, 0, deletions=[], upsertions=[{"name": "az-scram", "mechanism": 1,
+                       "iterations": 4096, "salt": b"salt", "salted_password": b"p" * 32}])).results[0]
+    assert alter().error_code == E.cluster_authorization_failed
+    assert env.broker.server.state.metadata.scram_credential("az-scram", "SCRAM-SHA-256") is None
+    env.grant(Op.ALTER, Rt.CLUSTER)
+    assert alter().error_code == E.none
+
+
 @case(57, "UpdateFeatures", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
 def _update_features(env):
     level = env.broker.server.state.feature_level("share.version")

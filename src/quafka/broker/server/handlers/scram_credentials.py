@@ -2,16 +2,20 @@
 credentials `kafka-configs.sh --entity-type users` and `Admin.describeUserScramCredentials` /
 `alterUserScramCredentials` read and write (KIP-554). The rules are the core's
 (core/scram_credentials.py, after Kafka's ScramControlManager and ScramImage); an alteration is
-answered only once its records are durable in the metadata journal.
+answered only once its records are durable in the metadata journal. Describe needs DESCRIBE on the
+CLUSTER (KafkaApis.handleDescribeUserScramCredentialsRequest), Alter needs ALTER on the CLUSTER
+(ControllerApis.handleAlterUserScramCredentials): CLUSTER_AUTHORIZATION_FAILED otherwise.
 """
 
 from __future__ import annotations
 
 import logging
 
+from quafka.broker.core.acl_types import AclOperation
 from quafka.broker.core.scram_credentials import Deletion, Upsertion, describe, plan_alter
 from quafka.protocol.errors import ErrorCode
 
+from ..authorization import authorize_cluster
 from ..registry import handles
 from ._util import NO_THROTTLE, item_class, make, make_items, response_class
 
@@ -22,6 +26,9 @@ log = logging.getLogger("quafka.sasl")
 async def handle_describe_user_scram_credentials(ctx, req):
     resp_cls = response_class(50, ctx.api_version)
     users = None if req.users is None else [u.name for u in req.users]
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # KafkaApis: DESCRIBE on the CLUSTER
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                    error_message=None, results=())
     result_cls = item_class(resp_cls, "results")
     results = [{"user": user, "error_code": ErrorCode(code), "error_message": message,
                 "credential_infos": make_items(result_cls, "credential_infos",
@@ -35,6 +42,11 @@ async def handle_describe_user_scram_credentials(ctx, req):
 async def handle_alter_user_scram_credentials(ctx, req):
     resp_cls = response_class(51, ctx.api_version)
     state = ctx.server.state
+    if not authorize_cluster(ctx, AclOperation.ALTER):  # ControllerApis: ALTER on the CLUSTER, every user refused
+        names = [d.name for d in req.deletions] + [u.name for u in req.upsertions]
+        return make(resp_cls, throttle_time=NO_THROTTLE, results=make_items(resp_cls, "results", [
+            {"user": name, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
+            for name in dict.fromkeys(names)]))
     deletions = [Deletion(d.name, int(d.mechanism)) for d in req.deletions]
     upsertions = [Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
                   for u in req.upsertions]

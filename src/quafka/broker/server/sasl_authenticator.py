@@ -46,6 +46,7 @@ from quafka.protocol.framing import peek_header
 log = logging.getLogger("quafka.sasl")
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+FAILED_CLOSE_GRACE_S = 1.0  # a failed connection's socket is closed this long after its answer at the latest
 MIN_REAUTH_INTERVAL_MS = 1000  # KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
 _SIZE = struct.Struct(">i")
 
@@ -248,8 +249,25 @@ class SaslAuthenticator:
         return int(self.server.state.config.get("connection.failed.authentication.delay.ms")) / 1000.0
 
     def close_soon(self) -> None:
-        """Close once the answer being written has been handed to the transport."""
-        asyncio.get_running_loop().call_soon(self.connection.close)
+        """End the connection once the answer being written has been handed to the transport: our
+        side is shut (FIN after the answer) and the socket closed a moment later, or when the client
+        closes first. Closing at once could turn into a reset that discards the answer when the
+        client has sent more bytes meanwhile (they are dropped unread: the state is FAILED)."""
+        loop = asyncio.get_running_loop()
+        loop.call_soon(self._shut_write)
+        loop.call_later(FAILED_CLOSE_GRACE_S, self.connection.close)
+
+    def _shut_write(self) -> None:
+        transport = self.connection.transport
+        if transport is None or self.connection.closing:
+            return
+        try:
+            if transport.can_write_eof():
+                transport.write_eof()
+                return
+        except (OSError, RuntimeError):
+            pass
+        self.connection.close()
 
     def _raw_token(self, frame: bytes) -> None:
         """A SASL token after a SaslHandshake v0 (no Kafka header)."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import struct
 import time
 
@@ -216,9 +215,7 @@ def test_sasl_fuzz_never_crashes_or_stalls_the_broker():
 
 
 def test_socket_level_close_during_failure_delay_is_harmless(broker):
-    sock = socket.create_connection(("127.0.0.1", broker.server.bound[0][1]))
-    raw = RawClient.__new__(RawClient)
-    raw.sock, raw.correlation_id = sock, 0
+    raw = RawClient(_sasl(broker))
     raw.send_frame(raw.encode(SaslHandshakeRequest(mechanism="NOPE")))
-    sock.close()  # gone while the broker holds the answer back
+    raw.close()  # gone while the broker holds the answer back
     _good_client_served(broker)

@@ -139,7 +139,7 @@ def test_the_jaas_entry_takes_quoted_escaped_and_bare_values():
                           f'required;'}, "sasl.jaas.config", "more than one login module"),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
       "sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required password="{SECRET}'},
-     "sasl.jaas.config", "unterminated"),
+     "sasl.jaas.config", "is not closed"),
     ({"security.protocol": "SSL", "ssl.truststore.location": "/t.jks", "ssl.truststore.type": "JKS"},
      "ssl.truststore.type", "only PEM"),
     ({"security.protocol": "SSL", "ssl.keystore.location": "/k.jks", "ssl.keystore.type": "JKS",

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quafka.protocol import jaas
+
 from ._config import Key
 from .errors import ConfigException
 
@@ -240,64 +242,22 @@ def _sasl_settings(config: Mapping[str, Any]) -> SaslSettings:
     return SaslSettings(mechanism, username, password)
 
 
-def _jaas_tokens(text: str) -> list[tuple[str, str]]:
-    """(kind, value) tokens of a JAAS entry: 'word', 'quoted', '=' or ';'. Quoted strings take
-    backslash escapes, as the StreamTokenizer of Kafka's ``JaasConfig`` does."""
-    tokens: list[tuple[str, str]] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch.isspace():
-            i += 1
-        elif ch in "=;":
-            tokens.append((ch, ch))
-            i += 1
-        elif ch == '"':
-            out, i = [], i + 1
-            while i < n and text[i] != '"':
-                if text[i] == "\\" and i + 1 < n:
-                    i += 1
-                out.append(text[i])
-                i += 1
-            if i >= n:
-                raise ConfigException("sasl.jaas.config", "sasl.jaas.config has an unterminated quoted value")
-            tokens.append(("quoted", "".join(out)))
-            i += 1
-        else:
-            start = i
-            while i < n and not text[i].isspace() and text[i] not in '=;"':
-                i += 1
-            tokens.append(("word", text[start:i]))
-    return tokens
-
-
 def parse_jaas_config(text: str) -> tuple[str, str]:
     """(username, password) of ``<LoginModule> <flag> username="..." password="...";``. Exactly one
     module entry (Kafka's ``JaasContext`` refuses more), PlainLoginModule or ScramLoginModule. Error
     messages name the module or option, never a value."""
-    tokens = _jaas_tokens(text)
-    if len(tokens) < 3 or tokens[0][0] != "word" or tokens[1][0] != "word":
-        raise ConfigException("sasl.jaas.config", "sasl.jaas.config is not of the form '<LoginModule> required "
-                                                  "username=\"...\" password=\"...\";'")
-    module, flag = tokens[0][1], tokens[1][1].lower()
-    if module not in _LOGIN_MODULES:
-        raise ConfigException("sasl.jaas.config", f"sasl.jaas.config login module {module} is not supported by "
-                                                  f"quafka's client: use one of {', '.join(sorted(_LOGIN_MODULES))}")
-    if flag not in ("required", "requisite", "sufficient", "optional"):
-        raise ConfigException("sasl.jaas.config", f"sasl.jaas.config control flag {tokens[1][1]!r} is not one of "
-                                                  "required, requisite, sufficient, optional")
-    options: dict[str, str] = {}
-    i = 2
-    while i < len(tokens) and tokens[i][0] != ";":
-        if i + 2 >= len(tokens) or tokens[i][0] != "word" or tokens[i + 1][0] != "=" \
-                or tokens[i + 2][0] not in ("word", "quoted"):
-            raise ConfigException("sasl.jaas.config", "sasl.jaas.config options must be name=\"value\" pairs")
-        options[tokens[i][1]] = tokens[i + 2][1]
-        i += 3
-    if i >= len(tokens):
-        raise ConfigException("sasl.jaas.config", "sasl.jaas.config must end with ';'")
-    if i + 1 < len(tokens):
+    try:
+        modules = jaas.parse_jaas_config(text)
+    except jaas.JaasError as exc:  # names the module or option, never a value
+        raise ConfigException("sasl.jaas.config", f"sasl.jaas.config: {exc}") from None
+    if len(modules) != 1:
         raise ConfigException("sasl.jaas.config", "sasl.jaas.config has more than one login module: give exactly one")
+    module = modules[0]
+    if module.class_name not in _LOGIN_MODULES:
+        raise ConfigException("sasl.jaas.config", f"sasl.jaas.config login module {module.class_name} is not "
+                                                  f"supported by quafka's client: use one of "
+                                                  f"{', '.join(sorted(_LOGIN_MODULES))}")
+    options = module.options
     if str(options.get("tokenauth", "false")).lower() == "true":
         raise ConfigException("sasl.jaas.config", "sasl.jaas.config tokenauth=true (delegation tokens) is not "
                                                   "supported by quafka's client")

@@ -146,6 +146,12 @@ def test_quafka_broker_says_which_event_loop_it_runs_on(tmp_path):
             wait_until(lambda: _read_line(proc, lines) and "listening on" in lines[-1], 30,
                        message=f"quafka broker --event-loop {choice} listening")
             assert any(f"event loop: {shown}" in line for line in lines), lines
+            # right after: how the listeners are protected — here not at all, and it says so
+            # (issue 29: `make run` stays PLAINTEXT on 127.0.0.1 and says so in its first lines)
+            wait_until(lambda: _read_line(proc, lines) and "security:" in lines[-1], 10,
+                       message="the security line after the listening line")
+            assert ("security: listeners PLAINTEXT; no authentication (every client is User:ANONYMOUS); "
+                    "no authorizer: every client may do everything") in lines[-1], lines[-1]
         finally:
             proc.terminate()
             assert proc.wait(20) == 0
@@ -178,3 +184,19 @@ def test_a_request_larger_than_the_read_high_water_mark_is_served(loop_broker):
         assert read_response(sock)[0] == 5
         sock.sendall(api_versions(6))  # and the connection goes on
         assert read_response(sock)[0] == 6
+
+
+def test_the_security_line_names_what_protects_the_listeners():
+    """The start-up `security:` line (server.security_summary): authentication is named missing only
+    when no listener authenticates (SASL, or SSL with required client certificates), the
+    authorizer as configured."""
+    from quafka.broker import config as cfg
+    from quafka.broker.server.server import security_summary
+
+    plain = cfg.BrokerConfig.from_props({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    assert "no authentication" in security_summary(plain, False)
+    assert "no authorizer" in security_summary(plain, False)
+    sasl = cfg.BrokerConfig.from_props({"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                        "sasl.enabled.mechanisms": "SCRAM-SHA-256"})
+    line = security_summary(sasl, True)
+    assert line.startswith("listeners SASL_PLAINTEXT; ACLs enforced"), line

@@ -7,8 +7,6 @@ REAUTH_MS on SASL_PLAINTEXT (connections.max.reauth.ms, KIP-368)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
 import pathlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,26 +14,21 @@ from contextlib import contextmanager
 import trustme
 
 from quafka.broker.server.embedded import EmbeddedBroker
-from quafka.client import AsyncAdmin
+from quafka.client import AsyncAdmin, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-Pa55"
 SCRAM_USER, SCRAM_PASSWORD = "bob", "bob-Pa55,=x"  # ',' and '=' are escaped in SCRAM's saslname only
-SCRAM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism types
 REAUTH_MS = 1500
 
 
-async def add_scram_user(bootstrap: str, user: str, password: str, iterations: int = 4096) -> None:
-    """Both SCRAM credentials of ``user`` (AlterUserScramCredentials, one request per mechanism:
-    Kafka alters a user once per request)."""
-    async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
-        conn = await (await admin._get_cluster()).any_connection()
-        for code in SCRAM_CODES.values():
-            salt = os.urandom(16)
-            salted = hashlib.pbkdf2_hmac("sha256" if code == 1 else "sha512", password.encode(), salt, iterations)
-            upsertion = {"name": user, "mechanism": code, "iterations": iterations, "salt": salt,
-                         "salted_password": salted}
-            response = await conn.call(51, {"deletions": [], "upsertions": [upsertion]})
-            assert [r.error_code for r in response.results] == [0], response
+async def add_scram_user(bootstrap: str, user: str, password: str, iterations: int = 4096, **security) -> None:
+    """Both SCRAM credentials of ``user`` through quafka's Admin (one call per mechanism: Kafka
+    alters a user once per request)."""
+    async with AsyncAdmin({"bootstrap.servers": bootstrap, **security}) as admin:
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+            result = await admin.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, iterations), password)])
+            assert result == {user: None}, result
 
 
 @contextmanager

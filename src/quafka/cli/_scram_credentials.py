@@ -7,40 +7,35 @@
         --delete-config 'SCRAM-SHA-512'
     quafka configs --bootstrap-server HOST:PORT --entity-type users [--entity-name alice] --describe
 
-The password never leaves this process: the tool draws a random salt, derives the salted password
-(PBKDF2, `iterations`, 4096 when not given as ConfigCommand's default) and sends
-AlterUserScramCredentials (key 51) with the salt and the salted password, as Kafka's Admin does.
---describe sends DescribeUserScramCredentials (key 50) and prints
+The password never leaves this process: quafka's Admin (`Admin.alter_user_scram_credentials`)
+draws a random salt, derives the salted password (PBKDF2, `iterations`, 4096 when not given as
+ConfigCommand's default) and sends AlterUserScramCredentials (key 51) with the salt and the
+salted password, as Kafka's Admin does. --describe calls `Admin.describe_user_scram_credentials`
+(DescribeUserScramCredentials, key 50) and prints
 "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192".
 """
 
 from __future__ import annotations
 
 import argparse
-import secrets
-from typing import Any
 
-from quafka.broker.core.scram import MECHANISM_BY_TYPE, SCRAM_MECHANISMS, salted_password
-from quafka.client.errors import error_for_code
+from quafka.client import (
+    ScramCredentialInfo,
+    KafkaException,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from quafka.protocol.errors import ErrorCode
 
 from ._common import ToolError, open_admin
 
-DESCRIBE_KEY, ALTER_KEY = 50, 51
 DEFAULT_ITERATIONS = 4096  # ConfigCommand.DefaultScramIterations
+SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def is_scram_key(key: str) -> bool:
-    return key in SCRAM_MECHANISMS
-
-
-def _random_salt() -> bytes:
-    """130 random bits written in base 36, as Kafka's Admin draws a salt (generateRandomSalt)."""
-    value, digits = secrets.randbits(130), "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while value:
-        value, rem = divmod(value, 36)
-        out = digits[rem] + out
-    return (out or "0").encode("ascii")
+    return key in SCRAM_KEYS
 
 
 def parse_scram_value(mechanism: str, value: str) -> tuple[int, str]:
@@ -65,49 +60,38 @@ def parse_scram_value(mechanism: str, value: str) -> tuple[int, str]:
     return iterations, password
 
 
-def _call(admin: Any, api_key: int, values: dict) -> Any:
-    """One request to the controller through quafka's Admin."""
-    return admin._run(admin._async._controller_call(api_key, values, lambda r: getattr(r, "results", ())))
-
-
 def alter(args: argparse.Namespace, name: str, to_set: dict[str, str], to_delete: list[str]) -> int:
     others = [k for k in [*to_set, *to_delete] if not is_scram_key(k)]
     if others:
         raise ToolError(f"Invalid config(s): {','.join(others)} (quafka serves SCRAM-SHA-256 and SCRAM-SHA-512 "
                         "for users)")
-    upsertions = []
+    alterations: list = [UserScramCredentialDeletion(name, ScramMechanism.of(m)) for m in to_delete]
     for mechanism, value in to_set.items():
         iterations, password = parse_scram_value(mechanism, value)
-        salt = _random_salt()
-        # Kafka's Admin leaves the iteration bounds to the broker; computing Hi() with an absurd count would hang
-        salted = salted_password(mechanism, password.encode("utf-8"), salt, iterations) \
-            if 0 < iterations <= 10 * 16384 else b"\x00"
-        upsertions.append({"name": name, "mechanism": SCRAM_MECHANISMS[mechanism][1], "iterations": iterations,
-                           "salt": salt, "salted_password": salted})
-    deletions = [{"name": name, "mechanism": SCRAM_MECHANISMS[m][1]} for m in to_delete]
+        alterations.append(UserScramCredentialUpsertion(
+            name, ScramCredentialInfo(ScramMechanism.of(mechanism), iterations), password))
     with open_admin(args) as admin:
-        # one request per change: a user may be named once per request (DUPLICATE_RESOURCE otherwise)
-        for values in ([{"deletions": [d], "upsertions": []} for d in deletions]
-                       + [{"deletions": [], "upsertions": [u]} for u in upsertions]):
-            response = _call(admin, ALTER_KEY, values)
-            for result in response.results:
-                if int(result.error_code) != 0:
-                    raise ToolError(str(error_for_code(result.error_code, result.error_message or "")))
+        # one call per change: the broker refuses a user named twice in one request (DUPLICATE_RESOURCE)
+        for alteration in alterations:
+            error = admin.alter_user_scram_credentials([alteration]).get(name)
+            if error is not None:
+                raise ToolError(error.message)
     print(f"Completed updating config for user {name}.")
     return 0
 
 
 def describe(args: argparse.Namespace, name: str | None) -> int:
     with open_admin(args) as admin:
-        response = _call(admin, DESCRIBE_KEY, {"users": None if name is None else [{"name": name}]})
-    if int(response.error_code) != 0:
-        raise ToolError(str(error_for_code(response.error_code, response.error_message or "")))
-    for result in response.results:
-        if int(result.error_code) == 91:  # RESOURCE_NOT_FOUND: no credential, nothing to print
-            continue
-        if int(result.error_code) != 0:
-            raise ToolError(str(error_for_code(result.error_code, result.error_message or "")))
-        infos = ", ".join(f"{MECHANISM_BY_TYPE.get(int(i.mechanism), 'UNKNOWN')}=iterations={int(i.iterations)}"
-                          for i in result.credential_infos)
-        print(f"SCRAM credential configs for user-principal '{result.user}' are {infos}")
+        try:
+            described = admin.describe_user_scram_credentials(None if name is None else [name])
+        except KafkaException as exc:
+            raise ToolError(exc.message) from None
+    for user, result in described.items():
+        if isinstance(result, KafkaException):
+            if result.code == ErrorCode.resource_not_found:
+                continue  # no credential: nothing to print, as kafka-configs.sh
+            raise ToolError(result.message)
+        infos = ", ".join(f"{i.mechanism.mechanism_name}=iterations={i.iterations}"
+                          for i in result.scram_credential_infos)
+        print(f"SCRAM credential configs for user-principal '{user}' are {infos}")
     return 0

@@ -17,6 +17,14 @@ from ._admin_in_flight import (
     InFlightPartitionView,
     InFlightRange,
 )
+from ._admin_scram import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
 from ._security import SECURITY_CONFIG, librdkafka_security_config
 from ._share_acks import AcknowledgeType
 from ._share_fetch import AcquiredBatches
@@ -87,6 +95,8 @@ __all__ = [
     "RecordDeserializationException",
     "SECURITY_KEYS",
     "SaslAuthenticationException",
+    "ScramCredentialInfo",
+    "ScramMechanism",
     "ShareGroupDescription",
     "ShareConsumer",
     "ShareMemberDescription",
@@ -95,6 +105,10 @@ __all__ = [
     "TIMESTAMP_LOG_APPEND_TIME",
     "TopicDescription",
     "TopicPartition",
+    "UserScramCredentialAlteration",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
     "WakeupException",
     "coordinator_records",
     "librdkafka_security_config",

@@ -11,7 +11,8 @@ types "topic", "broker", "group"), list_groups, describe_share_groups, list_shar
 alter_share_group_offsets, delete_share_group_offsets, delete_groups, the consumer-group offsets
 list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_group_offsets (in
 _admin_groups.py), and a share group's dead letters: list_dead_letters, redrive_dead_letters (in
-dead_letters.py), and ACLs: create_acls, describe_acls, delete_acls (in _admin_acls.py). Group requests go to the group's coordinator (FindCoordinator key type 0).
+dead_letters.py), ACLs: create_acls, describe_acls, delete_acls (in _admin_acls.py), and SCRAM
+credentials: describe_user_scram_credentials, alter_user_scram_credentials (in _admin_scram.py). Group requests go to the group's coordinator (FindCoordinator key type 0).
 Topic-level requests go to the controller that the metadata names; offset requests go to each
 partition's leader.
 """
@@ -33,6 +34,7 @@ from . import dead_letters
 from ._admin_acls import AclAdminMixin, AclBinding, AclBindingFilter
 from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
+from ._admin_scram import ScramAdminMixin, UserScramCredentialAlteration, UserScramCredentialsDescription
 from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._security import SECURITY_CONFIG
@@ -199,7 +201,7 @@ def _offset_spec(spec: Any, where: str) -> int:
     raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
 
 
-class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, AsyncClient):
+class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, ScramAdminMixin, AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
     CONFIG = ADMIN_CONFIG
@@ -774,6 +776,14 @@ class Admin(SyncClient):
 
     def delete_acls(self, filters: Iterable[AclBindingFilter]) -> dict[AclBindingFilter, list[AclBinding] | KafkaException]:
         return self._run(self._async.delete_acls(filters))
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                        ) -> dict[str, UserScramCredentialsDescription | KafkaException]:
+        return self._run(self._async.describe_user_scram_credentials(users))
+
+    def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration]
+                                     ) -> dict[str, KafkaException | None]:
+        return self._run(self._async.alter_user_scram_credentials(alterations))
 
     def update_features(self, levels: Mapping[str, int], upgrade_type: str = "upgrade",
                         validate_only: bool = False) -> dict[str, KafkaException | None]:

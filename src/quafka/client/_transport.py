@@ -16,7 +16,9 @@ max_version)`` (the highest both the broker and kio support, within the caller's
 Security (`_security.SecuritySettings`): with TLS the socket is wrapped by the given
 ``ssl.SSLContext`` (the broker's host name checked unless ssl.endpoint.identification.algorithm is
 none); with SASL the connection authenticates after ApiVersions (`_sasl`) before ``connect()``
-returns. A TLS handshake failure raises SslAuthenticationException and a refused SASL
+returns. A TLS handshake failure raises SslAuthenticationException (so does a TLS 1.3 connection
+that the broker ends before its first answer: how a listener with ssl.client.auth=required refuses
+a client without a certificate, the client's side of the handshake having completed) and a refused SASL
 authentication SaslAuthenticationException: neither is retriable (Kafka's clients stop on an
 AuthenticationException rather than reconnect). When the broker gives the SASL session a lifetime
 (KIP-368), the connection re-authenticates on the first request after a random 85-95% of it, as
@@ -79,6 +81,17 @@ def _tls_error(address: str, exc: BaseException) -> SslAuthenticationException:
     return SslAuthenticationException(f"TLS handshake with broker {address} failed: {what}")
 
 
+def _refused_after_handshake(address: str, detail: str) -> SslAuthenticationException:
+    """The broker ended a TLS 1.3 connection before its first answer: how a listener with
+    ssl.client.auth=required refuses a client without an acceptable certificate (the client's
+    side of a TLS 1.3 handshake completes before the broker checks the certificate)."""
+    return SslAuthenticationException(
+        f"TLS handshake with broker {address} failed: the broker {detail} right after the TLS 1.3 handshake, "
+        "before answering any request: it refused the client's certificate (a listener with "
+        "ssl.client.auth=required needs ssl.certificate.location and ssl.key.location, or ssl.keystore.location, "
+        "signed by a CA the broker trusts)")
+
+
 class BrokerConnection:
     """One connection to ``host:port``; ``node_id`` is informational (-1 for a bootstrap address)."""
 
@@ -99,6 +112,7 @@ class BrokerConnection:
         self._read_task: asyncio.Task | None = None
         self._closed_error: KafkaException | None = None
         self._connected = False
+        self._answered = False  # a response arrived (Kafka's SslTransportLayer: past POST_HANDSHAKE)
         self.security = security
         self._ssl_context = ssl_context
         if security.tls is not None and ssl_context is None:
@@ -232,10 +246,18 @@ class BrokerConnection:
         assert self._reader is not None
         try:
             while True:
-                data = await self._reader.read(_READ_CHUNK_BYTES)
+                try:
+                    data = await self._reader.read(_READ_CHUNK_BYTES)
+                except ConnectionResetError:
+                    if self._refused_by_tls_1_3():
+                        raise _refused_after_handshake(self.address, "reset the connection") from None
+                    raise
                 if not data:
+                    if self._refused_by_tls_1_3():
+                        raise _refused_after_handshake(self.address, "closed the connection")
                     raise KafkaConnectionError(f"connection to broker {self.address} was closed by the broker")
                 for correlation_id, response in self._wire.receive_bytes(data):
+                    self._answered = True
                     future = self._pending.pop(correlation_id, None)
                     if future is not None and not future.done():
                         future.set_result(response)
@@ -245,6 +267,8 @@ class BrokerConnection:
             error = _tls_error(self.address, exc)
             log.warning("%s", error.message)
             self._fail(error)
+        except SslAuthenticationException as exc:
+            self._fail(exc)  # connect() logs it
         except WireError as exc:
             self._fail(KafkaConnectionError(f"broker {self.address} sent bytes that cannot be decoded, "
                                             f"connection closed: {exc}"))
@@ -255,6 +279,16 @@ class BrokerConnection:
         except Exception as exc:  # never leave pending requests waiting on a dead reader
             self._fail(KafkaConnectionError(f"connection to broker {self.address} failed: "
                                             f"{type(exc).__name__}: {exc}"))
+
+    def _refused_by_tls_1_3(self) -> bool:
+        """A TLS 1.3 connection that ends before any answer: Kafka's SslTransportLayer reports an
+        SSL failure while in its POST_HANDSHAKE state (TLS 1.3, no application data read yet) as
+        an SslAuthenticationException. A Python broker (asyncio) closes such a connection without
+        sending its alert first, so the end of the stream in that state counts the same."""
+        if self.security.tls is None or self._answered or self._writer is None:
+            return False
+        ssl_object = self._writer.get_extra_info("ssl_object")
+        return ssl_object is not None and ssl_object.version() == "TLSv1.3"
 
     # ------------------------------------------------------------------ versions
 

@@ -36,6 +36,7 @@ from ._share_fetch import AcquiredBatches, ShareFetchBuffer
 from ._share_membership import COORDINATOR_ERRORS, MemberState, ShareMembership
 from ._share_request_manager import ShareConsumeRequestManager, ShareFetchResult, duration_ms
 from .errors import (
+    AuthenticationException,
     IllegalStateException,
     KafkaConnectionError,
     KafkaException,
@@ -401,6 +402,9 @@ class ShareConsumerDriver(ShareAcknowledger):
             await self._cluster.refresh_metadata(topics or None)
             self._metadata_ms = now_ms()
             self._requests.on_metadata()
+        except AuthenticationException as exc:  # fatal, as for a fetch (on_fetch_failed)
+            self._fatal = self._fatal or exc
+            self._signal()
         except KafkaException:
             self._requests.metadata_stale = True
 

@@ -47,7 +47,7 @@ from ._share_requests import (
     partition_error_action,
 )
 from ._share_session import ShareSession
-from .errors import KafkaException, error_for_code
+from .errors import AuthenticationException, KafkaException, error_for_code
 from .records import Record, TopicPartition
 
 __all__ = ["ShareAcknowledgeResult", "ShareConsumeRequestManager", "ShareFetchRequest", "ShareFetchResult",
@@ -260,10 +260,15 @@ class ShareConsumeRequestManager:
 
     def on_fetch_failed(self, request: ShareFetchRequest, error: KafkaException) -> ShareFetchResult:
         """The ShareFetch could not be sent or answered (connection lost): the session starts
-        again, the metadata is refreshed, the node backs off."""
+        again, the metadata is refreshed, the node backs off. An AuthenticationException (the
+        connection's SASL re-authentication or TLS refused) ends the consumer: Kafka's consumer
+        treats one on any connection as fatal (NetworkClient's DefaultMetadataUpdater
+        .handleServerDisconnect -> Metadata.fatalError, raised to poll() by NetworkClientDelegate
+        .maybePropagateMetadataError) instead of reconnecting to be refused again."""
         self.node(request.node_id).session.reset()
         self.metadata_stale = True
-        return ShareFetchResult(ack_outcomes={tp: error for tp in request.acks}, back_off=True)
+        return ShareFetchResult(ack_outcomes={tp: error for tp in request.acks}, back_off=True,
+                                fatal=error if isinstance(error, AuthenticationException) else None)
 
     def on_fetch_response(self, request: ShareFetchRequest, response) -> ShareFetchResult:
         node_id, acks = request.node_id, request.acks

@@ -101,3 +101,21 @@ def test_a_wrong_password_is_one_line_and_exit_code_1_at_once(secure, tmp_path, 
     assert proc.returncode == 1 and proc.stdout == ""
     [line] = proc.stderr.splitlines()
     assert line.startswith("Error: SASL SCRAM-SHA-512 authentication of user 'bob'") and "Wr0ng-guess" not in line
+
+
+def test_ignored_security_keys_are_warned_about_once_per_tool_run(secure, tmp_path):
+    """sasl.* keys under security.protocol=PLAINTEXT are ignored as Kafka ignores them, with one
+    warning: the tool opens more than one client from the same config (its probe and its own
+    client), and the warning is printed once, naming which protocols the keys are for."""
+    props = tmp_path / "plain.properties"
+    props.write_text("security.protocol=PLAINTEXT\nsasl.mechanism=PLAIN\nssl.ca.location=/nowhere/ca.pem\n")
+    assert main(["topics", "--bootstrap-server", secure.listener_address("PLAINTEXT"), "--create", "--topic",
+                 "warn-once"]) == 0
+    proc = subprocess.run([sys.executable, "-m", "quafka", "console-share-consumer", "--bootstrap-server",
+                           secure.listener_address("PLAINTEXT"), "--topic", "warn-once", "--group", "warn-once",
+                           "--command-config", str(props), "--timeout-ms", "500"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "ignoring" in line]
+    assert warnings == ["security.protocol=PLAINTEXT: ignoring ssl.ca.location (SSL and SASL_SSL only); "
+                        "sasl.mechanism (SASL_PLAINTEXT and SASL_SSL only)"], proc.stderr

@@ -22,13 +22,15 @@ properties file work unchanged:
   ``JaasContext.loadClientContext`` reads the same one-module entry).
 
 ssl.* keys under a protocol without TLS, and sasl.* keys under one without SASL, are ignored as
-Kafka ignores them, with one warning naming the keys. A secret (passwords, the JAAS entry, an
+Kafka ignores them, with one warning naming the keys (once per process for a given set of keys:
+a tool that opens several clients from one config warns once). A secret (passwords, the JAAS entry, an
 inline private key) never appears in a message, a log line or a repr.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,6 +137,25 @@ def _given(config: Mapping[str, Any], key: str) -> Any:
     return None if value is None or (isinstance(value, str) and not value.strip()) else value
 
 
+_warned_ignored: set[tuple[str, tuple[str, ...]]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_ignored_once(protocol: str, ignored: list[str]) -> None:
+    """One warning per process for each (protocol, ignored keys): a tool that opens several
+    clients from one config (a probe Admin, then its consumer) says it once."""
+    key = (protocol, tuple(sorted(ignored)))
+    with _warned_lock:
+        if key in _warned_ignored:
+            return
+        _warned_ignored.add(key)
+    ssl_keys = [k for k in ignored if not k.startswith("sasl.")]
+    sasl_keys = [k for k in ignored if k.startswith("sasl.")]
+    parts = ([f"{', '.join(ssl_keys)} (SSL and SASL_SSL only)"] if ssl_keys else []) + \
+        ([f"{', '.join(sasl_keys)} (SASL_PLAINTEXT and SASL_SSL only)"] if sasl_keys else [])
+    log.warning("security.protocol=%s: ignoring %s", protocol, "; ".join(parts))
+
+
 def security_settings(config: Mapping[str, Any]) -> SecuritySettings:
     """Resolve a parsed client config's security keys; ConfigException naming the key (and never a
     secret value) for anything unknown, unsupported or inconsistent."""
@@ -149,8 +170,7 @@ def security_settings(config: Mapping[str, Any]) -> SecuritySettings:
                and ((k.startswith("ssl.") or k == "enable.ssl.certificate.verification") and not uses_tls
                     or k.startswith("sasl.") and not uses_sasl)]
     if ignored:
-        log.warning("security.protocol=%s: ignoring %s (they apply to %s only)", protocol, ", ".join(ignored),
-                    "SASL_PLAINTEXT and SASL_SSL" if ignored[0].startswith("sasl.") else "SSL and SASL_SSL")
+        _warn_ignored_once(protocol, ignored)
     return SecuritySettings(protocol, _tls_settings(config) if uses_tls else None,
                             _sasl_settings(config) if uses_sasl else None)
 

@@ -40,10 +40,14 @@ def test_wrong_password_and_unknown_user_fail_alike_at_the_proof():
     first_wrong, first_unknown = wrong.evaluate(CLIENT_FIRST), unknown.evaluate(CLIENT_FIRST)
     # both answer a server-first message of the same shape (the unknown user's salt is derived, not refused)
     assert first_wrong.startswith(b"r=rOprNGfwEbeRWgbNEkqO%") and b",i=4096" in first_unknown
+    logged = []
     for server in (wrong, unknown):
-        with pytest.raises(ScramFailure):
+        with pytest.raises(ScramFailure) as info:
             server.evaluate(CLIENT_FINAL)
         assert server.state == ScramServer.FAILED
+        logged.append(str(info.value))
+    # for the broker's log only (the client is told Kafka's generic message): the user is named as a user
+    assert logged == ["wrong password for user 'user' (invalid client proof)", "unknown user 'user'"]
     # the derived salt is stable per user (a retry cannot tell an unknown user by a changing salt)
     assert _server({}).evaluate(CLIENT_FIRST) == first_unknown
 
@@ -108,11 +112,15 @@ def test_plain_accepts_the_user_and_refuses_others_alike():
     assert plain_authenticate(b"\x00alice\x00alice-secret", users) == "alice"
     assert plain_authenticate(b"alice\x00alice\x00alice-secret", users) == "alice"
     messages = set()
+    logged = []
     for token in (b"\x00alice\x00wrong", b"\x00bob\x00alice-secret"):
         with pytest.raises(PlainFailure) as info:
             plain_authenticate(token, users)
         messages.add(info.value.client_message)
+        logged.append(str(info.value))
         assert "alice-secret" not in str(info.value) and "wrong" not in str(info.value).replace("wrong password", "")
+    # the log line names the user as a user (not "wrong password 'alice'", which reads as a password)
+    assert logged == ["wrong password for user 'alice'", "unknown user 'bob'"]
     assert messages == {"Authentication failed: Invalid username or password"}
     with pytest.raises(PlainFailure) as info:
         plain_authenticate(b"only-two\x00parts", users)

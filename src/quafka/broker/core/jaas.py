@@ -77,8 +77,9 @@ def plain_authenticate(token: bytes, users: dict[str, str]) -> str:
     ok = hmac.compare_digest(password.encode("utf-8"), (expected if expected is not None else "\x00" + password)
                              .encode("utf-8"))
     if expected is None or not ok:
-        reason = "unknown user" if expected is None else "wrong password"
-        raise PlainFailure(f"{reason} {username!r}", INVALID_USERNAME_OR_PASSWORD, username)
+        # for the broker's log: the user is named after "user", never where a password would be
+        reason = f"unknown user {username!r}" if expected is None else f"wrong password for user {username!r}"
+        raise PlainFailure(reason, INVALID_USERNAME_OR_PASSWORD, username)
     if authzid and authzid != username:
         raise PlainFailure(f"user {username!r} asked for the authorization id {authzid!r}",
                            "Authentication failed: Client requested an authorization id that is different from "

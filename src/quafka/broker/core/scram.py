@@ -234,10 +234,10 @@ class ScramServer:
             raise ScramFailure(f"unknown user {self.username!r}")
         signature = _hmac(self.mechanism, credential.stored_key, auth_message)
         if len(proof) != len(signature):
-            raise ScramFailure(f"invalid client proof for user {self.username!r}")
+            raise ScramFailure(f"wrong password for user {self.username!r} (invalid client proof)")
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
         if not hmac.compare_digest(hashlib.new(hash_name(self.mechanism), client_key).digest(), credential.stored_key):
-            raise ScramFailure(f"invalid client proof for user {self.username!r}")
+            raise ScramFailure(f"wrong password for user {self.username!r} (invalid client proof)")
         server_signature = _hmac(self.mechanism, credential.server_key, auth_message)
         self._credential = None
         self.state = self.COMPLETE

@@ -30,7 +30,6 @@ inline private key) never appears in a message, a log line or a repr.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,18 +136,18 @@ def _given(config: Mapping[str, Any], key: str) -> Any:
     return None if value is None or (isinstance(value, str) and not value.strip()) else value
 
 
+#: (protocol, ignored keys) already warned about in this process (no lock: this module stays pure;
+#: two clients made at the same moment on two threads might both warn, which is harmless)
 _warned_ignored: set[tuple[str, tuple[str, ...]]] = set()
-_warned_lock = threading.Lock()
 
 
 def _warn_ignored_once(protocol: str, ignored: list[str]) -> None:
     """One warning per process for each (protocol, ignored keys): a tool that opens several
     clients from one config (a probe Admin, then its consumer) says it once."""
     key = (protocol, tuple(sorted(ignored)))
-    with _warned_lock:
-        if key in _warned_ignored:
-            return
-        _warned_ignored.add(key)
+    if key in _warned_ignored:
+        return
+    _warned_ignored.add(key)
     ssl_keys = [k for k in ignored if not k.startswith("sasl.")]
     sasl_keys = [k for k in ignored if k.startswith("sasl.")]
     parts = ([f"{', '.join(ssl_keys)} (SSL and SASL_SSL only)"] if ssl_keys else []) + \

@@ -6,10 +6,8 @@ client reports it, while an authenticated client keeps working; librdkafka re-au
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-import uuid
 
 import confluent_kafka
 import pytest
@@ -18,14 +16,8 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 from quafka.broker.server.embedded import EmbeddedBroker
 from tests.support import RawClient, wait_until
 from tests.support.sasl import authenticate
-
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'user_admin="admin-secret" user_alice="alice-secret";')
-MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-PASSWORDS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
-             "SCRAM-SHA-512": ("carol", "carol-secret")}
-SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
-PLAIN_FAILED = "Authentication failed: Invalid username or password"
+from tests.support.sasl_clients import (CLIENTS, MECHANISMS, PASSWORDS, PLAIN_JAAS, add_scram_users, aiokafka_roundtrip,
+                                        confluent_conf, expected_failure)
 
 
 def sasl_config(**extra):
@@ -35,84 +27,11 @@ def sasl_config(**extra):
     return config
 
 
-def confluent_conf(bootstrap: str, mechanism: str, user: str, password: str, **extra) -> dict:
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-            "sasl.username": user, "sasl.password": password, **extra}
-
-
-def add_scram_users(bootstrap: str) -> None:
-    admin = AdminClient(confluent_conf(bootstrap, "PLAIN", "admin", "admin-secret"))
-    upserts = [UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"bob-secret"),
-               UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                            b"carol-secret")]
-    for future in admin.alter_user_scram_credentials(upserts).values():
-        future.result(10)
-
-
 @pytest.fixture(scope="module")
 def sasl_broker():
     with EmbeddedBroker(config=sasl_config()) as broker:
         add_scram_users(broker.bootstrap_servers)
         yield broker
-
-
-def confluent_roundtrip(bootstrap: str, mechanism: str, user: str, password: str, topic: str) -> list[bytes]:
-    producer = confluent_kafka.Producer(confluent_conf(bootstrap, mechanism, user, password))
-    producer.produce(topic, b"from-confluent")
-    assert producer.flush(15) == 0
-    consumer = confluent_kafka.Consumer(confluent_conf(bootstrap, mechanism, user, password, **{
-        "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"}))
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while not got and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    consumer.close()
-    return got
-
-
-def kafka_python_roundtrip(bootstrap: str, mechanism: str, user: str, password: str, topic: str) -> list[bytes]:
-    import kafka
-
-    kw = dict(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-              sasl_plain_username=user, sasl_plain_password=password)
-    producer = kafka.KafkaProducer(**kw)
-    producer.send(topic, b"from-kafka-python").get(timeout=15)
-    producer.close()
-    consumer = kafka.KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **kw)
-    got = [m.value for m in consumer]
-    consumer.close()
-    return got
-
-
-def aiokafka_roundtrip(bootstrap: str, mechanism: str, user: str, password: str, topic: str) -> list[bytes]:
-    import aiokafka
-
-    async def run() -> list[bytes]:
-        kw = dict(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
-                  sasl_plain_username=user, sasl_plain_password=password)
-        producer = aiokafka.AIOKafkaProducer(**kw)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"from-aiokafka")
-        finally:
-            await producer.stop()
-        consumer = aiokafka.AIOKafkaConsumer(topic, auto_offset_reset="earliest", **kw)
-        await consumer.start()
-        try:
-            batch = await consumer.getmany(timeout_ms=10000)
-            return [m.value for msgs in batch.values() for m in msgs]
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
-
-
-CLIENTS = {"confluent": (confluent_roundtrip, b"from-confluent"),
-           "kafka-python": (kafka_python_roundtrip, b"from-kafka-python"),
-           "aiokafka": (aiokafka_roundtrip, b"from-aiokafka")}
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
@@ -124,10 +43,6 @@ def test_client_produces_and_consumes_over_sasl(sasl_broker, client, mechanism):
     assert roundtrip(sasl_broker.bootstrap_servers, mechanism, user, password, topic) == [payload]
     outcomes = sasl_broker.server.metrics.sasl
     assert outcomes[("SASL_PLAINTEXT", "successful-authentication")] > 0
-
-
-def _expected(mechanism: str) -> str:
-    return PLAIN_FAILED if mechanism == "PLAIN" else SCRAM_FAILED.format(mechanism)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
@@ -148,7 +63,7 @@ def test_confluent_is_refused_with_kafkas_error_while_others_keep_working(sasl_b
         good.produce("sasl-others", b"still served")
         good.poll(0)
     auth = [e.str() for e in errors if e.code() == confluent_kafka.KafkaError._AUTHENTICATION]
-    assert auth and _expected(mechanism) in auth[0]
+    assert auth and expected_failure(mechanism) in auth[0]
     assert good.flush(15) == 0
 
 
@@ -172,7 +87,7 @@ def test_python_clients_report_kafkas_error(sasl_broker, client, mechanism, capl
         else:
             aiokafka_roundtrip(sasl_broker.bootstrap_servers, mechanism, user, "wrong", "never")
     if client == "aiokafka":
-        assert _expected(mechanism) in caplog.text
+        assert expected_failure(mechanism) in caplog.text
     else:
         # kafka-python 3.0 reports the SaslAuthenticate error in some runs and only "socket disconnected" in
         # others (the answer and the close arrive together); the broker's side is checked instead

@@ -25,6 +25,7 @@ form as Java's `X500Principal.getName()` prints it, through `ssl.principal.mappi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -281,11 +282,21 @@ def _warn_if_not_valid(s: SslSettings, cert: x509.Certificate) -> None:
 
 
 def listener_contexts(config: "BrokerConfig") -> dict[str, tuple[ssl.SSLContext, tuple]]:
-    """For each SSL and SASL_SSL listener: its SSLContext and its principal mapping rules."""
+    """For each SSL and SASL_SSL listener: its SSLContext and its principal mapping rules.
+
+    A SASL_SSL listener asks clients for a certificate only when its own
+    `listener.name.<listener>.ssl.client.auth` says so: the broker-wide `ssl.client.auth` is for SSL
+    listeners (Kafka's ChannelBuilders.create overrides it with `none` for SASL_SSL, with a warning)."""
     out = {}
     for listener in config.listeners:
         s = check_listener_ssl(config, listener)
         if s is not None:
+            if listener.security_protocol == "SASL_SSL" and s.get("ssl.client.auth") != "none" and \
+                    not s.name_of("ssl.client.auth").startswith("listener.name."):
+                log.warning("listener %s: the broker-wide ssl.client.auth=%s applies to SSL listeners only; set "
+                            "listener.name.%s.ssl.client.auth to ask SASL_SSL clients for a certificate",
+                            listener.name, s.get("ssl.client.auth"), listener.name.lower())
+                s = dataclasses.replace(s, values={**s.values, "ssl.client.auth": "none"})
             out[listener.name] = (server_context(s), parse_rules(s.get("ssl.principal.mapping.rules")))
     return out
 

@@ -3,7 +3,8 @@ for the contexts and the principal).
 
 `TlsAcceptor` is the listener's protocol for the plain TCP connection: it runs `loop.start_tls` in
 a task bounded by `quafka.ssl.handshake.timeout.ms`, and on success hands the TLS transport to a
-`BrokerConnection` whose session carries the certificate's principal. Bytes decrypted before the
+`BrokerConnection` whose session carries the certificate's principal on an SSL listener (on
+SASL_SSL the SASL exchange sets it, and the certificate plays no part in it). Bytes decrypted before the
 handover (a client's first request may come in the same flight as its Finished message) are
 buffered and replayed. A failure is logged at INFO with the peer, the listener and the reason, and
 counted (`BrokerMetrics.tls_handshake_failures`); only that connection closes.
@@ -137,19 +138,25 @@ class TlsAcceptor(asyncio.Protocol):
             tls.failed(self.peer, "connection_closed", "the client closed the connection")
             return False
         ssl_object = tls_transport.get_extra_info("ssl_object")
-        try:
-            principal = peer_principal_name(ssl_object, tls.rules)
-        except NoMatchingRule as exc:
-            tls_transport.abort()
-            tls.failed(self.peer, "principal_mapping", f"ssl.principal.mapping.rules: {exc}")
-            return False
-        except ValueError as exc:
-            tls_transport.abort()
-            tls.failed(self.peer, "bad_certificate", f"the client certificate does not parse: {exc}")
-            return False
         listener = tls.listener
+        principal = None
+        if listener.security_protocol != "SASL_SSL":
+            try:
+                principal = peer_principal_name(ssl_object, tls.rules)
+            except NoMatchingRule as exc:
+                tls_transport.abort()
+                tls.failed(self.peer, "principal_mapping", f"ssl.principal.mapping.rules: {exc}")
+                return False
+            except ValueError as exc:
+                tls_transport.abort()
+                tls.failed(self.peer, "bad_certificate", f"the client certificate does not parse: {exc}")
+                return False
+        # on SASL_SSL the principal is the SASL authorization id, set once SaslAuthenticate succeeds
+        # (SaslServerAuthenticator builds it from a SaslAuthenticationContext, for which
+        # DefaultKafkaPrincipalBuilder.build neither reads the certificate nor applies the mapping rules)
         conn = BrokerConnection(tls.server, listener.name, listener.security_protocol)
-        conn.session.principal_name = principal
+        if principal is not None:
+            conn.session.principal_name = principal
         conn.counted = self.limits is not None  # its close releases the count taken at accept
         metrics = tls.server.metrics
         metrics.tls_handshakes[listener.name] = metrics.tls_handshakes.get(listener.name, 0) + 1

@@ -79,7 +79,7 @@ def test_python_clients_report_kafkas_error(sasl_broker, client, mechanism, capl
             consumer = kafka.KafkaConsumer(bootstrap_servers=sasl_broker.bootstrap_servers,
                                            security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
                                            sasl_plain_username=user, sasl_plain_password="wrong",
-                                           request_timeout_ms=10000)
+                                           request_timeout_ms=1500, bootstrap_timeout_ms=1500)
             try:
                 consumer.topics()
             finally:

@@ -340,7 +340,6 @@ def test_unknown_keys_are_refused():
     ("log.message.format.version", "removed in Kafka 4.0"),
     ("message.downconversion.enable", "removed in Kafka 4.0"),
     ("group.consumer.migration.policy", "does not convert a non-empty group"),
-    ("group.consumer.regex.refresh.interval.ms", "no periodic refresh"),
 ])
 def test_refused_keys_say_why(name, reason):
     error = refused({name: "x"})
@@ -703,3 +702,12 @@ def test_free_space_watermark_zero_and_dynamic_values_are_taken():
                                   per_broker={"quafka.log.dir.min.free.bytes": str(1 << 30)})
     assert (changed.get("quafka.log.dir.min.free.bytes"), changed.get("quafka.log.dir.min.free.percent")) == (
         1 << 30, 2.5)
+
+
+def test_the_regex_refresh_interval_is_accepted_from_kafka_s_minimum():
+    """group.consumer.regex.refresh.interval.ms (GroupCoordinatorConfig, internal): at least 10 s; it
+    times the regex resolutions of groups under an authorizer (docs/security.md)."""
+    assert refused({"group.consumer.regex.refresh.interval.ms": 9999}).key == "group.consumer.regex.refresh.interval.ms"
+    key = "group.consumer.regex.refresh.interval.ms"
+    assert BrokerConfig.from_props({key: 10000}).get(key) == 10000
+    assert BrokerConfig.from_props({}).get(key) == 600000

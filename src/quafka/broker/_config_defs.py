@@ -443,6 +443,12 @@ _BROKER = [
     _key("group.consumer.assignors", "list", ["uniform", "range"], _consumer_assignors(),
          "The server-side assignors members may choose (group.remote.assignor); the first is the default.",
          note="uniform and range (Kafka also accepts other assignor classes)"),
+    _key("group.consumer.regex.refresh.interval.ms", "int", 600000, _at_least(10000),
+         "How old a consumer group's resolution of its subscription regexes may get before a member's heartbeat "
+         "resolves them again (Kafka: an internal key).",
+         note="used with an authorizer only, where a group's regexes resolve to the topics a member may DESCRIBE "
+         "and a later ACL change reaches the assignment at the next resolution; without one, a regex is resolved "
+         "again at every topic change, exactly"),
     # -- share groups: the group coordinator (Kafka's GroupCoordinatorConfig)
     _key("group.share.max.size", "int", 200, _between(1, 1000),
          "Most members a share group may have; a join beyond it gets GROUP_MAX_SIZE_REACHED."),
@@ -819,8 +825,6 @@ _REFUSED_KEYS: dict[str, str] = {
     "group.consumer.migration.policy": "quafka does not convert a non-empty group between the classic and the "
     "consumer protocol (Kafka's online migration); an empty group converts on its first join of the other protocol, "
     "as Kafka does under every policy",
-    "group.consumer.regex.refresh.interval.ms": "quafka resolves a consumer group's subscription regexes against "
-    "the topics at every heartbeat and topic change, so there is no periodic refresh to tune",
     "log.message.format.version": "removed in Kafka 4.0",
     "log.message.downconversion.enable": "removed in Kafka 4.0",
     "log.message.timestamp.difference.max.ms": "removed in Kafka 4.0; use log.message.timestamp.before.max.ms "

@@ -993,6 +993,46 @@ def test_hot_paths_ask_once_per_topic_per_request(env, caplog):
         assert questions(caplog) == [(Op.READ, Rt.GROUP, "az-hot-g"), (Op.READ, Rt.TOPIC, "az-hot")]
 
 
+def test_a_regex_subscription_is_assigned_only_the_topics_the_member_may_describe(env):
+    """ConsumerGroupHeartbeat with SubscribedTopicRegex: the topics the regex resolves to are filtered
+    by the member's DESCRIBE permission (TopicRegexResolver.filterTopicDescribeAuthorizedTopics, with
+    the heartbeating member's context: GroupMetadataManager.maybeUpdateRegularExpressions). A DESCRIBE
+    granted later is assigned at the group's next resolution, which a created topic brings (as in
+    Kafka, the grant alone does not)."""
+    for name in ("azrx-a", "azrx-b"):
+        env.topic(name, 2)
+    topic_id = {n: env.broker.server.state.topics[n].topic_id for n in ("azrx-a", "azrx-b")}
+    env.grant(Op.READ, Rt.GROUP, "azrx-g")
+    env.grant(Op.DESCRIBE, Rt.TOPIC, "azrx-a")
+    member = str(uuid.uuid4())[:22]
+    owned: dict = {}
+    epoch = 0
+
+    def heartbeat():
+        nonlocal epoch
+        got = env.req(kreq(68, 1, group_id="azrx-g", member_id=member, member_epoch=epoch,
+                           rebalance_timeout=10000, subscribed_topic_names=None if epoch else [],
+                           subscribed_topic_regex="azrx-.*" if epoch == 0 else None, server_assignor=None,
+                           topic_partitions=[{"topic_id": t, "partitions": sorted(ps)} for t, ps in owned.items()]))
+        assert got.error_code == E.none, got
+        epoch = got.member_epoch
+        if got.assignment is not None:
+            owned.clear()
+            owned.update({tp.topic_id: set(tp.partitions) for tp in got.assignment.topic_partitions})
+        return {t: len(ps) for t, ps in owned.items() if ps}
+
+    assert heartbeat() == {topic_id["azrx-a"]: 2}
+    # a second heartbeat: if the join created __consumer_offsets, this one resolves again (filtered)
+    assert heartbeat() == {topic_id["azrx-a"]: 2}
+    env.grant(Op.DESCRIBE, Rt.TOPIC, "azrx-b")
+    assert heartbeat() == {topic_id["azrx-a"]: 2}  # no resolution yet: an ACL change brings none
+    env.topic("azrx-c", 1)  # a topic created (not describable): the group's regexes resolve again
+    wait_until(lambda: heartbeat() == {topic_id["azrx-a"]: 2, topic_id["azrx-b"]: 2},
+               message="azrx-b assigned once the regex resolved again")
+    [group] = env.broker.call(env.broker.server.consumer_groups.describe, ["azrx-g"])
+    assert {n for _t, n, _ps in group.members[0].assignment} == {"azrx-a", "azrx-b"}
+
+
 def test_without_an_authorizer_authorized_operations_are_all_supported_ones(make_broker):
     """Kafka's AuthHelper.authorizedOperations with no authorizer: every operation the resource type
     supports (quafka answered INT32_MIN before)."""

@@ -43,7 +43,7 @@ from .consumer_group_model import (
     StaticGroupSettings,
 )
 from .consumer_group_reconcile import AssignmentState, FencedInUnknownState, MemberState, Partitions, reconcile
-from .consumer_group_subscriptions import SubscribedTopics
+from .consumer_group_subscriptions import Resolve, SubscribedTopics
 from .share_group import ArmTimer, CancelTimer, GroupEmptied, MemberRemoved, metadata_hash
 
 __all__ = [
@@ -57,6 +57,7 @@ GROUP_TYPE = "consumer"
 JOIN_GROUP_MEMBER_EPOCH = 0
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+REGEX_REFRESH_INTERVAL_MS = 10 * 60 * 1000  # group.consumer.regex.refresh.interval.ms (Kafka's default)
 
 TopicId = Hashable
 Topics = Mapping[str, tuple[TopicId, int]]  # topic name -> (topic id, partition count)
@@ -116,6 +117,11 @@ class ConsumerGroupCoordinator:
         self.rebalances = 0  # new target assignments computed
         self._patterns: dict[str, re.Pattern] = {}  # compiled subscription regexes
         self._resolved: dict[str, frozenset[str]] = {}  # regex -> matching topics, for the current topics
+        # With an authorizer, the shell sets `authorize_regex_topics` and passes each heartbeat a
+        # `describable(topic)` decision of the member's principal: a group's regexes then resolve to
+        # the topics that member may DESCRIBE (see _refresh_regexes). Off, nothing of it runs.
+        self.authorize_regex_topics = False
+        self.regex_refresh_interval_ms = REGEX_REFRESH_INTERVAL_MS
 
     # ------------------------------------------------------------------ lookups
     def group(self, group_id: str) -> ConsumerGroup | None:
@@ -139,10 +145,12 @@ class ConsumerGroupCoordinator:
                   subscribed_topic_names: Iterable[str] | None = None, subscribed_topic_regex: str | None = None,
                   server_assignor: str | None = None,
                   topic_partitions: Mapping[TopicId, Iterable[int]] | None = None,
-                  client_id: str = "", client_host: str = "", now_ms: int) -> tuple[HeartbeatResult, list[Effect]]:
+                  client_id: str = "", client_host: str = "", now_ms: int,
+                  describable: Callable[[str], bool] | None = None) -> tuple[HeartbeatResult, list[Effect]]:
         """Serve one ConsumerGroupHeartbeat (v1+: the client generates its member id). None means
         "not sent" (unchanged) for the optional fields, -1 for rebalance_timeout_ms;
-        `topic_partitions` is what the member reports owning."""
+        `topic_partitions` is what the member reports owning. `describable(topic)`: whether the
+        member's principal may DESCRIBE the topic (given when `authorize_regex_topics` is set)."""
         names = None if subscribed_topic_names is None else tuple(subscribed_topic_names)
         owned = _parts(topic_partitions)
         try:
@@ -152,7 +160,7 @@ class ConsumerGroupCoordinator:
                 return self._leave(group_id, member_id, member_epoch, instance_id)
             return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                                    names, subscribed_topic_regex, server_assignor, owned, client_id, client_host,
-                                   now_ms)
+                                   now_ms, describable)
         except _Refused as refused:
             return HeartbeatResult(refused.error, refused.message), []
 
@@ -220,7 +228,7 @@ class ConsumerGroupCoordinator:
     def _heartbeat(self, group_id: str, member_id: str, epoch: int, instance_id: str | None, rack_id: str | None,
                    rebalance_timeout_ms: int, names: tuple[str, ...] | None, regex: str | None,
                    assignor: str | None, owned: Partitions | None, client_id: str, client_host: str,
-                   now_ms: int) -> tuple[HeartbeatResult, list[Effect]]:
+                   now_ms: int, describable: Callable[[str], bool] | None) -> tuple[HeartbeatResult, list[Effect]]:
         """GroupMetadataManager.consumerGroupHeartbeat."""
         joining = epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self._groups.get(group_id)
@@ -301,13 +309,19 @@ class ConsumerGroupCoordinator:
         member.classic_member_metadata = None
         subscription_changed = (member.subscribed_topic_names != before_names
                                 or member.subscribed_topic_regex != before_regex)
+        filtering = self.authorize_regex_topics and describable is not None
+        resolve = self._describable_resolver(describable) if filtering else self._resolve
+        introduced = False  # a regex no other member of the group subscribes with
         if subscription_changed:  # ConsumerGroup.computeSubscribedTopicNames(oldMember, newMember)
+            new_regex = member.subscribed_topic_regex
+            introduced = bool(new_regex) and not group.subscriptions.has_regex(new_regex)
             group.subscriptions.remove(before_names, before_regex)
-            group.subscriptions.add(member.subscribed_topic_names, member.subscribed_topic_regex, self._resolve)
+            group.subscriptions.add(member.subscribed_topic_names, new_regex, resolve)
+        regexes_changed = filtering and self._refresh_regexes(group, resolve, introduced, now_ms)
 
         # the subscribed topics move only with a subscription (the topics' own changes are
         # on_topics_changed's): a heartbeat that changes nothing looks at no other member
-        if group.group_epoch == 0 or subscription_changed:
+        if group.group_epoch == 0 or subscription_changed or regexes_changed:
             metadata = self._subscription_metadata(group)
             group.group_epoch += 1
             group.subscribed_metadata, group.metadata_hash = metadata, metadata_hash(metadata)
@@ -372,12 +386,18 @@ class ConsumerGroupCoordinator:
     def on_topics_changed(self, topics: Topics, now_ms: int) -> list[Effect]:
         """New topic metadata: a group whose subscribed topics look different gets a new group epoch
         (Kafka finds it on the next heartbeat through the metadata hash; same outcome). Each regex
-        in use is resolved once against the new topics, for all groups."""
+        in use is resolved once against the new topics, for all groups. With an authorizer the
+        groups' resolutions wait for a member's heartbeat instead, if a topic was created
+        (_refresh_regexes): a deleted topic leaves them through the existence checks."""
+        created = any(self._topics.get(name, (None,))[0] != topic_id for name, (topic_id, _n) in topics.items())
         self._topics = dict(topics)
         self._resolved = {}
         for group_id in sorted(self._groups):
             group = self._groups[group_id]
-            group.subscriptions.refresh(self._resolve)
+            if not self.authorize_regex_topics:
+                group.subscriptions.refresh(self._resolve)
+            elif created and group.subscriptions.has_regexes():
+                group.subscriptions.stale = True
             metadata = self._subscription_metadata(group)
             if group.members and metadata != group.subscribed_metadata:
                 group.group_epoch += 1
@@ -393,6 +413,9 @@ class ConsumerGroupCoordinator:
         for member_id in sorted(group.members):
             member = group.members[member_id]
             group.subscriptions.add(member.subscribed_topic_names, member.subscribed_topic_regex, self._resolve)
+        # Kafka stores the resolutions (ConsumerGroupRegularExpression records); quafka resolves them
+        # again, so with an authorizer the first heartbeat resolves them in its member's context
+        group.subscriptions.stale = self.authorize_regex_topics and group.subscriptions.has_regexes()
         current = self._subscription_metadata(group)
         if group.members and metadata_hash(current) != group.metadata_hash:
             group.group_epoch += 1
@@ -492,6 +515,40 @@ class ConsumerGroupCoordinator:
                 resolved = frozenset(t for t in self._topics if pattern.fullmatch(t))
             self._resolved[regex] = resolved
         return resolved
+
+    def _describable_resolver(self, describable: Callable[[str], bool]) -> Resolve:
+        """`_resolve` less the topics the member may not DESCRIBE, each distinct topic asked once
+        however many regexes match it (TopicRegexResolver.filterTopicDescribeAuthorizedTopics: one
+        authorizer Action per topic name)."""
+        decided: dict[str, bool] = {}
+
+        def resolve(regex: str) -> frozenset[str]:
+            allowed = []
+            for topic in sorted(self._resolve(regex)):
+                ok = decided.get(topic)
+                if ok is None:
+                    ok = decided[topic] = bool(describable(topic))
+                if ok:
+                    allowed.append(topic)
+            return frozenset(allowed)
+        return resolve
+
+    def _refresh_regexes(self, group: ConsumerGroup, resolve: Resolve, introduced: bool, now_ms: int) -> bool:
+        """With an authorizer: resolve every regex of the group again, in the context of the member
+        whose heartbeat this is, when GroupMetadataManager.maybeUpdateRegularExpressions would —
+        the member brought a regex new to the group (3.1, unresolved), a topic was created since
+        the last resolution (3.2, lastMetadataImageWithNewTopics) or the last resolution is older
+        than group.consumer.regex.refresh.interval.ms (3.3). Kafka resolves in the background and
+        waits at least REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (10 s) between two resolutions; quafka
+        resolves at once. So a DESCRIBE granted or revoked later reaches the assignment at the
+        group's next resolution, as in Kafka. True if what a regex resolves to changed."""
+        books = group.subscriptions
+        if not books.has_regexes():
+            return False
+        if not (introduced or books.stale or now_ms > books.refreshed_ms + self.regex_refresh_interval_ms):
+            return False
+        books.refreshed_ms, books.stale = now_ms, False
+        return books.refresh(resolve)
 
     @staticmethod
     def _member_topics(group: ConsumerGroup, member: ConsumerGroupMember) -> tuple[str, ...]:

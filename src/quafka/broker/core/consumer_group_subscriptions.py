@@ -21,6 +21,14 @@ topic reaches the group's next heartbeat as before. The regex resolutions are no
 records (quafka writes no ConsumerGroupRegularExpression record; they are resolved again at
 start-up).
 
+With an authorizer (issue 29), the topics a regex resolves to are also filtered by the DESCRIBE
+permission of the member whose heartbeat resolved them (Kafka's
+`TopicRegexResolver.filterTopicDescribeAuthorizedTopics`, called by
+`GroupMetadataManager.maybeUpdateRegularExpressions` with that member's RequestContext): the
+resolutions are then the group's own, not shared with other groups, and are refreshed as Kafka
+refreshes them (consumer_group.py `_refresh_regexes`): `stale` says the topics changed since, and
+`refreshed_ms` when they were last resolved.
+
 `SubscribedTopics.names()` is what the group subscribes to: every topic named by a member (whether
 it exists or not) and every existing topic a regex in use matches in full
 (`Pattern.matcher(topic).matches()` in Kafka; `re.fullmatch` here).
@@ -40,12 +48,23 @@ class SubscribedTopics:
     """Reference counts of a group's subscribed topics and regexes. `add`/`remove` take one
     member's subscription (its names and its regex or None) and cost O(its topics)."""
 
-    __slots__ = ("_topic_counts", "_regex_counts", "_resolved")
+    __slots__ = ("_topic_counts", "_regex_counts", "_resolved", "refreshed_ms", "stale")
 
     def __init__(self) -> None:
         self._topic_counts: Counter[str] = Counter()  # Kafka's subscribedTopicNames
         self._regex_counts: Counter[str] = Counter()  # subscribedRegularExpressions
         self._resolved: dict[str, frozenset[str]] = {}  # resolvedRegularExpressions
+        # with an authorizer only: when the regexes were last resolved in a member's context
+        # (lastResolvedRegularExpressionRefreshTimeMs), and whether topics were created since
+        self.refreshed_ms = 0
+        self.stale = False
+
+    def has_regex(self, regex: str) -> bool:
+        """Whether a member of the group subscribes with `regex` (numSubscribedMembers(regex) > 0)."""
+        return regex in self._regex_counts
+
+    def has_regexes(self) -> bool:
+        return bool(self._regex_counts)
 
     def add(self, names: Iterable[str], regex: str | None, resolve: Resolve) -> bool:
         """Count one member's subscription in; True if the set of subscribed topics grew."""

@@ -77,7 +77,9 @@ class StandardAuthorizer:
 
     # ------------------------------------------------------------------ decisions
     def authorize(self, session: "ClientSession", operation: AclOperation, resource_type: ResourceType,
-                  name: str) -> bool:
+                  name: str, *, log_denied: bool = True) -> bool:
+        """One decision, counted; a denial logged (rate-limited) unless `log_denied` is False (Kafka's
+        Action.logIfDenied, false where a denial only filters, e.g. regex-resolved topics)."""
         principal = session.principal
         host = session.client_host
         decision = acls.authorize(self.index, self.super_users, self.allow_if_no_acl, principal, host,
@@ -88,7 +90,10 @@ class StandardAuthorizer:
                 log.debug("%s", _audit_line(principal, True, operation, host, resource_type, name, decision.rule))
         else:
             self._metrics.authorization_denied += 1
-            self._log_denial(principal, operation, host, resource_type, name, decision.rule)
+            if log_denied:
+                self._log_denial(principal, operation, host, resource_type, name, decision.rule)
+            elif log.isEnabledFor(logging.DEBUG):
+                log.debug("%s", _audit_line(principal, False, operation, host, resource_type, name, decision.rule))
         return decision.allowed
 
     def authorize_by_resource_type(self, session: "ClientSession", operation: AclOperation,

@@ -22,7 +22,13 @@ Group ids are one namespace (Kafka's GroupMetadataManager.getOrMaybeCreateConsum
 
 Settings: session timeout and heartbeat interval per group (`consumer.session.timeout.ms`,
 `consumer.heartbeat.interval.ms` group configs over the broker's `group.consumer.*` defaults);
-`group.consumer.max.size` and `group.consumer.assignors` are read on every heartbeat.
+`group.consumer.max.size` and `group.consumer.assignors` are read on every heartbeat, and with an
+authorizer `group.consumer.regex.refresh.interval.ms`.
+
+With an authorizer, a heartbeat carries the member's DESCRIBE decision for topics (`describable`,
+over the request's session) into the machine, which filters the topics the group's regexes resolve
+to (Kafka's TopicRegexResolver.filterTopicDescribeAuthorizedTopics; consumer_group.py
+`_refresh_regexes` says when). Without one the machine never asks.
 
 Everything runs on the event loop thread.
 """
@@ -32,7 +38,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from quafka.broker._config_types import consumer_assignor_names
 from quafka.broker.core.consumer_group import (
@@ -77,6 +83,7 @@ class ConsumerGroupsBroker(BrokerServices, Protocol):
 
     classic_groups: ClassicGroupService | None
     share_groups: ShareGroupService | None
+    authorizer: object | None
 
 
 class ConsumerGroupService(CoordinatorShell):
@@ -87,6 +94,7 @@ class ConsumerGroupService(CoordinatorShell):
     def __init__(self, server: "ConsumerGroupsBroker") -> None:
         super().__init__(server)
         self.coordinator = ConsumerGroupCoordinator(settings=self._group_settings)
+        self.coordinator.authorize_regex_topics = server.authorizer is not None
         self._images = ConsumerGroupImageTracker()  # what the records on __consumer_offsets say, per group
         self._topics_loaded = False
         self.loaded = False
@@ -97,7 +105,7 @@ class ConsumerGroupService(CoordinatorShell):
                         rack_id: str | None = None, rebalance_timeout_ms: int = -1,
                         subscribed_topic_names: Iterable[str] | None = None, subscribed_topic_regex: str | None = None,
                         server_assignor: str | None = None, topic_partitions=None, client_id: str = "",
-                        client_host: str = "") -> HeartbeatResult:
+                        client_host: str = "", describable: Callable[[str], bool] | None = None) -> HeartbeatResult:
         self._refresh()
         refusal = self._refuse_other_kind(group_id, member_epoch)
         if refusal is not None:
@@ -105,12 +113,15 @@ class ConsumerGroupService(CoordinatorShell):
         config = self.server.state.config
         self.coordinator.max_group_size = int(config.get("group.consumer.max.size"))
         self.coordinator.assignors = tuple(consumer_assignor_names(config.get("group.consumer.assignors")))
+        if describable is not None:
+            self.coordinator.regex_refresh_interval_ms = int(config.get("group.consumer.regex.refresh.interval.ms"))
         existed = self.coordinator.group(group_id) is not None
         result, effects = self.coordinator.heartbeat(
             group_id, member_id, member_epoch, instance_id=instance_id, rack_id=rack_id,
             rebalance_timeout_ms=rebalance_timeout_ms, subscribed_topic_names=subscribed_topic_names,
             subscribed_topic_regex=subscribed_topic_regex, server_assignor=server_assignor,
-            topic_partitions=topic_partitions, client_id=client_id, client_host=client_host, now_ms=self._now_ms())
+            topic_partitions=topic_partitions, client_id=client_id, client_host=client_host, now_ms=self._now_ms(),
+            describable=describable)
         if result.error != ErrorCode.none:  # refused: nothing changed
             log.debug("consumer group %s: heartbeat of member %s (epoch %d) refused: %s %s", group_id, member_id,
                       member_epoch, result.error.name, result.message)

@@ -20,6 +20,8 @@ COORDINATOR_LOAD_IN_PROGRESS.
 from __future__ import annotations
 
 import datetime
+import functools
+from typing import Callable
 
 from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
@@ -46,11 +48,18 @@ async def handle_consumer_group_heartbeat(ctx, req):
                     member_epoch=member_epoch, heartbeat_interval=datetime.timedelta(milliseconds=heartbeat_interval_ms),
                     assignment=assignment)
 
-    if ctx.server.authorizer is not None:
+    describable: Callable[[str], bool] | None = None
+    authorizer = ctx.server.authorizer
+    if authorizer is not None:
         # KafkaApis.handleConsumerGroupHeartbeat: READ on the GROUP, then DESCRIBE on every subscribed
-        # topic named (TOPIC_AUTHORIZATION_FAILED, no message, when one is not). Deviation: topics a
-        # SubscribedTopicRegex resolves to are not filtered by the member's DESCRIBE permission
-        # (Kafka's GroupMetadataManager.filterTopicDescribeAuthorizedTopics); see docs/security.md
+        # topic named (TOPIC_AUTHORIZATION_FAILED, no message, when one is not). The topics the group's
+        # regexes resolve to are filtered by the DESCRIBE permission of the member whose heartbeat
+        # resolves them (TopicRegexResolver.filterTopicDescribeAuthorizedTopics, which asks with
+        # logIfDenied=false: a topic left out is not an audited denial)
+        session = ctx.session
+        describable = functools.partial(authorizer.authorize, session, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                        log_denied=False)
+
         if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
             return answer(ErrorCode.group_authorization_failed, None)
         if req.subscribed_topic_names:
@@ -68,7 +77,8 @@ async def handle_consumer_group_heartbeat(ctx, req):
         req.group_id, member_id, int(req.member_epoch), instance_id=req.instance_id, rack_id=req.rack_id,
         rebalance_timeout_ms=_ms(req.rebalance_timeout), subscribed_topic_names=req.subscribed_topic_names,
         subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None) or None, server_assignor=req.server_assignor,
-        topic_partitions=owned, client_id=ctx.client_id or "", client_host=client_host(ctx.peer))
+        topic_partitions=owned, client_id=ctx.client_id or "", client_host=client_host(ctx.peer),
+        describable=describable)
     assignment = None
     if result.assignment is not None:
         assignment_cls = item_class(resp_cls, "assignment")

@@ -51,6 +51,7 @@ CLIENT_ID = "quafka-fuzz"
 API_VERSIONS = 18
 PRODUCE, FETCH, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 1, 76, 78, 79
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 33, 37, 44
+ALTER_CLIENT_QUOTAS = 49
 RESOURCE_TOPIC, RESOURCE_GROUP = 2, 32
 # fuzz-made names come from this small pool, so the number of topics and groups stays bounded
 NAME_POOL = tuple(f"fz-{a}{b}" for a in "abcde" for b in "xyz")
@@ -268,7 +269,7 @@ class ValueMaker:
             return () if api == CREATE_TOPICS else None
         if name == "configs" and api == CREATE_TOPICS:
             return ()
-        if name == "value":
+        if name == "value" and api != ALTER_CLIENT_QUOTAS:  # a config value (a quota's value is a float64)
             return rng.choice(("1", "100000", "delete", "earliest", "latest", "-1", "bogus"))
         if name in ("name", "topic", "topic_name", "topic_names"):
             if api == ALTER_CONFIGS or api == INCREMENTAL_ALTER_CONFIGS:      # a config key

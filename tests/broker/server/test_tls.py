@@ -170,7 +170,7 @@ def test_clients_refuse_an_expired_or_untrusted_broker_certificate(tmp_path, whi
             confluent_kafka.Producer(_ssl_conf(addr, certs, **{"reconnect.backoff.ms": 500})).list_topics(timeout=3)
         with pytest.raises(kafka.errors.KafkaError):  # kafka-python: unable to bootstrap
             kafka.KafkaProducer(bootstrap_servers=addr, security_protocol="SSL", ssl_cafile=certs.ca_pem,
-                                request_timeout_ms=3000, max_block_ms=3000)
+                                request_timeout_ms=3000, max_block_ms=3000, bootstrap_timeout_ms=3000)
         # the broker saw each refusal (the client's alert), logged and counted it
         expected = "certificate_expired" if which == "expired" else "unknown_ca"
         _wait_for(lambda: any(expected in reason for (_, reason) in broker.server.metrics.tls_handshake_failures))

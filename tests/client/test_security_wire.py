@@ -162,3 +162,22 @@ def test_the_client_re_authenticates_before_the_session_expires(secure):
     assert authentications >= 1 + int(elapsed * 1000 / (0.95 * REAUTH_MS)), (authentications, elapsed)
     metrics = secure.server.metrics.sasl
     assert metrics.get(("SASL_PLAINTEXT", "successful-reauthentication"), 0) >= authentications - 1
+
+
+def test_dead_letters_are_listed_and_redriven_over_sasl_ssl(secure):
+    """Admin.list_dead_letters reads the DLQ, and redrive_dead_letters produces, with the Admin's
+    own security settings (they connected as PLAINTEXT before: the SASL_SSL listener refused them)."""
+    from support.dlq import DLQ, letter, produce_messages, read_topic
+
+    plain = secure.listener_address("PLAINTEXT")
+    dlq, source, retry = DLQ, "sec-orders", "sec-retry"  # letter() writes to support.dlq's DLQ
+    with Admin({"bootstrap.servers": plain}) as admin:
+        admin.create_topics({dlq: (1, 1), source: (1, 1), retry: (1, 1)})
+    produce_messages(plain, [(source, 0, b"k", b"job", [])])
+    produce_messages(plain, [letter(0, (source, 0, 0), group="sec")])
+    with Admin(_config(secure, "SASL_SSL", "SCRAM-SHA-512")) as admin:
+        letters = admin.list_dead_letters("sec", dlq)
+        assert [(x.topic, x.partition, x.offset) for x in letters] == [(source, 0, 0)]
+        result = admin.redrive_dead_letters("sec", dlq, to_topic=retry)
+        assert len(result.sent) == 1
+    assert [r.value for r in read_topic(plain, retry)] == [b"job"]

@@ -53,6 +53,7 @@ from typing import Any
 from quafka.protocol import dead_letter_headers as h
 from quafka.protocol.errors import ErrorCode
 
+from ._security import SECURITY_CONFIG, librdkafka_security_config
 from .errors import KafkaException
 from .reader import AsyncPartitionReader
 from .records import Record
@@ -362,11 +363,17 @@ def advance(progress: PartitionProgress, group_offsets: Sequence[int], newly_don
 
 # ----------------------------------------------------------------------------- reading
 
+def _security(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The Admin's security settings that were given (not left at their defaults): the reader and
+    the redrive producer connect as the Admin does (TLS, SASL)."""
+    return {k: v for k, v in config.items() if k in SECURITY_CONFIG and v != SECURITY_CONFIG[k].default}
+
+
 def _reader(admin: Any) -> AsyncPartitionReader:
     config = admin.config
     return AsyncPartitionReader({"bootstrap.servers": config["bootstrap.servers"],
                                  "client.id": config["client.id"],
-                                 "request.timeout.ms": config["request.timeout.ms"]})
+                                 "request.timeout.ms": config["request.timeout.ms"], **_security(config)})
 
 
 async def dlq_topic_of(admin: Any, group_id: str) -> str:
@@ -539,7 +546,8 @@ def _produce(config: Mapping[str, Any], messages: list[tuple[RedriveItem, Any, A
     delivery report: (indexes delivered, error texts). Runs in a worker thread."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": config["bootstrap.servers"],
+    producer = Producer({**librdkafka_security_config(_security(config)),
+                         "bootstrap.servers": config["bootstrap.servers"],
                          "client.id": config["client.id"] + "-redrive",
                          "enable.idempotence": True, "acks": "all", "linger.ms": 5})
     delivered: set[int] = set()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import logging
 import multiprocessing
+import multiprocessing.connection
 import pickle
 import os
 import signal
@@ -140,13 +141,23 @@ class ProcessJobs:
         for process in processes:
             process.terminate()
         for process in processes:
-            process.join(TERMINATE_WAIT_S)
-            if process.is_alive():
+            if not _ended(process, TERMINATE_WAIT_S):
                 process.kill()
-                process.join(TERMINATE_WAIT_S)
         pool.shutdown(wait=False, cancel_futures=True)
-        left = [p.pid for p in processes if p.is_alive()]
+        left = [p.pid for p in processes if not _ended(p, TERMINATE_WAIT_S)]
         if left:
             log.error("process pool: processes %s did not end after SIGKILL", left)
         elif processes:
             log.warning("process pool: %d processes terminated (forced stop)", len(processes))
+
+
+def _ended(process: multiprocessing.process.BaseProcess, timeout_s: float) -> bool:
+    """Whether ``process`` has exited, waiting up to ``timeout_s``. Its sentinel (a pipe the child holds)
+    becomes readable when the child exits, whoever reaps it: ``is_alive()`` is not used because the
+    pool's management thread may reap the child at the same moment, and multiprocessing's ``poll`` then
+    sees ECHILD and answers "alive" (the CI flake of stop 37)."""
+    try:
+        sentinel = process.sentinel
+    except ValueError:  # the process object was closed, which needs the process to have ended
+        return True
+    return bool(multiprocessing.connection.wait([sentinel], timeout_s))

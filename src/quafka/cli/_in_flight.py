@@ -29,13 +29,14 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
-import datetime
 import json
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from quafka.client.in_flight_locate import classify, due_text, duration, holder, latest_letter, needs_letter, utc
 
 from ._common import ToolError, format_table
 
@@ -246,32 +247,6 @@ def key_json(key: bytes | None) -> Any:
         return {"base64": base64.b64encode(key).decode("ascii")}
 
 
-def duration(ms: int) -> str:
-    """12.3s, 9m59s, 2h05m, 3d04h."""
-    ms = max(ms, 0)
-    if ms < 60_000:
-        return f"{ms / 1000:.1f}s"
-    seconds = ms // 1000
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
-
-
-def utc(epoch_ms: int) -> str:
-    """ISO-8601 UTC with milliseconds, e.g. 2026-01-31T09:00:00.000Z (as DIED-AT)."""
-    moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
-
-
-def due_text(due_at_ms: int | None, now_ms: int) -> str | None:
-    if due_at_ms is None:
-        return None
-    left = due_at_ms - now_ms
-    return f"{'in ' + duration(left) if left > 0 else 'now'} ({utc(due_at_ms)})"
-
-
 def offsets_text(first: int, last: int) -> str:
     return str(first) if first == last else f"{first}-{last}"
 
@@ -290,15 +265,6 @@ def offset_list(offsets: Iterable[int]) -> str:
     if run:
         parts.append(offsets_text(run[0], run[-1]))
     return ",".join(parts) or "-"
-
-
-def holder(r: Any) -> str | None:
-    """'member-id (client-id@host)' of an ACQUIRED range; the member id alone once it left."""
-    if not r.member_id:
-        return None
-    if r.client_id is None:
-        return r.member_id
-    return f"{r.member_id} ({r.client_id}@{(r.client_host or '?').lstrip('/')})"
 
 
 def wait_text(r: Any, failed: set[bytes]) -> str | None:
@@ -427,93 +393,18 @@ def describe(admin: Any, args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- where is my record
 
-def _in_window(row: Any, view: Any, now_ms: int) -> tuple[str, str]:
-    """("where", one line) of a record in the window."""
-    settled = "the start offset has not passed it yet"
-    if row.state == "ACQUIRED":
-        lock = f", lock left {duration(row.lock_remaining_ms)}" if row.lock_remaining_ms is not None else ""
-        return "in-flight", f"in flight, held by {holder(row)}{lock}"
-    if row.state == "ACKNOWLEDGED":
-        return "acknowledged", f"acknowledged (settled; {settled})"
-    if row.state == "ARCHIVED":
-        return "archived", f"archived (settled; {settled})"
-    if row.state == "ARCHIVING":
-        dlq = f" {view.dead_letter_topic}" if view.dead_letter_topic else ""
-        return "archiving", f"being written to the dead-letter queue{dlq}, then archived"
-    if row.state != "AVAILABLE":
-        return row.state.lower(), row.state
-    failed = {f.key for f in view.failed_keys}
-    if row.blocked and row.key is not None and row.key in failed:
-        return "in-flight", ("in flight, available but blocked: its key failed (key ordering); it waits until the key "
-                             "is released with --release --key")
-    if row.blocked:
-        return "in-flight", "in flight, available but blocked behind an earlier record of its key (key ordering)"
-    if row.wait_reason and row.due_at_ms is not None:
-        why = "its redelivery backoff" if row.wait_reason == "backoff" else "its delivery time"
-        return "in-flight", f"in flight, available; it waits for {why}: due {due_text(row.due_at_ms, now_ms)}"
-    return "in-flight", "in flight, available: the next fetch can acquire it"
-
-
-def _find_letter(admin: Any, group: str, dlq: str, topic: str, partition: int, offset: int) -> Any:
-    """The group's latest dead letter for the record, or None."""
-    letters = [x for x in admin.list_dead_letters(group, dlq, topic) if x.partition == partition and x.offset == offset]
-    return max(letters, key=lambda x: (x.timestamp_ms, x.dlq_partition, x.dlq_offset)) if letters else None
-
-
-def _letter_text(letter: Any) -> str:
-    reason = letter.reason or letter.message or "unknown"
-    count = letter.delivery_count if letter.delivery_count is not None else "unknown"
-    text = (f"dead-lettered to {letter.dlq_topic} partition {letter.dlq_partition} offset {letter.dlq_offset} at "
-            f"{letter.died_at}, reason {reason}, delivery count {count}")
-    if letter.error_class or letter.error_message:  # written by the worker framework: what the job raised
-        error = ": ".join(x for x in (letter.error_class, " ".join((letter.error_message or "").split())[:200]) if x)
-        text += f", error {error}"
-    return text
-
-
 def locate(admin: Any, args: argparse.Namespace, group: str) -> int:
-    """--offset: where the record is, as one line (and the row's details when it is in the window)."""
+    """--offset: where the record is, as one line (and the row's details when it is in the window);
+    the classification is the client's (quafka.client.in_flight_locate), shared with the dashboard."""
     topic, partition, offset = args.topic[0], args.partition, args.offset
     with _group_errors(group):
         view = admin.describe_in_flight(group, {topic: [partition]}, offset=offset)[(topic, partition)]
     now_ms = _now_ms()
     row = view.ranges[0] if view.ranges else None
     letter = None
-    if row is not None:
-        where, text = _in_window(row, view, now_ms)
-        if row.state == "ARCHIVED" and view.dead_letter_topic:
-            letter = _find_letter(admin, group, view.dead_letter_topic, topic, partition, offset)
-            if letter is not None:
-                where, text = "dead-lettered", f"archived, {_letter_text(letter)}"
-    elif offset < view.start_offset:
-        if view.dead_letter_topic:
-            letter = _find_letter(admin, group, view.dead_letter_topic, topic, partition, offset)
-        below = (f"it is below the share partition's start offset {view.start_offset}, where the broker no longer "
-                 f"keeps which")
-        if letter is not None:
-            where, text = "dead-lettered", (f"{_letter_text(letter)} (settled: below the start offset "
-                                            f"{view.start_offset})")
-        elif view.dead_letter_topic:
-            where, text = "settled", (f"settled: acknowledged or archived ({below}); the dead-letter queue "
-                                      f"{view.dead_letter_topic} holds no dead letter for it")
-        else:
-            where, text = "settled", f"settled: acknowledged or archived ({below})"
-        if offset < view.log_start_offset:
-            text += (f"; and deleted from the log since (below the log start offset {view.log_start_offset}: "
-                     f"retention or delete-records)")
-    elif offset >= view.log_end_offset:
-        where, text = "not-produced", (f"no such record yet: the log end offset is {view.log_end_offset} (the next "
-                                       f"record produced gets that offset)")
-    elif offset < view.log_start_offset:
-        where, text = "deleted", (f"deleted from the log (below the log start offset {view.log_start_offset}: "
-                                  f"retention or delete-records) before it was delivered")
-    elif offset > view.end_offset:
-        where, text = "not-delivered", (f"not delivered yet: it waits to be fetched (past the end offset "
-                                        f"{view.end_offset}; the log end offset is {view.log_end_offset})")
-    else:
-        where, text = "no-record", (f"no record at this offset in the window (start offset {view.start_offset}, end "
-                                    f"offset {view.end_offset}): a gap in the log, such as a compacted or "
-                                    f"transaction-marker offset")
+    if needs_letter(view, offset) and view.dead_letter_topic:
+        letter = latest_letter(admin.list_dead_letters(group, view.dead_letter_topic, topic), partition, offset)
+    where, text = classify(view, offset, now_ms, letter)
     if args.output == "json":
         out = {"group": group, "topic": topic, "partition": partition, "offset": offset, "where": where,
                "summary": text, "row": range_json(row, now_ms) if row is not None else None,

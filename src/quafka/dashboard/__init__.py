@@ -1,0 +1,1 @@
+"""quafka's web dashboard (issue 30; docs/dashboard.md): a client of the broker, over quafka.client only."""

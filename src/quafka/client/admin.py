@@ -6,7 +6,7 @@ loop thread (each method is ``self._loop.run(self._async.method(...))``). Config
 Timeouts are float seconds. Broker error codes raise KafkaException naming the resource.
 
 Operations: create_topics, delete_topics, list_topics, describe_topics, create_partitions,
-list_offsets, delete_records, describe_configs, alter_configs (IncrementalAlterConfigs; resource
+list_offsets, delete_records, describe_log_dirs (in _admin_log_dirs.py), describe_configs, alter_configs (IncrementalAlterConfigs; resource
 types "topic", "broker", "group"), list_groups, describe_share_groups, list_share_group_offsets,
 alter_share_group_offsets, delete_share_group_offsets, delete_groups, the consumer-group offsets
 list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_group_offsets (in
@@ -34,6 +34,7 @@ from . import dead_letters
 from ._admin_acls import AclAdminMixin, AclBinding, AclBindingFilter
 from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
+from ._admin_log_dirs import LogDirDescription, LogDirPartition, LogDirsAdminMixin
 from ._admin_scram import ScramAdminMixin, UserScramCredentialAlteration, UserScramCredentialsDescription
 from ._base import AsyncClient, SyncClient
 from ._config import Key
@@ -54,7 +55,7 @@ class FeatureMetadata(NamedTuple):
     finalized_epoch: int
 
 __all__ = ["ADMIN_CONFIG", "AclBinding", "AclBindingFilter", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
-           "ConfigSynonym", "ListedGroup", "NewTopic", "PartitionDescription",
+           "ConfigSynonym", "ListedGroup", "LogDirDescription", "LogDirPartition", "NewTopic", "PartitionDescription",
            "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
 
 LIST_OFFSETS_KEY = 2
@@ -201,7 +202,8 @@ def _offset_spec(spec: Any, where: str) -> int:
     raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
 
 
-class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, ScramAdminMixin, AsyncClient):
+class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixin, AclAdminMixin, ScramAdminMixin,
+                 AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
     CONFIG = ADMIN_CONFIG
@@ -759,6 +761,9 @@ class Admin(SyncClient):
 
     def describe_features(self) -> FeatureMetadata:
         return self._run(self._async.describe_features())
+
+    def describe_log_dirs(self, topics: Any = None) -> list[LogDirDescription]:
+        return self._run(self._async.describe_log_dirs(topics))
 
     def describe_client_quotas(self, components: Iterable[tuple[str, Any]] = (),
                                strict: bool = False) -> dict[tuple, dict[str, float]]:

@@ -31,7 +31,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from quafka.protocol.errors import ErrorCode
 
 from . import dead_letters
-from ._admin_acls import AclAdminMixin, AclBinding, AclBindingFilter
+from ._admin_acls import AclAdminMixin, AclBinding, AclBindingFilter, operation_names
 from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
 from ._admin_log_dirs import LogDirDescription, LogDirPartition, LogDirsAdminMixin
@@ -178,6 +178,9 @@ class ShareGroupDescription:
     assignment_epoch: int
     assignor: str
     members: tuple[ShareMemberDescription, ...]
+    # the ACL operation names (confluent's AclOperation names: "READ", "DESCRIBE", ...) the caller may
+    # do on the group, when asked for with include_authorized_operations; else None
+    authorized_operations: frozenset[str] | None = None
 
 
 def _timeout(seconds: float) -> datetime.timedelta:
@@ -493,20 +496,45 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
                                 getattr(g, "group_state", "")) for g in response.groups]
         return sorted(out)
 
-    async def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
-        """ShareGroupDescribe of each group; GROUP_ID_NOT_FOUND names a missing one."""
+    async def describe_share_groups(self, group_ids: Iterable[str], include_authorized_operations: bool = False,
+                                    ) -> dict[str, ShareGroupDescription]:
+        """ShareGroupDescribe of the groups: one request per coordinator with all of its groups (as
+        Kafka's `DescribeShareGroupsHandler` batches them); GROUP_ID_NOT_FOUND (or any other error
+        of a group) raises, naming the first such group in ``group_ids``' order.
+        ``include_authorized_operations``: each description's ``authorized_operations`` is the set
+        of ACL operation names the caller may do on the group (None when not asked for)."""
+        ids = list(dict.fromkeys(group_ids))
+        cluster = await self._get_cluster()
+        answers: dict[str, Any] = {}
+        pending = ids
+        for attempt in range(MAX_RETRIES + 1):
+            by_node: dict[int, list[str]] = {}
+            for group_id, node_id in (await cluster.find_coordinators(pending)).items():
+                by_node.setdefault(node_id, []).append(group_id)
+            retry = []
+            for node_id, batch in sorted(by_node.items()):
+                response = await (await cluster.connection(node_id)).call(SHARE_GROUP_DESCRIBE_KEY, {
+                    "group_ids": batch, "include_authorized_operations": include_authorized_operations})
+                for g in response.groups:
+                    if g.error_code in COORDINATOR_ERRORS and attempt < MAX_RETRIES:
+                        retry.append(g.group_id)
+                    else:
+                        answers[g.group_id] = g
+            if not retry:
+                break
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+            pending = retry
         out = {}
-        for group_id in group_ids:
-            response = await self._group_call(group_id, SHARE_GROUP_DESCRIBE_KEY, {
-                "group_ids": [group_id], "include_authorized_operations": False}, lambda r: r.groups[0].error_code)
-            [g] = response.groups
+        for group_id in ids:
+            g = answers[group_id]
             _check(g.error_code, f"ShareGroupDescribe of group {group_id!r}", g.error_message)
             members = tuple(ShareMemberDescription(
                 m.member_id, m.member_epoch, m.client_id, m.client_host, m.rack_id, tuple(m.subscribed_topic_names),
                 {tp.topic_name: tuple(sorted(tp.partitions)) for tp in m.assignment.topic_partitions})
                 for m in g.members)
+            operations = operation_names(g.authorized_operations) if include_authorized_operations else None
             out[group_id] = ShareGroupDescription(g.group_id, g.group_state, g.group_epoch, g.assignment_epoch,
-                                                  g.assignor_name, members)
+                                                  g.assignor_name, members, operations)
         return out
 
     async def list_share_group_offsets(self, group_id: str, topics: Iterable[str] | Mapping[str, Iterable[int]]
@@ -730,8 +758,9 @@ class Admin(SyncClient):
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         return self._run(self._async.list_groups(states, types))
 
-    def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
-        return self._run(self._async.describe_share_groups(group_ids))
+    def describe_share_groups(self, group_ids: Iterable[str], include_authorized_operations: bool = False,
+                              ) -> dict[str, ShareGroupDescription]:
+        return self._run(self._async.describe_share_groups(group_ids, include_authorized_operations))
 
     def list_share_group_offsets(self, group_id: str, topics: Any = None) -> dict[tuple[str, int], tuple[int, int]]:
         return self._run(self._async.list_share_group_offsets(group_id, topics))

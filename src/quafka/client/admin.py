@@ -695,10 +695,12 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
         return results
 
     async def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
-                                topic: str | None = None) -> list[DeadLetterRecord]:
+                                topic: str | None = None, limit: int | None = None) -> list[DeadLetterRecord]:
         """The dead letters of a share group in its DLQ topic (``dlq_topic``, else the group's
-        errors.deadletterqueue.topic.name), in DLQ order; ``topic`` keeps one source topic's."""
-        return await dead_letters.read_dead_letters(self, group_id, dlq_topic, topic)
+        errors.deadletterqueue.topic.name), in DLQ order; ``topic`` keeps one source topic's;
+        ``limit`` the newest ``limit`` of each DLQ partition (read back from its end only as far as
+        needed; None: all, read from the log start)."""
+        return await dead_letters.read_dead_letters(self, group_id, dlq_topic, topic, limit)
 
     async def redrive_dead_letters(self, group_id: str, dlq_topic: str | None, *, to_topic: str | None = None,
                                    offsets: Any = None, dry_run: bool = False,
@@ -835,8 +837,8 @@ class Admin(SyncClient):
             reset_delivery_count=reset_delivery_count, key=key, validate_only=validate_only))
 
     def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
-                          topic: str | None = None) -> list[DeadLetterRecord]:
-        return self._run(self._async.list_dead_letters(group_id, dlq_topic, topic))
+                          topic: str | None = None, limit: int | None = None) -> list[DeadLetterRecord]:
+        return self._run(self._async.list_dead_letters(group_id, dlq_topic, topic, limit))
 
     def redrive_dead_letters(self, group_id: str, dlq_topic: str | None, *, to_topic: str | None = None,
                              offsets: Any = None, dry_run: bool = False,

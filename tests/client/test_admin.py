@@ -330,3 +330,36 @@ def test_config_entries_cluster_description_and_coordinator(broker, admin):
     assert all(isinstance(e.name, str) for e in broker_entries)
     with pytest.raises(KafkaException, match="not in the cluster"):
         admin.describe_config_entries("broker", "99")
+
+
+def share_group_describes(broker) -> int:
+    return sum(n for (key, _version), n in broker.server.metrics.requests.items() if key == 77)
+
+
+def test_share_groups_are_described_in_one_request_per_coordinator_with_authorized_operations(broker, admin):
+    """One ShareGroupDescribe carries every group of its coordinator (as Kafka's
+    DescribeShareGroupsHandler batches them); the authorized operations are decoded to ACL
+    operation names when asked for (without an authorizer: every operation a GROUP has, Kafka's
+    AclEntry.supportedOperations)."""
+    admin.create_topics({"batch": (1, 1)})
+    members = [ShareClient(broker.bootstrap_servers, group) for group in ("ga", "gb", "gc")]
+    try:
+        for member in members:
+            member.join(["batch"])
+        before = share_group_describes(broker)
+        described = admin.describe_share_groups(["gc", "ga", "gb", "ga"])
+        assert share_group_describes(broker) == before + 1
+        assert list(described) == ["gc", "ga", "gb"]
+        assert {g: d.members[0].member_id for g, d in described.items()} == {m.group_id: m.member_id for m in members}
+        assert all(d.authorized_operations is None for d in described.values())
+
+        asked = admin.describe_share_groups(["ga"], include_authorized_operations=True)["ga"]
+        assert asked.authorized_operations == {"READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+
+        with pytest.raises(KafkaException) as info:  # the first group in error is named, as before
+            admin.describe_share_groups(["ga", "nope", "gb"])
+        assert info.value.code == ErrorCode.group_id_not_found and "'nope'" in str(info.value)
+    finally:
+        for member in members:
+            member.leave()
+            member.close()

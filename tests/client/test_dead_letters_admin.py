@@ -140,3 +140,38 @@ def test_redriven_metadata_ranges_merge_and_advance():
     assert some.done(1) and some.done(7) and not some.done(2) and not some.done(9)
     assert advance(some, letters, [9], 13) == (2, "redriven:6-10")
     assert advance(some, letters, [2, 5, 9, 11], 13) == (13, "")
+
+
+def fetches(broker) -> int:
+    return sum(n for (key, _version), n in broker.server.metrics.requests.items() if key == 1)
+
+
+def test_list_dead_letters_with_a_limit_reads_only_the_newest_letters(broker):
+    """``limit``: the newest letters of each DLQ partition, read backwards from its end in growing
+    windows — here the DLQ (30 letters of 100 KB, interleaved with another group's) takes several
+    1 MiB Fetch responses to read whole, the newest two take one."""
+    bs = broker.bootstrap_servers
+    with Admin({"bootstrap.servers": bs}) as admin:
+        admin.create_topics({"orders": (1, 1), DLQ: (2, 1)})
+        big = b"x" * 100_000
+        produce_messages(bs, [letter(0, ("orders", 0, i), group="g" if i % 3 else "other", value=big)
+                              for i in range(45)] + [letter(1, ("orders", 0, 99))])
+        before = fetches(broker)
+        everything = admin.list_dead_letters("g", DLQ)
+        assert fetches(broker) - before >= 5  # 4.5 MB in DLQ partition 0, 1 MiB per response
+        assert len(everything) == 31 and [x.dlq_partition for x in everything].count(1) == 1
+
+        before = fetches(broker)
+        newest = admin.list_dead_letters("g", DLQ, limit=2)
+        assert fetches(broker) - before == 2  # one per DLQ partition
+        assert [(x.dlq_partition, x.dlq_offset) for x in newest] == [(0, 43), (0, 44), (1, 0)]
+        assert newest[:2] == everything[28:30] and newest[2] == everything[30]
+
+        # windows grow back past the other group's letters; the answer is always the tail of the full one
+        for limit in (1, 5, 17, 30, 100):
+            got = admin.list_dead_letters("g", DLQ, limit=limit)
+            assert [x for x in got if x.dlq_partition == 0] == everything[:30][-limit:], limit
+        assert admin.list_dead_letters("g", DLQ, limit=0) == []
+        assert [x.offset for x in admin.list_dead_letters("other", DLQ, limit=3)] == [36, 39, 42]
+        with pytest.raises(KafkaException, match="limit must be None or an int >= 0"):
+            admin.list_dead_letters("g", DLQ, limit=-1)

@@ -590,6 +590,13 @@ _BROKER = [
          "Where the broker serves its metrics in the Prometheus text format (GET /metrics), as http://host:port; "
          "port 0 picks a free port; empty turns metrics off. See docs/metrics.md.",
          note="quafka only (Kafka exposes JMX MBeans, usually scraped through the JMX exporter)"),
+    # -- quafka's API extension (protocol/extensions.py; docs/protocol.md "quafka's API extension")
+    _key("quafka.api.extension.enable", "boolean", True, _any(),
+         "Serve quafka's API extension (QuafkaDescribeInFlight 32000, QuafkaAlterInFlight 32001: the in-flight "
+         "view and force actions). false: ApiVersions does not list them and a request for them is treated as "
+         "an unknown API key (the connection is closed, as Apache Kafka does), so clients see a broker without "
+         "the extension, as they see Apache Kafka.",
+         note="a quafka extension, not in Kafka; on by default"),
 ]
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER}

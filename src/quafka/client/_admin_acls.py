@@ -22,7 +22,7 @@ from quafka.protocol.errors import ErrorCode
 
 from .errors import KafkaException, error_for_code
 
-__all__ = ["AclAdminMixin", "AclBinding", "AclBindingFilter", "ACL_OPERATIONS", "PATTERN_TYPES",
+__all__ = ["AclAdminMixin", "AclBinding", "AclBindingFilter", "ACL_OPERATIONS", "PATTERN_TYPES", "operation_names",
            "PERMISSION_TYPES", "RESOURCE_TYPES_ACL"]
 
 DESCRIBE_ACLS_KEY, CREATE_ACLS_KEY, DELETE_ACLS_KEY = 29, 30, 31
@@ -34,6 +34,17 @@ ACL_OPERATIONS = {"UNKNOWN": 0, "ANY": 1, "ALL": 2, "READ": 3, "WRITE": 4, "CREA
                   "DESCRIBE": 8, "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
                   "IDEMPOTENT_WRITE": 12, "CREATE_TOKENS": 13, "DESCRIBE_TOKENS": 14, "TWO_PHASE_COMMIT": 15}
 PERMISSION_TYPES = {"UNKNOWN": 0, "ANY": 1, "DENY": 2, "ALLOW": 3}
+
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's default: the broker was not asked
+
+
+def operation_names(bit_field: int) -> frozenset[str] | None:
+    """The ACL operation names of an authorized-operations bit field (bit `code` set per operation,
+    Kafka's `Utils.from32BitField`); None when the broker left it out."""
+    if bit_field == AUTHORIZED_OPERATIONS_OMITTED:
+        return None
+    return frozenset(name for name, code in ACL_OPERATIONS.items() if code > 1 and bit_field & (1 << code))
 
 
 def _code(table: dict[str, int], value: str, what: str) -> int:

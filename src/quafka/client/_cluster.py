@@ -183,6 +183,24 @@ class Cluster:
 
     # ------------------------------------------------------------------ coordinators
 
+    async def find_coordinators(self, keys: list[str], key_type: int = COORDINATOR_GROUP) -> dict[str, int]:
+        """{key: coordinator node id} of several keys: one FindCoordinator (v4+ batches keys, as
+        Kafka's `CoordinatorStrategy` does), or one per key from a broker below v4."""
+        conn = await self.any_connection()
+        served = conn.api_versions.get(FIND_COORDINATOR_KEY)
+        if len(keys) < 2 or served is None or served[1] < 4:
+            return {key: await self.find_coordinator(key, key_type) for key in keys}
+        response = await conn.call(FIND_COORDINATOR_KEY, {"key": "", "key_type": key_type, "coordinator_keys": keys},
+                                   min_version=4)
+        out: dict[str, int] = {}
+        for entry in response.coordinators:
+            if entry.error_code != ErrorCode.none:
+                raise error_for_code(entry.error_code, f"FindCoordinator for {entry.key!r}")
+            if entry.node_id not in self.brokers or self.brokers[entry.node_id][1:3] != (entry.host, entry.port):
+                self.brokers[entry.node_id] = BrokerInfo(entry.node_id, entry.host, entry.port, None)
+            out[entry.key] = entry.node_id
+        return out
+
     async def find_coordinator(self, key: str, key_type: int = COORDINATOR_GROUP) -> int:
         """The node id coordinating ``key`` (a group id for key type 0); learns its address."""
         conn = await self.any_connection()

@@ -6,7 +6,7 @@ loop thread (each method is ``self._loop.run(self._async.method(...))``). Config
 Timeouts are float seconds. Broker error codes raise KafkaException naming the resource.
 
 Operations: create_topics, delete_topics, list_topics, describe_topics, create_partitions,
-list_offsets, delete_records, describe_configs, alter_configs (IncrementalAlterConfigs; resource
+list_offsets, delete_records, describe_log_dirs (in _admin_log_dirs.py), describe_configs, alter_configs (IncrementalAlterConfigs; resource
 types "topic", "broker", "group"), list_groups, describe_share_groups, list_share_group_offsets,
 alter_share_group_offsets, delete_share_group_offsets, delete_groups, the consumer-group offsets
 list_consumer_group_offsets, alter_consumer_group_offsets, delete_consumer_group_offsets (in
@@ -31,9 +31,10 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from quafka.protocol.errors import ErrorCode
 
 from . import dead_letters
-from ._admin_acls import AclAdminMixin, AclBinding, AclBindingFilter
+from ._admin_acls import AclAdminMixin, AclBinding, AclBindingFilter, operation_names
 from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
+from ._admin_log_dirs import LogDirDescription, LogDirPartition, LogDirsAdminMixin
 from ._admin_scram import ScramAdminMixin, UserScramCredentialAlteration, UserScramCredentialsDescription
 from ._base import AsyncClient, SyncClient
 from ._config import Key
@@ -54,7 +55,7 @@ class FeatureMetadata(NamedTuple):
     finalized_epoch: int
 
 __all__ = ["ADMIN_CONFIG", "AclBinding", "AclBindingFilter", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
-           "ConfigSynonym", "ListedGroup", "NewTopic", "PartitionDescription",
+           "ConfigSynonym", "ListedGroup", "LogDirDescription", "LogDirPartition", "NewTopic", "PartitionDescription",
            "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
 
 LIST_OFFSETS_KEY = 2
@@ -177,6 +178,9 @@ class ShareGroupDescription:
     assignment_epoch: int
     assignor: str
     members: tuple[ShareMemberDescription, ...]
+    # the ACL operation names (confluent's AclOperation names: "READ", "DESCRIBE", ...) the caller may
+    # do on the group, when asked for with include_authorized_operations; else None
+    authorized_operations: frozenset[str] | None = None
 
 
 def _timeout(seconds: float) -> datetime.timedelta:
@@ -201,7 +205,8 @@ def _offset_spec(spec: Any, where: str) -> int:
     raise KafkaException(f"offset spec {spec!r} for {where} is not 'earliest', 'latest' or a timestamp in ms >= 0")
 
 
-class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, ScramAdminMixin, AsyncClient):
+class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixin, AclAdminMixin, ScramAdminMixin,
+                 AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
     CONFIG = ADMIN_CONFIG
@@ -491,20 +496,45 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, S
                                 getattr(g, "group_state", "")) for g in response.groups]
         return sorted(out)
 
-    async def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
-        """ShareGroupDescribe of each group; GROUP_ID_NOT_FOUND names a missing one."""
+    async def describe_share_groups(self, group_ids: Iterable[str], include_authorized_operations: bool = False,
+                                    ) -> dict[str, ShareGroupDescription]:
+        """ShareGroupDescribe of the groups: one request per coordinator with all of its groups (as
+        Kafka's `DescribeShareGroupsHandler` batches them); GROUP_ID_NOT_FOUND (or any other error
+        of a group) raises, naming the first such group in ``group_ids``' order.
+        ``include_authorized_operations``: each description's ``authorized_operations`` is the set
+        of ACL operation names the caller may do on the group (None when not asked for)."""
+        ids = list(dict.fromkeys(group_ids))
+        cluster = await self._get_cluster()
+        answers: dict[str, Any] = {}
+        pending = ids
+        for attempt in range(MAX_RETRIES + 1):
+            by_node: dict[int, list[str]] = {}
+            for group_id, node_id in (await cluster.find_coordinators(pending)).items():
+                by_node.setdefault(node_id, []).append(group_id)
+            retry = []
+            for node_id, batch in sorted(by_node.items()):
+                response = await (await cluster.connection(node_id)).call(SHARE_GROUP_DESCRIBE_KEY, {
+                    "group_ids": batch, "include_authorized_operations": include_authorized_operations})
+                for g in response.groups:
+                    if g.error_code in COORDINATOR_ERRORS and attempt < MAX_RETRIES:
+                        retry.append(g.group_id)
+                    else:
+                        answers[g.group_id] = g
+            if not retry:
+                break
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+            pending = retry
         out = {}
-        for group_id in group_ids:
-            response = await self._group_call(group_id, SHARE_GROUP_DESCRIBE_KEY, {
-                "group_ids": [group_id], "include_authorized_operations": False}, lambda r: r.groups[0].error_code)
-            [g] = response.groups
+        for group_id in ids:
+            g = answers[group_id]
             _check(g.error_code, f"ShareGroupDescribe of group {group_id!r}", g.error_message)
             members = tuple(ShareMemberDescription(
                 m.member_id, m.member_epoch, m.client_id, m.client_host, m.rack_id, tuple(m.subscribed_topic_names),
                 {tp.topic_name: tuple(sorted(tp.partitions)) for tp in m.assignment.topic_partitions})
                 for m in g.members)
+            operations = operation_names(g.authorized_operations) if include_authorized_operations else None
             out[group_id] = ShareGroupDescription(g.group_id, g.group_state, g.group_epoch, g.assignment_epoch,
-                                                  g.assignor_name, members)
+                                                  g.assignor_name, members, operations)
         return out
 
     async def list_share_group_offsets(self, group_id: str, topics: Iterable[str] | Mapping[str, Iterable[int]]
@@ -665,10 +695,12 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, AclAdminMixin, S
         return results
 
     async def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
-                                topic: str | None = None) -> list[DeadLetterRecord]:
+                                topic: str | None = None, limit: int | None = None) -> list[DeadLetterRecord]:
         """The dead letters of a share group in its DLQ topic (``dlq_topic``, else the group's
-        errors.deadletterqueue.topic.name), in DLQ order; ``topic`` keeps one source topic's."""
-        return await dead_letters.read_dead_letters(self, group_id, dlq_topic, topic)
+        errors.deadletterqueue.topic.name), in DLQ order; ``topic`` keeps one source topic's;
+        ``limit`` the newest ``limit`` of each DLQ partition (read back from its end only as far as
+        needed; None: all, read from the log start)."""
+        return await dead_letters.read_dead_letters(self, group_id, dlq_topic, topic, limit)
 
     async def redrive_dead_letters(self, group_id: str, dlq_topic: str | None, *, to_topic: str | None = None,
                                    offsets: Any = None, dry_run: bool = False,
@@ -728,8 +760,9 @@ class Admin(SyncClient):
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
         return self._run(self._async.list_groups(states, types))
 
-    def describe_share_groups(self, group_ids: Iterable[str]) -> dict[str, ShareGroupDescription]:
-        return self._run(self._async.describe_share_groups(group_ids))
+    def describe_share_groups(self, group_ids: Iterable[str], include_authorized_operations: bool = False,
+                              ) -> dict[str, ShareGroupDescription]:
+        return self._run(self._async.describe_share_groups(group_ids, include_authorized_operations))
 
     def list_share_group_offsets(self, group_id: str, topics: Any = None) -> dict[tuple[str, int], tuple[int, int]]:
         return self._run(self._async.list_share_group_offsets(group_id, topics))
@@ -759,6 +792,9 @@ class Admin(SyncClient):
 
     def describe_features(self) -> FeatureMetadata:
         return self._run(self._async.describe_features())
+
+    def describe_log_dirs(self, topics: Any = None) -> list[LogDirDescription]:
+        return self._run(self._async.describe_log_dirs(topics))
 
     def describe_client_quotas(self, components: Iterable[tuple[str, Any]] = (),
                                strict: bool = False) -> dict[tuple, dict[str, float]]:
@@ -801,8 +837,8 @@ class Admin(SyncClient):
             reset_delivery_count=reset_delivery_count, key=key, validate_only=validate_only))
 
     def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
-                          topic: str | None = None) -> list[DeadLetterRecord]:
-        return self._run(self._async.list_dead_letters(group_id, dlq_topic, topic))
+                          topic: str | None = None, limit: int | None = None) -> list[DeadLetterRecord]:
+        return self._run(self._async.list_dead_letters(group_id, dlq_topic, topic, limit))
 
     def redrive_dead_letters(self, group_id: str, dlq_topic: str | None, *, to_topic: str | None = None,
                              offsets: Any = None, dry_run: bool = False,

@@ -395,28 +395,56 @@ async def _log_ranges(admin: Any, topic: str) -> dict[int, tuple[int, int]]:
 
 
 async def _read_letters(admin: Any, dlq_topic: str, group_id: str, topic: str | None = None,
-                        ) -> tuple[list[DeadLetterRecord], dict[int, int]]:
-    """The group's dead letters in DLQ order, and {partition: end offset read to}."""
+                        limit: int | None = None) -> tuple[list[DeadLetterRecord], dict[int, int]]:
+    """The group's dead letters in DLQ order, and {partition: end offset read to}; ``limit``: only
+    the newest ``limit`` of each DLQ partition (read backwards from its end, `_newest_letters`)."""
     ranges = await _log_ranges(admin, dlq_topic)
+
+    def keep(letter: DeadLetterRecord | None) -> bool:
+        return letter is not None and letter.group == group_id and (topic is None or letter.topic == topic)
+
     letters: list[DeadLetterRecord] = []
     async with _reader(admin) as reader:
         for partition, (start, end) in ranges.items():
             if end <= start:
                 continue
+            if limit is not None:
+                letters += await _newest_letters(reader, dlq_topic, partition, start, end, limit, keep)
+                continue
             async for chunk in reader.read_chunks(dlq_topic, partition, start, end):
-                for record in chunk:
-                    letter = decode_dead_letter(record)
-                    if letter is not None and letter.group == group_id and (topic is None or letter.topic == topic):
-                        letters.append(letter)
+                letters += [letter for letter in map(decode_dead_letter, chunk) if keep(letter)]
     return letters, {p: end for p, (_, end) in ranges.items()}
 
 
+async def _newest_letters(reader: AsyncPartitionReader, dlq_topic: str, partition: int, start: int, end: int,
+                          limit: int, keep: Callable[[DeadLetterRecord | None], bool]) -> list[DeadLetterRecord]:
+    """The newest ``limit`` letters ``keep`` accepts in [start, end) of a DLQ partition, in offset
+    order: windows read backwards from the end, each twice the last (a DLQ shared with other
+    groups holds their letters too), until enough are found or the log start is reached."""
+    windows: list[list[DeadLetterRecord]] = []  # newest first
+    found, high, size = 0, end, max(limit, 1)
+    while limit > 0 and high > start and found < limit:
+        low = max(start, high - size)
+        window: list[DeadLetterRecord] = []
+        async for chunk in reader.read_chunks(dlq_topic, partition, low, high):
+            window += [letter for letter in map(decode_dead_letter, chunk) if keep(letter)]
+        windows.append(window)
+        found += len(window)
+        high, size = low, size * 2
+    letters = [letter for window in reversed(windows) for letter in window]
+    return letters[len(letters) - limit:] if len(letters) > limit else letters
+
+
 async def read_dead_letters(admin: Any, group_id: str, dlq_topic: str | None = None,
-                            topic: str | None = None) -> list[DeadLetterRecord]:
+                            topic: str | None = None, limit: int | None = None) -> list[DeadLetterRecord]:
     """The dead letters of ``group_id`` in its DLQ topic (``dlq_topic``, else the group's config),
-    ordered by DLQ partition and offset; ``topic`` keeps those of one source topic."""
+    ordered by DLQ partition and offset; ``topic`` keeps those of one source topic; ``limit``
+    keeps the newest ``limit`` of each DLQ partition, reading only as far back as it takes
+    (None: every letter, read from the log start)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise KafkaException(f"limit must be None or an int >= 0, not {limit!r}", ErrorCode.invalid_request)
     dlq_topic = dlq_topic or await dlq_topic_of(admin, group_id)
-    return (await _read_letters(admin, dlq_topic, group_id, topic))[0]
+    return (await _read_letters(admin, dlq_topic, group_id, topic, limit))[0]
 
 
 async def describe_progress(admin: Any, group_id: str, dlq_topic: str,

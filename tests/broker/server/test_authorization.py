@@ -503,6 +503,21 @@ def _alter_configs(env):
     _alter_configs_case(env, 33, 2, "az-ac", {})
 
 
+@case(35, "DescribeLogDirs", "DESCRIBE on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED (v3+) and no log directory")
+def _describe_log_dirs(env):
+    env.topic("az-logdirs")
+    refused = env.req(kreq(35, 4, topics=None))
+    assert refused.error_code == E.cluster_authorization_failed and refused.results == ()
+    assert env.req(kreq(35, 1, topics=None)).results == ()  # v1-2 have no error code: nothing is described
+    env.grant(Op.DESCRIBE, Rt.TOPIC, "az-logdirs")  # a topic's DESCRIBE is not the cluster's
+    assert env.req(kreq(35, 4, topics=None)).error_code == E.cluster_authorization_failed
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    allowed = env.req(kreq(35, 4, topics=[{"topic": "az-logdirs", "partitions": [0]}]))
+    assert allowed.error_code == E.none
+    [result] = allowed.results
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [("az-logdirs", [0])]
+
+
 @case(37, "CreatePartitions", "ALTER on the TOPIC", "TOPIC_AUTHORIZATION_FAILED per topic")
 def _create_partitions(env):
     env.topic("az-cp")

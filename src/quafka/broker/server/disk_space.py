@@ -95,6 +95,17 @@ class DiskSpaceMonitor:
 
     recheck = check  # after space was freed: measure at once rather than at the next interval
 
+    def measured_bytes(self) -> tuple[int, int]:
+        """(total, usable) bytes of the log directory's file system, measured now (DescribeLogDirs
+        v4+, as Kafka's `FileStore.getTotalSpace`/`getUsableSpace`; the measurement also feeds the
+        watermark); (-1, -1) for a memory store or when it cannot be measured (check logs why)."""
+        if self.path is None:
+            return -1, -1
+        self.check()
+        if self._check_error is not None:
+            return -1, -1
+        return self.watermark.total_bytes, self.watermark.free_bytes
+
     def _log_transition(self, t: Transition, min_bytes: int, min_percent: float, total: int) -> None:
         settings = f"{MIN_FREE_BYTES}={min_bytes}, {MIN_FREE_PERCENT}={min_percent:g} of {total} bytes"
         if t.below:

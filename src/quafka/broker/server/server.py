@@ -12,6 +12,7 @@ import logging
 
 from quafka.broker import config as cfg
 from quafka.broker.storage import LogDirHealth, LogEvent
+from quafka.protocol.extensions import VERSION_RANGES as EXTENSION_VERSION_RANGES
 
 from .authorizer import make_authorizer
 from .clock import wall_clock_ms
@@ -100,6 +101,9 @@ class BrokerServer:
                                  metadata_store=metadata_store)
         self.registry: dict[int, HandlerSpec] = load_handlers()
         self.advertised_ranges = advertised_ranges()
+        if not self._api_extension_enabled():  # quafka.api.extension.enable=false: as Apache Kafka
+            self.registry = {k: s for k, s in self.registry.items() if k not in EXTENSION_VERSION_RANGES}
+            self.advertised_ranges = [r for r in self.advertised_ranges if r[0] not in EXTENSION_VERSION_RANGES]
         self.purgatory = FetchPurgatory()
         self.timers = TimerService()
         self.flusher = LogFlusher()
@@ -131,6 +135,13 @@ class BrokerServer:
         self._stopped = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
+    def _api_extension_enabled(self) -> bool:
+        if self.config.get("quafka.api.extension.enable"):
+            return True
+        log.info("quafka.api.extension.enable=false: quafka's API extension (keys %s) is neither advertised nor "
+                 "served", ", ".join(str(k) for k in sorted(EXTENSION_VERSION_RANGES)))
+        return False
+
     def _max_share_sessions(self) -> int:
         try:
             return int(self.config.get("group.share.max.share.sessions"))

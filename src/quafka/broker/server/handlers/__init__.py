@@ -23,6 +23,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         features,
         fetch,
         in_flight,
+        log_dirs,
         metadata,
         offsets,
         produce,

@@ -50,7 +50,8 @@ def run_lint_imports(root: Path) -> subprocess.CompletedProcess:
 
 LAYERS = "layers: cli >"  # the top-level layers contract
 BROKER_LAYERS = "broker layers:"
-SIBLINGS = "client | broker (independent"  # the top-level contract, on the client and the broker
+SIBLINGS = "client | broker (independent"
+CLIENT_ONLY = "the dashboard use the client, never the broker"  # spark, the framework and the dashboard  # the top-level contract, on the client and the broker
 
 IMPORT_CASES = [  # (module changed, forbidden import, the contract that must break)
     ("protocol/errors.py", "import quafka.broker.core.record_state", LAYERS),
@@ -62,8 +63,12 @@ IMPORT_CASES = [  # (module changed, forbidden import, the contract that must br
     ("client/records.py", "import quafka.broker.config", SIBLINGS),
     ("client/records.py", "import quafka.broker.server.clock", SIBLINGS),
     ("broker/server/clock.py", "import quafka.client.records", SIBLINGS),
-    ("spark/options.py", "import quafka.broker.core.metadata", "spark and the worker framework use the client"),
-    ("framework/messages.py", "import quafka.broker.core.metadata", "spark and the worker framework use the client"),
+    ("spark/options.py", "import quafka.broker.core.metadata", CLIENT_ONLY),
+    ("framework/messages.py", "import quafka.broker.core.metadata", CLIENT_ONLY),
+    ("dashboard/settings.py", "import quafka.broker.core.metadata", CLIENT_ONLY),
+    ("dashboard/settings.py", "import quafka.cli.main", LAYERS),
+    ("dashboard/settings.py", "import quafka.framework.metrics", LAYERS),
+    ("client/records.py", "import quafka.dashboard.settings", LAYERS),
     ("client/records.py", "import quafka.spark.options", LAYERS),
     ("client/records.py", "import quafka.framework.messages", LAYERS),
     ("framework/messages.py", "import quafka.cli.main", LAYERS),
@@ -89,6 +94,7 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract
 
 MISSING_LAYERS = [  # (package or module renamed away, the layer the contract must report missing)
     ("framework", "quafka.framework"),
+    ("dashboard", "quafka.dashboard"),
     ("_exposition.py", "quafka._exposition"),
     ("broker/_group_config.py", "quafka.broker._group_config"),
 ]

@@ -1,0 +1,326 @@
+"""Source: the one module of the dashboard that talks to the broker (through quafka.client's
+AsyncAdmin and AsyncPartitionReader, the calls the CLI makes), so one implementation serves a
+quafka broker and Apache Kafka alike.
+
+Every call is guarded: a broker error never becomes a 500. ``ExtensionUnavailable`` (the broker
+serves no quafka extension API: Apache Kafka, or quafka with quafka.api.extension.enable=false)
+becomes ``Unavailable("needs-quafka", ...)``; an ``*_AUTHORIZATION_FAILED`` answer becomes
+``Unavailable("not-authorized", ...)`` naming the resource (the broker checks every call against
+the dashboard's login: docs/security.md); anything else is logged with its context and becomes
+``Unavailable("error", ...)``. The templates show the reason in place of the panel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from quafka.client import AsyncAdmin
+from quafka.client._admin_in_flight import ExtensionUnavailable
+from quafka.client.errors import KafkaException
+from quafka.client.reader import AsyncPartitionReader
+from quafka.protocol.errors import ErrorCode
+
+from .settings import DashboardSettings
+
+__all__ = ["ConsumerGroupData", "FailuresData", "OverviewData", "ShareGroupData", "Source", "TopicData",
+           "Unavailable", "WorkersData", "is_unavailable"]
+
+log = logging.getLogger("quafka.dashboard")
+T = TypeVar("T")
+
+AUTHORIZATION_CODES = frozenset({ErrorCode.cluster_authorization_failed, ErrorCode.group_authorization_failed,
+                                 ErrorCode.topic_authorization_failed,
+                                 ErrorCode.transactional_id_authorization_failed,
+                                 ErrorCode.delegation_token_authorization_failed})
+EXTENSION_API_KEY = 32000  # QuafkaDescribeInFlight: advertised in ApiVersions by a quafka broker
+RECORD_PARTITIONS = 16  # the topic page reads recent records of at most this many partitions
+CALL_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why a panel has no data: ``kind`` is "needs-quafka", "not-authorized", "not-served" or "error"."""
+
+    kind: str
+    reason: str
+
+
+def is_unavailable(value: Any) -> bool:
+    return isinstance(value, Unavailable)
+
+
+MISSING_CODES = frozenset({ErrorCode.group_id_not_found, ErrorCode.unknown_topic_or_partition})
+
+
+async def guard(what: str, call: Awaitable[T], missing: Any = Unavailable) -> T | Unavailable | Any:
+    """``await call``, or the Unavailable its failure maps to (logged unless it is expected).
+    ``missing``: returned instead when the broker answers that the group or topic does not exist
+    (by default that is an Unavailable like any other error)."""
+    try:
+        return await asyncio.wait_for(call, CALL_TIMEOUT_S)
+    except ExtensionUnavailable as exc:
+        return Unavailable("needs-quafka", f"needs a quafka broker: {exc.message}")
+    except KafkaException as exc:
+        if missing is not Unavailable and exc.code in MISSING_CODES:
+            return missing
+        if exc.code in AUTHORIZATION_CODES:
+            return Unavailable("not-authorized", f"not authorized: {what} ({exc.message})")
+        log.warning("dashboard: %s failed: %s", what, exc)
+        return Unavailable("error", f"{what} failed: {exc.message}")
+    except (OSError, asyncio.TimeoutError, ValueError) as exc:
+        log.warning("dashboard: %s failed: %r", what, exc)
+        return Unavailable("error", f"{what} failed: {exc!r}")
+
+
+@dataclass
+class OverviewData:
+    sample_ms: int
+    quafka: bool | Unavailable
+    cluster: Any
+    topics: Any  # {name: TopicDescription}
+    end_offsets: Any  # {(topic, partition): log end offset}
+    groups: Any  # [ListedGroup]
+    share: dict[str, Any] = field(default_factory=dict)  # {group: ShareGroupDescription | Unavailable}
+    share_offsets: dict[str, Any] = field(default_factory=dict)  # {group: {(t, p): (start, lag)}}
+    consumer: dict[str, Any] = field(default_factory=dict)
+    consumer_offsets: dict[str, Any] = field(default_factory=dict)  # {group: {(t, p): (offset, meta)}}
+    log_dirs: Any = None
+
+
+@dataclass
+class TopicData:
+    sample_ms: int
+    name: str
+    description: Any
+    earliest: Any
+    latest: Any
+    configs: Any
+    records: dict[int, Any] = field(default_factory=dict)  # {partition: [Record] | Unavailable}
+
+
+@dataclass
+class ShareGroupData:
+    sample_ms: int
+    group: str
+    description: Any
+    offsets: Any  # {(t, p): (start, lag)}
+    in_flight: Any  # {(t, p): InFlightPartitionView}
+    configs: Any
+    located: Any = None
+
+
+@dataclass
+class ConsumerGroupData:
+    sample_ms: int
+    group: str
+    description: Any
+    committed: Any
+    latest: Any
+
+
+@dataclass
+class FailuresData:
+    sample_ms: int
+    letters: dict[str, Any]  # {group: [DeadLetterRecord] | Unavailable}
+    groups: Any = None  # the share groups looked at, or Unavailable
+
+
+@dataclass
+class WorkersData:
+    sample_ms: int
+    scrapes: dict[str, Any]  # {url: Prometheus text | Unavailable}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Source:
+    def __init__(self, settings: DashboardSettings) -> None:
+        self.settings = settings
+        self.admin = AsyncAdmin(dict(settings.client_config))
+        self._reader: AsyncPartitionReader | None = None
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            await self._reader.close()
+        await self.admin.close()
+
+    def _reader_client(self) -> AsyncPartitionReader:
+        if self._reader is None:
+            config = dict(self.settings.client_config)
+            config.pop("request.timeout.ms", None)
+            self._reader = AsyncPartitionReader(config)
+        return self._reader
+
+    async def is_quafka(self) -> bool:
+        """Whether the broker serves quafka's extension APIs (advertised in its ApiVersions)."""
+        cluster = await self.admin._get_cluster()
+        conn = await cluster.any_connection()
+        return EXTENSION_API_KEY in conn.api_versions
+
+    # ------------------------------------------------------------------ pages
+
+    async def overview(self) -> OverviewData:
+        a = self.admin
+        quafka = await guard("probing the broker", self.is_quafka())  # first: connects once, then the rest
+        cluster, topics, groups = await asyncio.gather(
+            guard("DescribeCluster", a.describe_cluster()),
+            guard("listing topics", a.list_topics(include_internal=False)), guard("ListGroups", a.list_groups()))
+        data = OverviewData(now_ms(), quafka, cluster, topics, Unavailable("error", "no topics"), groups)
+        if not is_unavailable(topics):
+            tps = [(t, p) for t, d in topics.items() for p in d.partitions]
+            latest = await guard("ListOffsets", a.list_offsets({tp: "latest" for tp in tps})) if tps else {}
+            data.end_offsets = latest if is_unavailable(latest) else {tp: o for tp, (o, _) in latest.items()}
+        if not is_unavailable(groups):
+            share = [g.group_id for g in groups if g.type == "share"]
+            consumer = [g.group_id for g in groups if g.type in ("consumer", "classic")]
+            await asyncio.gather(self._share_groups(share, data), self._consumer_groups(consumer, data))
+        data.log_dirs = await self._log_dirs()
+        return data
+
+    async def _share_groups(self, ids: list[str], data: OverviewData) -> None:
+        if not ids:
+            return
+        described = await guard("ShareGroupDescribe", self.admin.describe_share_groups(ids))
+        for gid in ids:
+            data.share[gid] = described if is_unavailable(described) else described.get(gid)
+        offsets = await asyncio.gather(*(guard(f"share group {gid!r} offsets",
+                                               self.admin.list_share_group_offsets(gid)) for gid in ids))
+        data.share_offsets = dict(zip(ids, offsets))
+
+    async def _consumer_groups(self, ids: list[str], data: OverviewData) -> None:
+        if not ids:
+            return
+        described = await guard("DescribeGroups", self.admin.describe_consumer_groups(ids))
+        for gid in ids:
+            data.consumer[gid] = described if is_unavailable(described) else described.get(gid)
+        offsets = await asyncio.gather(*(guard(f"consumer group {gid!r} offsets",
+                                               self.admin.list_consumer_group_offsets(gid)) for gid in ids))
+        data.consumer_offsets = dict(zip(ids, offsets))
+
+    async def _log_dirs(self) -> Any:
+        describe = getattr(self.admin, "describe_log_dirs", None)
+        if describe is None:
+            return Unavailable("not-served", "this quafka client has no DescribeLogDirs")
+        return await guard("DescribeLogDirs", describe())
+
+    async def topic(self, name: str) -> TopicData:
+        a = self.admin
+        described = await guard(f"describing topic {name!r}", a.describe_topics([name]), missing={})
+        description = described if is_unavailable(described) else described.get(name)
+        data = TopicData(now_ms(), name, description, Unavailable("error", "no partitions"),
+                         Unavailable("error", "no partitions"), None)
+        if description is None or is_unavailable(description):
+            return data
+        data.configs = await guard(f"configs of topic {name!r}", a.describe_config_entries("topic", name))
+        tps = [(name, p) for p in sorted(description.partitions)]
+        earliest, latest = await asyncio.gather(guard("ListOffsets earliest", a.list_offsets({tp: "earliest" for tp in tps})),
+                                                guard("ListOffsets latest", a.list_offsets({tp: "latest" for tp in tps})))
+        data.earliest = earliest if is_unavailable(earliest) else {p: o for (_, p), (o, _) in earliest.items()}
+        data.latest = latest if is_unavailable(latest) else {p: o for (_, p), (o, _) in latest.items()}
+        if not is_unavailable(data.earliest) and not is_unavailable(data.latest):
+            for _, p in tps[:RECORD_PARTITIONS]:
+                start = max(data.earliest[p], data.latest[p] - self.settings.recent_records)
+                if start < data.latest[p]:
+                    data.records[p] = await guard(f"reading {name}-{p}", self._read(name, p, start, data.latest[p]))
+                else:
+                    data.records[p] = []
+        return data
+
+    async def _read(self, topic: str, partition: int, start: int, end: int) -> list:
+        limit = self.settings.value_preview_bytes + self.settings.key_preview_bytes
+        out = []
+        async for record in self._reader_client().read(topic, partition, start, end,
+                                                       max_bytes=max(limit * self.settings.recent_records, 65536)):
+            out.append(record)
+        return out[-self.settings.recent_records:]
+
+    async def share_group(self, group: str, locate: tuple[str, int, int] | None = None) -> ShareGroupData:
+        a = self.admin
+        described = await guard(f"describing share group {group!r}", a.describe_share_groups([group]), missing={})
+        offsets, in_flight, configs = await asyncio.gather(
+            guard(f"offsets of share group {group!r}", a.list_share_group_offsets(group), missing={}),
+            guard(f"in-flight records of share group {group!r}",
+                  a.describe_in_flight(group, max_rows=self.settings.max_rows), missing={}),
+            guard(f"configs of group {group!r}", a.describe_configs("group", group)))
+        description = described if is_unavailable(described) else described.get(group)
+        data = ShareGroupData(now_ms(), group, description, offsets, in_flight, configs)
+        if locate is not None:
+            data.located = await self.locate(group, *locate)
+        return data
+
+    async def locate(self, group: str, topic: str, partition: int, offset: int) -> Any:
+        """Where record ``offset`` of topic-partition is for the group (quafka.client.in_flight_locate)."""
+        try:
+            from quafka.client import in_flight_locate
+        except ImportError:
+            return Unavailable("not-served", "this quafka build cannot locate a record yet")
+        return await guard(f"locating {topic}-{partition} offset {offset}",
+                           in_flight_locate.locate_record(self.admin, group, topic, partition, offset))
+
+    async def consumer_group(self, group: str) -> ConsumerGroupData:
+        a = self.admin
+        described = await guard(f"describing consumer group {group!r}", a.describe_consumer_groups([group]),
+                                missing={})
+        committed = await guard(f"offsets of consumer group {group!r}", a.list_consumer_group_offsets(group))
+        description = described if is_unavailable(described) else described.get(group)
+        latest: Any = {}
+        if not is_unavailable(committed) and committed:
+            answer = await guard("ListOffsets", a.list_offsets({tp: "latest" for tp in committed}))
+            latest = answer if is_unavailable(answer) else {tp: o for tp, (o, _) in answer.items()}
+        return ConsumerGroupData(now_ms(), group, description, committed, latest)
+
+    async def failures(self, group: str | None) -> FailuresData:
+        groups: Any
+        if group is not None:
+            groups = [group]
+        else:
+            listed = await guard("ListGroups", self.admin.list_groups(types=["share"]))
+            groups = listed if is_unavailable(listed) else [g.group_id for g in listed]
+        data = FailuresData(now_ms(), {}, groups)
+        if is_unavailable(groups):
+            return data
+        for gid in groups:
+            configs = await guard(f"configs of group {gid!r}", self.admin.describe_configs("group", gid))
+            dlq = None if is_unavailable(configs) else (configs.get("errors.deadletterqueue.topic.name") or "").strip()
+            if is_unavailable(configs):
+                data.letters[gid] = configs
+            elif not dlq:
+                if group is not None:
+                    data.letters[gid] = Unavailable("not-served", f"share group {gid!r} has no dead-letter queue "
+                                                                  "(errors.deadletterqueue.topic.name is not set)")
+            else:
+                data.letters[gid] = await guard(f"dead letters of group {gid!r}", self._letters(gid, dlq))
+        return data
+
+    async def _letters(self, group: str, dlq: str) -> list:
+        try:
+            return await self.admin.list_dead_letters(group, dlq, limit=self.settings.dead_letter_limit)
+        except TypeError:  # an Admin without the limit parameter: reads the whole DLQ
+            return await self.admin.list_dead_letters(group, dlq)
+
+    async def workers(self) -> WorkersData:
+        scrapes = await asyncio.gather(*(guard(f"scraping {url}", asyncio.to_thread(_get, url))
+                                         for url in self.settings.worker_metrics_urls))
+        return WorkersData(now_ms(), dict(zip(self.settings.worker_metrics_urls, scrapes)))
+
+    # ------------------------------------------------------------------ actions (actions.py)
+
+    async def call(self, what: str, fn: Callable[[AsyncAdmin], Awaitable[T]]) -> T | Unavailable:
+        return await guard(what, fn(self.admin))
+
+
+def _get(url: str, timeout_s: float = 3.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - configured URLs
+        return response.read(4 << 20).decode("utf-8", errors="replace")
+
+
+def group_config(configs: Any, name: str) -> str | None:
+    return None if is_unavailable(configs) or not isinstance(configs, Mapping) else configs.get(name)

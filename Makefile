@@ -15,6 +15,8 @@ STAMP := $(VENV)/.installed-test
 DEV_STAMP := $(VENV)/.installed-dev
 ARGS ?=
 PYTEST_ARGS ?=
+# `make run` serves the web dashboard here (docs/dashboard.md); `make run DASHBOARD=` turns it off
+DASHBOARD ?= http://127.0.0.1:8080
 
 .PHONY: run test lint clean dist
 
@@ -33,7 +35,8 @@ $(DEV_STAMP): $(RUN_STAMP) pyproject.toml
 	touch $(DEV_STAMP)
 
 run: $(RUN_STAMP)
-	$(BIN)/quafka broker $(ARGS)
+	@if [ -n "$(DASHBOARD)" ]; then echo "quafka: dashboard on $(DASHBOARD)/ (read-only; see docs/dashboard.md)"; fi
+	$(BIN)/quafka broker --override quafka.dashboard.listener=$(DASHBOARD) $(ARGS)
 
 dist: $(DEV_STAMP)
 	rm -rf dist

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 # top-level modules of the [test], [spark], [dev] and [bench] extras (pyspark[sql] brings pyarrow)
 EXTRA_MODULES = ["pyspark", "pandas", "pyarrow", "pytest", "xdist", "hypothesis", "importlinter",
                  "prometheus_client", "kafka", "aiokafka", "snappy", "lz4", "zstandard", "build", "redis",
-                 "hiredis"]
+                 "hiredis", "httpx", "selenium"]
 
 _WITHOUT_EXTRAS = """
 import importlib.abc, runpy, sys
@@ -51,12 +52,15 @@ def test_make_run_installs_no_extra():
 
 
 def test_the_broker_serves_without_pyspark_or_the_test_extras(tmp_path):
-    port = free_port()
+    """...and with the web dashboard on, as `make run` starts it (its libraries are core
+    dependencies): it serves the overview, and SIGTERM still stops the broker with status 0."""
+    port, dashboard_port = free_port(), free_port()
     log_path = tmp_path / "broker.log"
     with open(log_path, "wb") as log:
         broker = subprocess.Popen(
             [sys.executable, "-c", _WITHOUT_EXTRAS, ",".join(EXTRA_MODULES), "broker",
-             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path / 'data'}"],
+             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path / 'data'}",
+             "--override", f"quafka.dashboard.listener=http://127.0.0.1:{dashboard_port}"],
             stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_until(lambda: broker.poll() is not None or port_open(port), 20, message="the broker to listen")
@@ -81,6 +85,8 @@ def test_the_broker_serves_without_pyspark_or_the_test_extras(tmp_path):
                     consumer.acknowledge(record, AcknowledgeType.ACCEPT)
             assert all(error is None for error in consumer.commit_sync().values())
         assert sorted(received) == [b"job-0", b"job-1", b"job-2"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{dashboard_port}/", timeout=10) as page:
+            assert page.status == 200 and 'data-topic="jobs"' in page.read().decode()
     finally:
         broker.terminate()
         broker.wait(20)

@@ -66,6 +66,8 @@ def test_demo_subprocess_accounts_for_every_job():
     assert re.search(r"^broker: share partition start offset 3000, "
                      r"end of topic 3000, lag 0: OK$", out, re.M), out
     assert re.search(r"^wall time: [\d.]+ s", out, re.M)
+    # the web dashboard of the demo's broker was served while it ran, its URL printed
+    assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/ \(read-only", out, re.M), out
 
 
 def test_demo_in_process_plain_progress_lines(capsys):

@@ -147,6 +147,21 @@ def _metrics_listener() -> tuple[str, Check]:
     return "http://host:port (port 0: any free port) or empty (off)", check
 
 
+_DASHBOARD_EXTENSION = "a quafka extension, not in Kafka; off by default"
+
+
+def _dashboard_listener() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        try:
+            parse_metrics_listener(v)  # the same grammar
+        except ValueError as exc:
+            return str(exc).replace("turn metrics off", "turn the dashboard off").replace(
+                "quafka serves metrics", "quafka serves the dashboard")
+        return None
+
+    return "http://host:port (port 0: any free port) or empty (off)", check
+
+
 # -- ACLs (issue 29): Kafka's StandardAuthorizer is the one authorizer quafka has (server/authorizer.py)
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 _REMOVED_AUTHORIZERS = {"kafka.security.authorizer.AclAuthorizer": "it was removed in Kafka 4.0 with ZooKeeper; "
@@ -597,6 +612,22 @@ _BROKER = [
          "an unknown API key (the connection is closed, as Apache Kafka does), so clients see a broker without "
          "the extension, as they see Apache Kafka.",
          note="a quafka extension, not in Kafka; on by default"),
+    # -- the web dashboard (docs/dashboard.md), started by `quafka broker` (cli/broker.py)
+    _key("quafka.dashboard.listener", "string", "", _dashboard_listener(),
+         "Where the broker process serves the web dashboard, as http://host:port (port 0 picks a free port); "
+         "empty turns it off. The dashboard is a client of this broker: see quafka.dashboard.client.config. "
+         "Bound beyond loopback, anyone who reaches it reads as the dashboard's login (a warning is logged). "
+         "See docs/dashboard.md.",
+         note=_DASHBOARD_EXTENSION),
+    _key("quafka.dashboard.actions.enable", "boolean", False, _any(),
+         "Whether the dashboard offers its actions (redrive dead letters, force release or archive in-flight "
+         "records), each behind a confirmation page with a dry run; false: read-only, every action URL answers "
+         "403.", note=_DASHBOARD_EXTENSION),
+    _key("quafka.dashboard.client.config", "string", "", _any(),
+         "A client properties file (as the tools' --command-config: security.protocol, sasl.*, ssl.*) the "
+         "dashboard logs in with; every page and action is then authorized as that principal. Empty: it connects "
+         "to the broker's first PLAINTEXT listener (the broker refuses to start with the dashboard on, no "
+         "PLAINTEXT listener and no file).", note=_DASHBOARD_EXTENSION),
 ]
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER}

@@ -466,6 +466,12 @@ class BrokerConfig:
             check_listener_ssl(self, lst)
         warnings += check_sasl_listeners(self, listeners)
         check_share_group_bounds(self)
+        dashboard = self.get("quafka.dashboard.listener")
+        if dashboard and not self.get("quafka.dashboard.client.config") and not any(
+                lst.security_protocol == "PLAINTEXT" for lst in listeners):
+            raise invalid("quafka.dashboard.listener", dashboard, "the dashboard connects to the broker's first "
+                          "PLAINTEXT listener and there is none: set quafka.dashboard.client.config to a client "
+                          "properties file that logs in to one of the listeners")
         cleanup = self.get("log.cleanup.policy")
         if "compact" in cleanup:  # refused by the key's validator; kept for safety
             raise invalid("log.cleanup.policy", ",".join(cleanup), "quafka has no log compaction")

@@ -121,10 +121,18 @@ async def _serve(config) -> int:
     except (MetadataStoreError, OSError, ConfigError) as exc:  # ConfigError: a TLS store that does not load
         print(f"quafka broker: cannot start: {exc}", file=sys.stderr)
         return 1
+    try:
+        dashboard = await start_dashboard(server, config)
+    except (OSError, ValueError) as exc:  # the port is taken; the client config file cannot be read
+        print(f"quafka broker: cannot start the dashboard: {exc}", file=sys.stderr)
+        await server.stop()
+        return 1
     signalled = asyncio.ensure_future(stop.wait())
     stopped = asyncio.ensure_future(server.wait_stopped())
     await asyncio.wait((signalled, stopped), return_when=asyncio.FIRST_COMPLETED)
     signalled.cancel()
+    if dashboard is not None:
+        await dashboard.close()
     if server.halted:  # the log directory failed: the broker stopped itself, as Kafka halts
         failed = server.failed_log_dir
         print(f"quafka broker: stopped: log directory {failed.path} failed ({failed.where}: {failed.failure})",
@@ -135,3 +143,47 @@ async def _serve(config) -> int:
     logging.getLogger("quafka.server").info("shutting down")
     await server.stop()
     return 0
+
+
+def _dashboard_bootstrap(server, config, security_protocol: str) -> str:
+    """host:port of the broker's first listener speaking ``security_protocol`` (its advertised
+    address; a wildcard bind is reached over loopback)."""
+    for listener in config.listeners:
+        if listener.security_protocol == security_protocol:
+            host, port = server.state.endpoint_for(listener.name)
+            if host in ("", "0.0.0.0", "::"):
+                host = "127.0.0.1"
+            return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    raise ValueError(f"no {security_protocol} listener for the dashboard to connect to (listeners: "
+                     f"{', '.join(str(lst) for lst in config.listeners)}); set bootstrap.servers in "
+                     "quafka.dashboard.client.config")
+
+
+async def start_dashboard(server, config):
+    """The web dashboard on the broker's own loop when quafka.dashboard.listener is set (None when
+    not): a client of this broker (docs/dashboard.md) logging in with quafka.dashboard.client.config,
+    else over the first PLAINTEXT listener. Logs its URL."""
+    listen = config.get("quafka.dashboard.listener")
+    if not listen:
+        return None
+    from quafka.dashboard.server import DashboardServer
+    from quafka.dashboard.settings import DashboardSettings, load_client_config
+
+    path = config.get("quafka.dashboard.client.config") or None
+    client = load_client_config(path, "")
+    client["bootstrap.servers"] = _file_bootstrap(path) or _dashboard_bootstrap(
+        server, config, str(client.get("security.protocol", "PLAINTEXT")).upper())
+    settings = DashboardSettings(client, listen=listen, mode="broker",
+                                 actions_enabled=bool(config.get("quafka.dashboard.actions.enable")))
+    dashboard = await DashboardServer(settings).start()
+    logging.getLogger("quafka.server").info("dashboard: %s", dashboard.url)
+    return dashboard
+
+
+def _file_bootstrap(path: str | None) -> str | None:
+    if not path:
+        return None
+    from quafka.protocol.properties import parse_properties
+
+    with open(path, encoding="utf-8") as fh:
+        return parse_properties(fh.read()).get("bootstrap.servers") or None

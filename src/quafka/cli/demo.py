@@ -30,6 +30,7 @@ with lag 0. Exit 0 when everything adds up, 1 (one line on stderr) when not or a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import shutil
 import sys
@@ -101,6 +102,9 @@ def add_parser(sub) -> None:
                    help="how often the live view is redrawn on a terminal (default 0.25)")
     p.add_argument("--plain", action="store_true",
                    help="plain progress lines even on a terminal (what you get when stdout is not one)")
+    p.add_argument("--dashboard", default="http://127.0.0.1:0", metavar="http://HOST:PORT",
+                   help="serve the web dashboard of the demo's broker here while it runs (default "
+                        "http://127.0.0.1:0: a free port, printed); empty: no dashboard")
     p.set_defaults(func=run)
 
 
@@ -206,7 +210,6 @@ class Demo:
 
     def run(self) -> int:
         from quafka import EmbeddedBroker
-        from quafka.client import Admin
 
         a = self.args
         self._say(f"quafka demo: {a.jobs:,} jobs, {a.consumers} share consumers on 1 partition, "
@@ -216,30 +219,60 @@ class Demo:
         with EmbeddedBroker(config=broker_config) as broker:
             self.broker = broker
             bootstrap = broker.bootstrap_servers
-            with Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-demo-admin"}) as admin:
-                admin.create_topics({TOPIC: (1, 1)})
-                admin.alter_configs("group", GROUP, set={
-                    "share.auto.offset.reset": "earliest",
-                    "share.assignment.interval.ms": "0",
-                    "share.delivery.count.limit": str(a.delivery_limit),
-                    "share.record.lock.duration.ms": "15000",
-                })
-                self._say(f"broker {bootstrap} (data in a temporary directory); topic {TOPIC} (1 partition); "
-                          f"group {GROUP}: share.auto.offset.reset=earliest, share.assignment.interval.ms=0, "
-                          f"share.delivery.count.limit={a.delivery_limit}, share.record.lock.duration.ms=15000")
-                t0 = time.monotonic()
-                self._produce(bootstrap)
-                self.timings["produce"] = time.monotonic() - t0
-                kinds = Counter(job_kind(a.seed, j) for j in range(a.jobs))
-                self._say(f"produced {a.jobs:,} jobs in {self.timings['produce']:.1f} s "
-                          f"(the rule for seed {a.seed}: {kinds['ok']:,} ok, {kinds['flaky']:,} flaky "
-                          f"(each delivery fails with p={FLAKY_FAIL_P}), {kinds['poison']:,} poison)")
-                t0 = time.monotonic()
-                finished = self._consume(bootstrap, admin)
-                self.timings["consume"] = time.monotonic() - t0
-                offsets = self._final_offsets(admin)
+            with self._dashboard(bootstrap):
+                finished, offsets = self._run_on(bootstrap)
         wall = time.monotonic() - self.start
         return self._summary(finished, offsets, wall)
+
+    @contextlib.contextmanager
+    def _dashboard(self, bootstrap: str):
+        """The web dashboard (docs/dashboard.md) of the demo's broker, its URL printed, while the
+        demo runs; nothing with --dashboard ''."""
+        if not self.args.dashboard:
+            yield
+            return
+        from quafka.dashboard.server import DashboardThread
+        from quafka.dashboard.settings import DashboardSettings, SettingsError
+
+        try:
+            settings = DashboardSettings({"bootstrap.servers": bootstrap, "client.id": "quafka-demo-dashboard"},
+                                         listen=self.args.dashboard)
+            dashboard = DashboardThread(settings).start()
+        except (SettingsError, OSError) as exc:
+            raise ToolError(f"--dashboard {self.args.dashboard}: {exc}") from None
+        self._say(f"dashboard: {dashboard.url} (read-only; open it to watch the share group)")
+        try:
+            yield
+        finally:
+            dashboard.stop()
+
+    def _run_on(self, bootstrap: str) -> tuple[Any, Any]:
+        from quafka.client import Admin
+
+        a = self.args
+        with Admin({"bootstrap.servers": bootstrap, "client.id": "quafka-demo-admin"}) as admin:
+            admin.create_topics({TOPIC: (1, 1)})
+            admin.alter_configs("group", GROUP, set={
+                "share.auto.offset.reset": "earliest",
+                "share.assignment.interval.ms": "0",
+                "share.delivery.count.limit": str(a.delivery_limit),
+                "share.record.lock.duration.ms": "15000",
+            })
+            self._say(f"broker {bootstrap} (data in a temporary directory); topic {TOPIC} (1 partition); "
+                      f"group {GROUP}: share.auto.offset.reset=earliest, share.assignment.interval.ms=0, "
+                      f"share.delivery.count.limit={a.delivery_limit}, share.record.lock.duration.ms=15000")
+            t0 = time.monotonic()
+            self._produce(bootstrap)
+            self.timings["produce"] = time.monotonic() - t0
+            kinds = Counter(job_kind(a.seed, j) for j in range(a.jobs))
+            self._say(f"produced {a.jobs:,} jobs in {self.timings['produce']:.1f} s "
+                      f"(the rule for seed {a.seed}: {kinds['ok']:,} ok, {kinds['flaky']:,} flaky "
+                      f"(each delivery fails with p={FLAKY_FAIL_P}), {kinds['poison']:,} poison)")
+            t0 = time.monotonic()
+            finished = self._consume(bootstrap, admin)
+            self.timings["consume"] = time.monotonic() - t0
+            offsets = self._final_offsets(admin)
+        return finished, offsets
 
     def _say(self, line: str) -> None:
         print(line, file=self.out, flush=True)

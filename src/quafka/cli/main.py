@@ -10,7 +10,7 @@ from ._common import kafka_parser_errors
 
 #: Subcommand modules, in --help order.
 COMMANDS = ("broker", "topics", "configs", "features", "acls", "consumer_groups", "share_groups", "console_share_consumer",
-            "console_producer", "perf", "worker", "enqueue", "demo")
+            "console_producer", "perf", "worker", "enqueue", "demo", "dashboard")
 
 
 def main(argv: list[str] | None = None) -> int:

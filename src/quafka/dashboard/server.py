@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from .settings import DashboardSettings
 from .source import Source
 
-__all__ = ["DashboardServer"]
+__all__ = ["DashboardServer", "DashboardThread"]
 
 log = logging.getLogger("quafka.dashboard")
 
@@ -118,3 +118,66 @@ class DashboardServer:
             self._task = None
         if self._source is not None:
             await self._source.close()
+
+
+class DashboardThread:
+    """A DashboardServer on its own event loop in a background thread, for a program that has no
+    loop of its own to lend (``quafka demo`` next to an EmbeddedBroker; tests).
+
+        with DashboardThread(settings) as dashboard:
+            print(dashboard.url)
+    """
+
+    def __init__(self, settings: DashboardSettings) -> None:
+        self.server = DashboardServer(settings)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = None
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def start(self) -> "DashboardThread":
+        import threading
+
+        ready = threading.Event()
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            try:
+                await self.server.start()
+            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+                self._error = exc
+                ready.set()
+                return
+            ready.set()
+            await self._stop.wait()
+            await self.server.close()
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            try:
+                self._loop.run_until_complete(main())
+            finally:
+                self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="quafka-dashboard", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None and self._thread.is_alive() and self._loop is not None and self._stop:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join()
+
+    def __enter__(self) -> "DashboardThread":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -206,10 +206,7 @@ class Source:
         data.consumer_offsets = dict(zip(ids, offsets))
 
     async def _log_dirs(self) -> Any:
-        describe = getattr(self.admin, "describe_log_dirs", None)
-        if describe is None:
-            return Unavailable("not-served", "this quafka client has no DescribeLogDirs")
-        return await guard("DescribeLogDirs", describe())
+        return await guard("DescribeLogDirs", self.admin.describe_log_dirs())
 
     async def topic(self, name: str) -> TopicData:
         a = self.admin
@@ -258,10 +255,8 @@ class Source:
 
     async def locate(self, group: str, topic: str, partition: int, offset: int) -> Any:
         """Where record ``offset`` of topic-partition is for the group (quafka.client.in_flight_locate)."""
-        try:
-            from quafka.client import in_flight_locate
-        except ImportError:
-            return Unavailable("not-served", "this quafka build cannot locate a record yet")
+        from quafka.client import in_flight_locate
+
         return await guard(f"locating {topic}-{partition} offset {offset}",
                            in_flight_locate.locate_record(self.admin, group, topic, partition, offset))
 
@@ -301,10 +296,7 @@ class Source:
         return data
 
     async def _letters(self, group: str, dlq: str) -> list:
-        try:
-            return await self.admin.list_dead_letters(group, dlq, limit=self.settings.dead_letter_limit)
-        except TypeError:  # an Admin without the limit parameter: reads the whole DLQ
-            return await self.admin.list_dead_letters(group, dlq)
+        return await self.admin.list_dead_letters(group, dlq, limit=self.settings.dead_letter_limit)
 
     async def workers(self) -> WorkersData:
         scrapes = await asyncio.gather(*(guard(f"scraping {url}", asyncio.to_thread(_get, url))

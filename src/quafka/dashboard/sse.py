@@ -45,6 +45,7 @@ async def stream(queue: asyncio.Queue, shutdown: asyncio.Event, keepalive_s: flo
     if first:
         yield first
     stop = asyncio.ensure_future(shutdown.wait())
+    get: asyncio.Future | None = None
     try:
         while not shutdown.is_set():
             get = asyncio.ensure_future(queue.get())
@@ -59,5 +60,7 @@ async def stream(queue: asyncio.Queue, shutdown: asyncio.Event, keepalive_s: flo
             if item is None:
                 return
             yield item
-    finally:
+    finally:  # the client left (the generator is closed) or the dashboard stops: leave nothing pending
         stop.cancel()
+        if get is not None and not get.done():
+            get.cancel()

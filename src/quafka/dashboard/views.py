@@ -118,45 +118,13 @@ def _broker(data: Any, mode: str) -> dict[str, Any]:
 
 
 def _log_dirs(value: Any) -> Any:
-    """DescribeLogDirs rows: path, total/usable bytes, size of the partitions in it (the Admin's
-    result is {broker: [log dir]} or [log dir]; each log dir has path, total_bytes, usable_bytes and
-    its partitions with their sizes)."""
+    """DescribeLogDirs rows (Admin.describe_log_dirs: one per broker and path): the size of the
+    partitions in it, the file system's usable and total bytes (None before DescribeLogDirs v4)."""
     if value is None or is_unavailable(value):
         return value
-    dirs: list[Any] = []
-    items = value.values() if isinstance(value, Mapping) else value
-    for item in items:
-        dirs.extend(item if isinstance(item, (list, tuple)) else [item])
-    rows = []
-    for d in dirs:
-        partitions = _dir_partitions(d)
-        rows.append({"path": getattr(d, "path", "?"), "total": _bytes_or_none(getattr(d, "total_bytes", None)),
-                     "usable": _bytes_or_none(getattr(d, "usable_bytes", None)),
-                     "size": sum(size for _, _, size in partitions), "partitions": len(partitions),
-                     "error": getattr(d, "error", None)})
-    return rows
-
-
-def _dir_partitions(d: Any) -> list[tuple[str, int, int]]:
-    out: list[tuple[str, int, int]] = []
-    topics = getattr(d, "topics", None) or getattr(d, "partitions", None) or {}
-    items = topics.items() if isinstance(topics, Mapping) else [(None, t) for t in topics]
-    for name, t in items:
-        if isinstance(t, Mapping):
-            out += [(name, p, _size(s)) for p, s in t.items()]
-        elif hasattr(t, "partitions"):
-            out += [(getattr(t, "name", name), getattr(p, "partition", 0), _size(p)) for p in t.partitions]
-        else:
-            out.append((getattr(t, "topic", name), getattr(t, "partition", 0), _size(t)))
-    return out
-
-
-def _size(x: Any) -> int:
-    return int(x) if isinstance(x, int) else int(getattr(x, "size", getattr(x, "size_bytes", 0)) or 0)
-
-
-def _bytes_or_none(n: Any) -> int | None:
-    return n if isinstance(n, int) and n >= 0 else None
+    return [{"broker": d.broker_id, "path": d.path, "total": d.total_bytes, "usable": d.usable_bytes,
+             "size": d.size_bytes, "partitions": len(d.partitions),
+             "error": None if d.error_code == 0 else f"error code {d.error_code}"} for d in value]
 
 
 def _lag_by_partition(offsets: Mapping[tuple[str, int], tuple[int, int]]) -> dict[str, int]:

@@ -18,7 +18,8 @@ What the test changes, and nothing else (``localize``): the well-known ports 909
 become free ports, so that documents run in parallel and next to a developer's own broker; a
 ``quafka`` tool with no ``--bootstrap-server`` gets the document's broker (the tools default to
 127.0.0.1:9092), and a ``quafka broker`` / ``make run`` with no ``listeners`` gets one on the
-document's port; ``make run`` does not redo its install step (``make -o``), whose editable
+document's port (and no web dashboard: ``DASHBOARD=``, its port being fixed); ``make run`` does
+not redo its install step (``make -o``), whose editable
 install would point the shared ``.venv`` at a temporary directory. Commands run from a temporary
 directory whose entries link to the checkout's, with ``.venv/bin`` first on ``PATH``: as in a
 checkout where quafka is installed, with files the commands write landing in the temporary
@@ -205,6 +206,8 @@ def _localize_command(line: str, ports: Ports) -> str:
                 line = line.replace('ARGS="', f'ARGS="--override listeners={listener} ', 1)
             else:
                 line = _MAKE_RUN.sub(lambda m: f'{m.group("make")}{m.group("rest")} ARGS="--override listeners={listener}"', line, count=1)
+        if "DASHBOARD=" not in command:  # the web dashboard's fixed port 8080 (docs/dashboard.md): off
+            line = _MAKE_RUN.sub(lambda m: f"{m.group('make')}{m.group('rest')} DASHBOARD=", line, count=1)
         line = _MAKE_RUN.sub(lambda m: f"{m.group('make')} -o .venv/.installed-run{m.group('rest')}", line, count=1)
     return line
 

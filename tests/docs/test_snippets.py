@@ -241,9 +241,10 @@ def _shell_block(code: str) -> Snippet:
     ("python -m quafka broker --override log.dirs=d", "python -m quafka broker --override listeners=PLAINTEXT://127.0.0.1:40001 --override log.dirs=d"),
     ("quafka broker --override metrics.listener=http://0.0.0.0:9404",
      "quafka broker --override listeners=PLAINTEXT://127.0.0.1:40001 --override metrics.listener=http://0.0.0.0:40002"),
-    ("make run        # starts a broker", 'make -o .venv/.installed-run run ARGS="--override listeners=PLAINTEXT://127.0.0.1:40001"        # starts a broker'),
-    ('make run ARGS="--override listeners=PLAINTEXT://127.0.0.1:19092"', 'make -o .venv/.installed-run run ARGS="--override listeners=PLAINTEXT://127.0.0.1:40003"'),
-    ('make run ARGS="--override num.partitions=3"', 'make -o .venv/.installed-run run ARGS="--override listeners=PLAINTEXT://127.0.0.1:40001 --override num.partitions=3"'),
+    ("make run        # starts a broker", 'make -o .venv/.installed-run run DASHBOARD= ARGS="--override listeners=PLAINTEXT://127.0.0.1:40001"        # starts a broker'),
+    ('make run ARGS="--override listeners=PLAINTEXT://127.0.0.1:19092"', 'make -o .venv/.installed-run run DASHBOARD= ARGS="--override listeners=PLAINTEXT://127.0.0.1:40003"'),
+    ('make run ARGS="--override num.partitions=3"', 'make -o .venv/.installed-run run DASHBOARD= ARGS="--override listeners=PLAINTEXT://127.0.0.1:40001 --override num.partitions=3"'),
+    ('make run DASHBOARD=http://127.0.0.1:9404', 'make -o .venv/.installed-run run ARGS="--override listeners=PLAINTEXT://127.0.0.1:40001" DASHBOARD=http://127.0.0.1:40002'),
     ("# quafka topics --list", "# quafka topics --list"),
     ("quafka topics \\\n    --list", "quafka topics --bootstrap-server 127.0.0.1:40001     --list"),
 ])

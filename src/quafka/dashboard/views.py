@@ -252,7 +252,7 @@ def failures_view(data: Any, value_bytes: int) -> dict[str, Any]:
                               "error_class": x.error_class or "", "message": x.error_message or x.message or "",
                               "died_at": x.died_at, "timestamp_ms": x.timestamp_ms, "route": x.route or "",
                               "key": preview_bytes(x.key, 256), "value": preview_bytes(x.value, value_bytes),
-                              "copy": x.has_copy}
+                              "has_copy": x.has_copy}
                              for x in sorted(items, key=lambda x: -x.timestamp_ms)]}
                 for name, items in sorted(by_class.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
         groups.append(entry)

@@ -69,10 +69,15 @@ def test_failures_page_groups_dead_letters_by_error_class(scenario):
         letters = admin.list_dead_letters(GROUP, DLQ)
     assert letters and attrs(page, "letter", "dlq-offset") == [str(x.dlq_offset) for x in letters][::-1]
     assert attrs(page, "letter", "reason") == [x.reason for x in letters][::-1]
-    # the scenario's group keeps headers only (errors.deadletterqueue.copy.record.enable=false): the page
-    # says so instead of showing a null key and value (a Jinja lookup of "copy" once found dict.copy)
+    # the scenario's group keeps headers only (errors.deadletterqueue.copy.record.enable=false): the
+    # payload preview comes from the source record, and says so (a Jinja lookup of "copy" once found
+    # dict.copy and showed a null key and value)
     assert not any(x.has_copy for x in letters)
-    assert page.count("(no copy)") == len(letters) and 'class="null"' not in page
+    assert attrs(page, "value", "payload") == ["source"] * len(letters)
+    assert page.count("(no copy: the source record)") == len(letters) and 'class="null"' not in page
+    # the scenario rejects offset 1, produced as key b"k1", value b"job-1"
+    assert [x.offset for x in letters] == [1] and 'data-payload="source"><span class="preview" ' in page
+    assert '>job-1</span>' in page and '>k1</span>' in page
 
 
 @pytest.mark.parametrize("url, reason", [("/topic", "needs ?name="), ("/share-group", "needs ?group="),

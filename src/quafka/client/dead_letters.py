@@ -542,10 +542,11 @@ def _kept_headers(headers: Iterable[tuple[str, bytes | None]]) -> list[tuple[str
     return [(n, v) for n, v in headers if not n.startswith(_DROPPED_HEADER_PREFIXES)]
 
 
-async def _fetch_source(admin: Any, reader: AsyncPartitionReader, letter: DeadLetterRecord,
+async def fetch_source(admin: Any, reader: AsyncPartitionReader, letter: DeadLetterRecord,
                         log_ranges: dict[str, dict[int, tuple[int, int]] | None]) -> Record | None:
     """The source record of a headers-only letter; None when it is no longer in the log (or its
-    topic or partition is gone)."""
+    topic or partition is gone). ``log_ranges`` caches each topic's (log start, end) per partition
+    across calls. Used by redrive and by the dashboard's failures page."""
     if letter.topic not in log_ranges:
         try:
             log_ranges[letter.topic] = await _log_ranges(admin, letter.topic)
@@ -642,7 +643,7 @@ async def redrive(admin: Any, group_id: str, dlq_topic: str | None, *, to_topic:
             if letter.has_copy:
                 key, value, headers = letter.key, letter.value, _kept_headers(letter.headers)
             else:
-                source = await _fetch_source(admin, reader, letter, log_ranges)
+                source = await fetch_source(admin, reader, letter, log_ranges)
                 if source is None:
                     result.planned.append(RedriveItem(letter, SOURCE_MISSING, target, payload))
                     continue

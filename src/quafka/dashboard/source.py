@@ -16,12 +16,14 @@ import asyncio
 import logging
 import time
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from quafka.client import AsyncAdmin
 from quafka.client._admin_in_flight import ExtensionUnavailable
+from quafka.client.dead_letters import fetch_source
 from quafka.client.errors import KafkaException
 from quafka.client.reader import AsyncPartitionReader
 from quafka.protocol.errors import ErrorCode
@@ -41,6 +43,8 @@ AUTHORIZATION_CODES = frozenset({ErrorCode.cluster_authorization_failed, ErrorCo
 EXTENSION_API_KEY = 32000  # QuafkaDescribeInFlight: advertised in ApiVersions by a quafka broker
 RECORD_PARTITIONS = 16  # the topic page reads recent records of at most this many partitions
 CALL_TIMEOUT_S = 10.0
+SOURCE_READS_PER_SAMPLE = 20  # source records of headers-only dead letters read per failures sample
+SOURCE_CACHE_SIZE = 2000  # source records kept (a log record never changes)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,10 @@ class FailuresData:
     sample_ms: int
     letters: dict[str, Any]  # {group: [DeadLetterRecord] | Unavailable}
     groups: Any = None  # the share groups looked at, or Unavailable
+    # headers-only letters (errors.deadletterqueue.copy.record.enable=false): their source records,
+    # {(topic, partition, offset): Record | None (no longer in the log)}; absent = not read (yet)
+    sources: dict[tuple[str, int, int], Any] = field(default_factory=dict)
+    source_problems: dict[str, Any] = field(default_factory=dict)  # {group: Unavailable}: why not read
 
 
 @dataclass
@@ -146,6 +154,7 @@ class Source:
         self.settings = settings
         self.admin = AsyncAdmin(dict(settings.client_config))
         self._reader: AsyncPartitionReader | None = None
+        self._source_cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -293,7 +302,32 @@ class Source:
                                                                   "(errors.deadletterqueue.topic.name is not set)")
             else:
                 data.letters[gid] = await guard(f"dead letters of group {gid!r}", self._letters(gid, dlq))
+                if not is_unavailable(data.letters[gid]):
+                    read = await guard(f"source records of group {gid!r}'s dead letters",
+                                       self._sources(data.letters[gid], data.sources))
+                    if is_unavailable(read):
+                        data.source_problems[gid] = read
         return data
+
+    async def _sources(self, letters: list, into: dict[tuple[str, int, int], Any]) -> None:
+        """The source records of the newest headers-only letters, for their payload preview: at most
+        ``SOURCE_READS_PER_SAMPLE`` log reads per sample; a record read once is kept (a log record
+        never changes) in a cache of ``SOURCE_CACHE_SIZE``."""
+        log_ranges: dict[str, Any] = {}
+        reads = 0
+        for letter in sorted(letters, key=lambda x: -x.timestamp_ms):
+            if letter.has_copy:
+                continue
+            key = (letter.topic, letter.partition, letter.offset)
+            if key not in self._source_cache:
+                if reads >= SOURCE_READS_PER_SAMPLE:
+                    continue
+                reads += 1
+                self._source_cache[key] = await fetch_source(self.admin, self._reader_client(), letter, log_ranges)
+                while len(self._source_cache) > SOURCE_CACHE_SIZE:
+                    self._source_cache.popitem(last=False)
+            self._source_cache.move_to_end(key)
+            into[key] = self._source_cache[key]
 
     async def _letters(self, group: str, dlq: str) -> list:
         return await self.admin.list_dead_letters(group, dlq, limit=self.settings.dead_letter_limit)

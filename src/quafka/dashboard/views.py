@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import strip as strips
+from .preview import display_text, preview_bytes, preview_headers
 from .source import Unavailable, is_unavailable
 
 __all__ = ["History", "consumer_group_view", "failures_view", "overview_view", "share_group_view",
@@ -132,7 +134,6 @@ def _lag_by_partition(offsets: Mapping[tuple[str, int], tuple[int, int]]) -> dic
 
 
 def topic_view(data: Any, key_bytes: int, value_bytes: int) -> dict[str, Any]:
-    from .preview import display_text, preview_bytes, preview_headers
 
     partitions: Any = data.description
     if partitions is not None and not is_unavailable(partitions):
@@ -158,8 +159,6 @@ def topic_view(data: Any, key_bytes: int, value_bytes: int) -> dict[str, Any]:
 
 def share_group_view(data: Any, history: History, selected: tuple[str, int] | None,
                      strip_width: int = 1000, ranges_shown: int = 200) -> dict[str, Any]:
-    from . import strip as strips
-    from .preview import display_text
 
     desc = data.description
     members: Any = desc
@@ -206,7 +205,6 @@ def share_group_view(data: Any, history: History, selected: tuple[str, int] | No
 
 
 def consumer_group_view(data: Any) -> dict[str, Any]:
-    from .preview import display_text
 
     desc = data.description
     members: Any = desc
@@ -231,11 +229,11 @@ def consumer_group_view(data: Any) -> dict[str, Any]:
 
 
 def failures_view(data: Any, value_bytes: int) -> dict[str, Any]:
-    from .preview import display_text, preview_bytes
 
     groups = []
     for gid, letters in sorted(data.letters.items()):
-        entry: dict[str, Any] = {"group": gid, "display": display_text(gid), "problem": None, "classes": []}
+        entry: dict[str, Any] = {"group": gid, "display": display_text(gid), "problem": None, "classes": [],
+                                 "source_problem": data.source_problems.get(gid)}
         if is_unavailable(letters):
             entry["problem"] = letters
         else:
@@ -252,7 +250,7 @@ def failures_view(data: Any, value_bytes: int) -> dict[str, Any]:
                               "error_class": x.error_class or "", "message": x.error_message or x.message or "",
                               "died_at": x.died_at, "timestamp_ms": x.timestamp_ms, "route": x.route or "",
                               "key": preview_bytes(x.key, 256), "value": preview_bytes(x.value, value_bytes),
-                              "has_copy": x.has_copy}
+                              "has_copy": x.has_copy, "source": _source_preview(data, x, value_bytes)}
                              for x in sorted(items, key=lambda x: -x.timestamp_ms)]}
                 for name, items in sorted(by_class.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
         groups.append(entry)
@@ -265,3 +263,17 @@ def unavailable_reason(values: Iterable[Any]) -> Unavailable | None:
         if is_unavailable(v):
             return v
     return None
+
+
+def _source_preview(data: Any, letter: Any, value_bytes: int) -> dict[str, Any] | None:
+    """A headers-only letter's payload, from its source record: {"state": "read", key, value} /
+    {"state": "gone"} (no longer in the log) / None (not read yet, or the letter holds a copy)."""
+    if letter.has_copy:
+        return None
+    key = (letter.topic, letter.partition, letter.offset)
+    if key not in data.sources:
+        return None
+    record = data.sources[key]
+    if record is None:
+        return {"state": "gone"}
+    return {"state": "read", "key": preview_bytes(record.key, 256), "value": preview_bytes(record.value, value_bytes)}

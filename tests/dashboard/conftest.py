@@ -11,7 +11,7 @@ scenario of support/dashboard_scenario.py (``scenario_broker``) and two dashboar
 read-only and with actions (``dashboards``). Chromium and chromedriver are Debian's packages,
 installed by `make test` (the Makefile's `browser` target, docs/testing.md); when they are missing
 the browser tests FAIL with the reason the Makefile recorded, they never skip. Each browser test
-module is in `pytest.mark.xdist_group("browser")` (BROWSER), so under `-n 2 --dist loadgroup` one
+module sets `pytestmark = pytest.mark.xdist_group("browser")`, so under `-n 2 --dist loadgroup` one
 worker runs them all: one Chromium and one scenario broker per run. The session fixture quits the
 driver and waits until every process below chromedriver is gone, so none outlives the session
 (tests/conftest.py's `no_process_outlives_the_session` checks it too).
@@ -40,7 +40,6 @@ MARKUP_KEY = b"<b>key</b>\xff\xfe"
 MARKUP_VALUE = b"<script>alert('v')</script>"
 BAD_HEADER = ("<i>h</i>", b"\xc3\x28<u>")
 BACKOFF_MS = 600_000
-BROWSER = pytest.mark.xdist_group("browser")  # every browser test module: one worker, one Chromium
 
 
 def share_consumer(bootstrap: str, group: str, client_id: str, max_records: int) -> ShareConsumer:

@@ -12,6 +12,7 @@ import pytest
 from support import browser as b
 from support import process_running
 
+pytestmark = pytest.mark.xdist_group("browser")  # one worker: one Chromium, one scenario broker
 
 def test_chromium_starts_through_the_system_chromedriver_without_selenium_manager_and_leaves_no_process(monkeypatch):
     from selenium.webdriver.common.selenium_manager import SeleniumManager

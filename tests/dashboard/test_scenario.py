@@ -4,13 +4,12 @@ any browser is involved, so that a browser test's failure is the dashboard's, no
 
 from __future__ import annotations
 
+import pytest
+
 from quafka.client import Admin
 from support import dashboard_scenario as s
 
-
-
-
-
+pytestmark = pytest.mark.xdist_group("browser")  # one worker: one Chromium, one scenario broker
 
 def test_the_orders_window_holds_every_state_at_once_with_two_holders(scenario_broker):
     s.verify(scenario_broker.bootstrap_servers)

@@ -40,8 +40,8 @@ CHROMIUM_FLAGS = (
     "--disable-gpu", "--disable-extensions", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--disable-breakpad", "--lang=en-US", "--force-prefers-reduced-motion",
 )
-# What differs between two runs of the same page: numbers, times, ports, member and cluster ids.
-VARYING = re.compile(r"\b[\w-]{20,}\b|[\w.:-]*\d[\w.:-]*")
+# What differs between two runs of the same page: numbers, times (and AM/PM), ports, member and cluster ids.
+VARYING = re.compile(r"\b[\w-]{20,}\b|[\w.:-]*\d[\w.:-]*|\b[AP]M\b")
 # Chromium asks every origin for /favicon.ico by itself; a 404 there is no page's doing.
 FAVICON_404 = re.compile(r"^https?://[^/]+/favicon\.ico - Failed to load resource: .* 404")
 SELENIUM_ENV = {"SE_MANAGER_PATH": "/bin/false", "SE_OFFLINE": "true", "SE_AVOID_STATS": "true"}

@@ -12,6 +12,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from support import dashboard_scenario as s
+from support import wait_until
 from support.browser import png_pixels
 
 pytestmark = pytest.mark.xdist_group("browser")  # one worker: one Chromium, one scenario broker
@@ -92,6 +93,9 @@ def test_the_strip_draws_the_scripted_window_state_by_state_and_holder_by_holder
     fills = {g["state"] + (g["clientId"] or ""): g["fill"] for g in segs}
     assert len(set(fills.values())) == len(fills), fills  # every state and holder its own colour
     browser.screenshot("strip", browser.driver.find_element(By.ID, "strip-panel"))
+    # the whole page once the lag chart has two samples to draw (the same picture every run)
+    wait_until(lambda: browser.driver.execute_script("return !!document.querySelector('#lag-chart-plot canvas')"),
+               10, 0.05, message="the lag chart")
     browser.screenshot("share-group", full_page=True)
 
 

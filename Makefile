@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 # `make run` serves the web dashboard here (docs/dashboard.md); `make run DASHBOARD=` turns it off
 DASHBOARD ?= http://127.0.0.1:8080
 
-.PHONY: run test lint clean dist
+.PHONY: run test lint clean dist browser
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,8 +46,39 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python tools/core_lint.py
 
-test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
+# Debian's Chromium and chromedriver for the dashboard's browser tests (docs/testing.md, "Browser
+# tests"), installed with apt-get when either is missing (as root, or with passwordless sudo). This
+# target never fails make: when they cannot be installed, the reason is kept in BROWSER_LOG and the
+# browser tests fail with it (they never skip). No stamp: the two programs are the stamp, so a
+# browser removed by hand comes back. `make run` does not need them and never installs them.
+CHROMIUM ?= /usr/bin/chromium
+CHROMEDRIVER ?= /usr/bin/chromedriver
+BROWSER_LOG ?= $(VENV)/.browser-install.log
+BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
+
+browser:
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then rm -f $(BROWSER_LOG); exit 0; fi; \
+	mkdir -p $(dir $(BROWSER_LOG)); reason=; sudo=; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  reason="no apt-get here (not Debian or Ubuntu): install Chromium as $(CHROMIUM) and chromedriver as $(CHROMEDRIVER)"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  if sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	  else reason="not root and no passwordless sudo: run 'sudo apt-get install $(BROWSER_PACKAGES)'"; fi; \
+	fi; \
+	if [ -z "$$reason" ]; then \
+	  echo "make browser: installing $(BROWSER_PACKAGES) with apt-get"; \
+	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq \
+	      --no-install-recommends $(BROWSER_PACKAGES); } > $(BROWSER_LOG).out 2>&1 \
+	    || reason="apt-get update/install of $(BROWSER_PACKAGES) failed (its output follows)"; \
+	  if [ -z "$$reason" ] && ! { [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; }; then \
+	    reason="apt-get installed $(BROWSER_PACKAGES) but $(CHROMIUM) or $(CHROMEDRIVER) is still missing"; fi; \
+	fi; \
+	if [ -z "$$reason" ]; then rm -f $(BROWSER_LOG) $(BROWSER_LOG).out; exit 0; fi; \
+	{ echo "$$reason"; cat $(BROWSER_LOG).out 2>/dev/null; } > $(BROWSER_LOG); rm -f $(BROWSER_LOG).out; \
+	echo "make browser: Chromium is not installed, so the browser tests will fail: $$reason ($(BROWSER_LOG))"
+
+test: lint browser
+	QUAFKA_BROWSER_LOG=$(abspath $(BROWSER_LOG)) $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 # Outside CI (docs/testing.md): `make fuzz FRAMES=1000000`, `make soak CYCLES=100`; SEED=n replays a run.
 # `make load` (benchmarks/README.md): the load and churn scenarios, SCALE=0.1 for a smaller run.

@@ -1,8 +1,21 @@
-"""Fixtures of the dashboard's tests without a browser: a broker with a share group in the middle
-of work (two consumers holding records, a rejected record dead-lettered, an acknowledged one, a
-record released into a long backoff), records whose keys, values and headers hold markup and
-invalid UTF-8, a group whose id is markup; and a way to drive the dashboard's ASGI app with httpx
-(``Dash``) on a fresh event loop per call."""
+"""Fixtures of the dashboard's tests.
+
+Without a browser: a broker with a share group in the middle of work (two consumers holding records, a
+rejected record dead-lettered, an acknowledged one, a record released into a long backoff), records
+whose keys, values and headers hold markup and invalid UTF-8, a group whose id is markup; and a way
+to drive the dashboard's ASGI app with httpx (``Dash``) on a fresh event loop per call.
+
+In headless Chromium (issue 30, acceptance 1-3 and 5; the test_browser_*.py files): one Chromium
+per session (``chromium``/``browser``, support/browser.py), one broker holding the scripted
+scenario of support/dashboard_scenario.py (``scenario_broker``) and two dashboards against it,
+read-only and with actions (``dashboards``). Chromium and chromedriver are Debian's packages,
+installed by `make test` (the Makefile's `browser` target, docs/testing.md); when they are missing
+the browser tests FAIL with the reason the Makefile recorded, they never skip. Each browser test
+module sets `pytestmark = pytest.mark.xdist_group("browser")`, so under `-n 2 --dist loadgroup` one
+worker runs them all: one Chromium and one scenario broker per run. The session fixture quits the
+driver and waits until every process below chromedriver is gone, so none outlives the session
+(tests/conftest.py's `no_process_outlives_the_session` checks it too).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +24,8 @@ from contextlib import suppress
 
 import pytest
 
-from support import set_group_configs, wait_until
+from support import dashboard_scenario, set_group_configs, wait_until
+from support.browser import Browser, browser_missing_reason, start_chromium, stop_chromium
 from support.dlq import DLQ_TOPIC_CONFIGS, produce
 from support.share_client import create_topic
 
@@ -121,3 +135,101 @@ class Dash:
             return await client.get(url, **kwargs)
 
         return self.run(go)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """The session's headless Chromium (a Selenium WebDriver); fails, never skips, without it."""
+    reason = browser_missing_reason()
+    if reason is not None:
+        pytest.fail(reason, pytrace=False)
+    driver = start_chromium()
+    yield driver
+    left = stop_chromium(driver)
+    assert not left, f"Chromium processes outlived driver.quit() (killed): {left}"
+
+
+@pytest.fixture
+def browser(chromium):
+    """The session's Chromium for one test: its console log and dialogs start empty, and the test
+    ends with neither a dialog nor a console error."""
+    chromium.get("about:blank")
+    chromium.get_log("browser")  # drop what earlier tests left
+    b = Browser(chromium)
+    yield b
+    b.assert_clean()
+
+
+@pytest.fixture(scope="session")
+def scenario_broker():
+    """One broker for the dashboard's browser tests, holding the scripted scenario (support/dashboard_scenario.py)."""
+    from quafka import EmbeddedBroker
+
+    with EmbeddedBroker(config=dashboard_scenario.BROKER_CONFIG) as broker:
+        built = dashboard_scenario.build(broker.bootstrap_servers)
+        try:
+            yield broker
+        finally:
+            built.close()
+
+
+class Dashboards:
+    """Two dashboards against the scenario broker, on one event loop thread (as `quafka dashboard`
+    runs, standalone): `readonly` (the default: no actions) and `actions`
+    (quafka.dashboard.actions.enable / --enable-actions)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        import asyncio
+        import threading
+
+        from quafka.dashboard.server import DashboardServer
+        from quafka.dashboard.settings import DashboardSettings
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="dashboards", daemon=True)
+        self.thread.start()
+        self.servers = []
+        for actions in (False, True):
+            settings = DashboardSettings({"bootstrap.servers": bootstrap}, listen="http://127.0.0.1:0",
+                                         actions_enabled=actions)
+            self.servers.append(self.run(DashboardServer(settings).start()))
+        self.readonly, self.actions = (s.url.rstrip("/") for s in self.servers)
+
+    def run(self, coro, timeout_s: float = 20.0):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def close(self) -> None:
+        import asyncio
+
+        async def cancel_the_rest() -> None:  # e.g. a stream's handler still answering a browser
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        try:
+            for server in self.servers:
+                self.run(server.close())
+        finally:
+            self.run(cancel_the_rest())
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+
+@pytest.fixture(scope="session")
+def dashboards(scenario_broker):
+    d = Dashboards(scenario_broker.bootstrap_servers)
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def admin(scenario_broker):
+    from quafka.client import Admin
+
+    with Admin({"bootstrap.servers": scenario_broker.bootstrap_servers}) as a:
+        yield a

@@ -7,7 +7,7 @@ Routes (ids travel in query parameters: they may hold any character):
 run; POST: execute, then 303 to the page), ``/static/...``.
 
 Security on every response: a strict Content-Security-Policy (no inline script or style: the
-pages load /static/app.js and /static/app.css only), nosniff, no referrer, no framing; pages are
+pages load /static/app.js and /static/app.css only), nosniff, no referrer to other sites, no framing; pages are
 not cached. Requests whose Host header is not the dashboard's own (bound address, loopback names,
 configured names) are refused (400) by TrustedHostMiddleware: DNS rebinding. Templates escape
 everything (autoescape is always on, whatever the template's name; undefined names raise).
@@ -98,7 +98,10 @@ class _SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-                            (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
+                            # same-origin, not no-referrer: under no-referrer a browser sends
+                            # "Origin: null" with the confirmation form's POST, which the CSRF
+                            # origin check must refuse (tests/dashboard/test_browser_actions.py)
+                            (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY"),
                             (b"cross-origin-opener-policy", b"same-origin")]
                 if not static:
                     headers.append((b"cache-control", b"no-store"))

@@ -43,7 +43,6 @@ CHROMIUM_FLAGS = (
 # What differs between two runs of the same page: numbers, times (and AM/PM), ports, member and cluster ids.
 VARYING = re.compile(r"\b[\w-]{20,}\b|[\w.:-]*\d[\w.:-]*|\b[AP]M\b")
 # Chromium asks every origin for /favicon.ico by itself; a 404 there is no page's doing.
-FAVICON_404 = re.compile(r"^https?://[^/]+/favicon\.ico - Failed to load resource: .* 404")
 SELENIUM_ENV = {"SE_MANAGER_PATH": "/bin/false", "SE_OFFLINE": "true", "SE_AVOID_STATS": "true"}
 
 # Runs before any script of every page (CDP, so a page's CSP does not stop it): dialogs are
@@ -82,10 +81,8 @@ class Browser:
 
     def console_errors(self) -> list[dict]:
         """SEVERE entries of the browser console since the last call (script errors, CSP
-        violations, failed loads such as an injected <img src=x>). Chromium's own request for
-        /favicon.ico, which no page asks for, is left out when it 404s (FAVICON_404)."""
-        return [e for e in self.driver.get_log("browser")
-                if e.get("level") == "SEVERE" and not FAVICON_404.search(e.get("message", ""))]
+        violations, failed loads such as an injected <img src=x>)."""
+        return [e for e in self.driver.get_log("browser") if e.get("level") == "SEVERE"]
 
     def dialogs(self) -> list:
         return self.driver.execute_script("return window.__dialogs || []")

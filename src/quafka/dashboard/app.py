@@ -249,6 +249,8 @@ def create_app(settings: DashboardSettings, source: Source | None = None,
     routes = [Route("/" if name == "overview" else f"/{name}", dash.page_handler(page), name=name)
               for name, page in PAGES.items()]
     routes += [Route("/events", dash.events), Route("/actions/{name}", dash.action, methods=["GET", "POST"]),
+               # browsers ask for /favicon.ico on their own; pages link the SVG
+               Route("/favicon.ico", lambda _req: RedirectResponse("/static/favicon.svg", status_code=301)),
                Mount("/static", app=StaticFiles(directory=str(static)), name="static")]
     app = Starlette(routes=routes, middleware=[
         Middleware(_SecurityHeaders), Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings))])

@@ -81,7 +81,8 @@ test: lint browser
 	QUAFKA_BROWSER_LOG=$(abspath $(BROWSER_LOG)) $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 # Outside CI (docs/testing.md): `make fuzz FRAMES=1000000`, `make soak CYCLES=100`; SEED=n replays a run.
-# `make load` (benchmarks/README.md): the load and churn scenarios, SCALE=0.1 for a smaller run.
+# `make load` (benchmarks/README.md): the load and churn scenarios, SCALE=0.1 for a smaller run, then
+# examples/job_processor.py on issue 19's 20,000 jobs (CI runs 4,000).
 FRAMES ?= 100000
 CYCLES ?= 100
 SEED ?=
@@ -98,6 +99,8 @@ soak: $(STAMP)
 
 load: $(STAMP)
 	$(BIN)/python benchmarks/load_churn.py --scale $(SCALE) $(if $(SEED),--seed $(SEED)) $(ARGS)
+	QUAFKA_EXAMPLE_JOBS=20000 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/framework/test_example_job_processor.py -k four_processes_of_four_workers
 
 # The seeded whole-broker simulator (docs/testing.md, "Simulator"): `make sim SEEDS=200`,
 # `make sim SEED=1234` replays one seed, `make sim HOURS=24` runs a campaign of simulated time.

@@ -243,6 +243,28 @@ def test_clean_restart_replays_no_batch_header_below_the_snapshot(tmp_path, head
         check_dedup_after_restart(broker.bootstrap_servers, "idem", producer.producer_id, 23)
 
 
+def test_a_clean_stop_writes_nothing_for_an_empty_partition_and_it_reopens_empty(tmp_path, header_reads):
+    """An empty partition gets no producer snapshot at a clean stop (Kafka's
+    ProducerStateManager.takeSnapshot writes only past the last snapshot's offset, 0 for a fresh
+    log) and no index files (an empty active segment is scanned at start-up, never indexed); it
+    reopens at offset 0, and an idempotent producer's first batch goes there."""
+    data = tmp_path / "data"
+    with EmbeddedBroker(str(data)) as broker:
+        create_topic(broker.bootstrap_servers, "empty")
+    part_dir = data / "empty-0"
+    assert files_of(part_dir, ".log") == [0]
+    assert files_of(part_dir, ".snapshot") == [] and files_of(part_dir, ".index") == []
+    assert files_of(part_dir, ".timeindex") == []
+    header_reads.clear()
+    with EmbeddedBroker(str(data)) as broker:
+        assert broker.server.state.topics["empty"].partitions[0].log.log_end_offset == 0
+        assert [c for c in header_reads if c[0] == "empty"] == [["empty", 0, 0]]
+        producer, offsets = produce_batches(broker.bootstrap_servers, "empty", 2)
+        producer.close()
+    assert offsets == [0, RECORDS_PER_BATCH]
+    assert files_of(part_dir, ".snapshot") == [2 * RECORDS_PER_BATCH] and files_of(part_dir, ".index") == [0]
+
+
 def test_sigkill_restart_reads_the_last_rolls_snapshot_and_dedup_survives(tmp_path, broker_process):
     data = tmp_path / "data"
     broker = broker_process(str(data), overrides={"log.segment.bytes": str(SEGMENT_BYTES)})

@@ -29,6 +29,7 @@ directory.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,6 +225,54 @@ def _strip_comment(line: str) -> str:
         elif char == "#" and (i == 0 or line[i - 1].isspace()):
             return line[:i]
     return line
+
+
+# A line the shell would treat as more than one program and its words: pipes, redirections, lists,
+# substitutions, globs, braces, history, variables, escapes. Such a line (and its block) runs with bash.
+_SHELL_SYNTAX = set("|&;<>()$`*?[]{}~!\\")
+
+
+def _without_single_quoted(command: str) -> str:
+    """The command without its single-quoted spans (bash takes them literally); a ``'`` inside
+    double quotes is not a quote."""
+    out, quote = [], None
+    for char in command:
+        if quote == "'":
+            if char == "'":
+                quote = None
+            continue
+        if char == quote:
+            quote = None
+        elif quote is None and char in "'\"":
+            quote = char
+            if char == "'":
+                continue
+        out.append(char)
+    return "".join(out)
+
+
+def quafka_commands(code: str) -> list[list[str]] | None:
+    """The argv of each command of a localized shell block if every line is a plain ``quafka ...``
+    command (or blank, or a comment): words only, no shell syntax outside single quotes (see
+    _SHELL_SYNTAX; the first word is ``quafka``, so no ``NAME=value`` assignment). None otherwise: the
+    block then runs with bash as written. Such commands run in a warm interpreter, one fork each
+    (tests/docs/_cli_session.py), with what bash gives them: the same argv, environment, working
+    directory and /dev/null stdin, stopping at the first that fails (``bash -e``)."""
+    commands = []
+    for line in code.split("\n"):
+        command = _strip_comment(line).strip()
+        if not command:
+            continue
+        if _SHELL_SYNTAX & set(_without_single_quoted(command)):
+            return None
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return None
+        if words[0] not in ("quafka", ".venv/bin/quafka"):  # the same program: .venv/bin is first on PATH
+            return None
+        commands.append(words[1:])
+    return commands or None
 
 
 def ports_waited_for(code: str, ports: Ports) -> list[int]:

@@ -201,8 +201,16 @@ def group_configs(bootstrap: str, group: str) -> dict[str, str | None]:
         return admin.describe_configs("group", group)
 
 
-def test_four_processes_of_four_workers_process_20000_jobs(broker_process, tmp_path):
-    total = 20_000
+# issue 19's acceptance run is 20,000 jobs (`make load` runs it: QUAFKA_EXAMPLE_JOBS=20000); CI runs
+# 4,000, which keeps every kind of job (80 poison, 400 flaky, 40 each of long, welcome and bad) and
+# the same 16 workers: the count itself is not what the test checks.
+EXAMPLE_JOBS = int(os.environ.get("QUAFKA_EXAMPLE_JOBS") or "4000")
+
+
+def test_four_processes_of_four_workers_process_every_job_exactly_once(broker_process, tmp_path):
+    """Every job of EXAMPLE_JOBS (4,000 in CI, 20,000 with `make load`) is accepted or dead-lettered
+    exactly once by 4 processes x 4 workers; the checks are the same at either count."""
+    total = EXAMPLE_JOBS
     bootstrap, names, journal = set_up(broker_process, tmp_path, "a", total)
     workers = start_workers(bootstrap, names, journal)
     try:

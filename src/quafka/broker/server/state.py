@@ -243,7 +243,11 @@ class BrokerState:
         if health is not None and not health.online:
             return  # nothing is written to a failed directory
         end = plog.log_end_offset
-        if part.snapshot_offset == end:
+        if part.snapshot_offset == end or end == 0:
+            # nothing new since the last snapshot, or an empty log (no producer to remember): as
+            # Kafka's ProducerStateManager.takeSnapshot writes only past its last snapshot's offset
+            # (which is 0 for a fresh log). A broker with 50 empty __consumer_offsets partitions
+            # otherwise fsyncs 50 snapshot files (and their directory) at every clean stop.
             return
         try:
             self._take_producer_snapshot(part, end, sync=True)

@@ -380,8 +380,8 @@ class FileLog(Log):
             return
         self.flush()
         for seg in self._segments:
-            if not seg.index_on_disk:
-                seg.write_index_files()
+            if not seg.index_on_disk and seg.size_bytes:  # an empty segment is scanned at start-up:
+                seg.write_index_files()                    # nothing to scan, and no index is read for it
         self.release()
 
     def release(self) -> None:

@@ -11,6 +11,7 @@ by an administrator connecting from 127.0.0.3 (support/acl_fixtures.py says why 
 from __future__ import annotations
 
 import logging
+import os
 import pathlib
 import re
 import uuid
@@ -503,6 +504,21 @@ def _alter_configs(env):
     _alter_configs_case(env, 33, 2, "az-ac", {})
 
 
+@case(34, "AlterReplicaLogDirs", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED per partition")
+def _alter_replica_log_dirs(env):
+    env.topic("az-arld")
+    path = os.path.abspath(env.broker.data_dir)
+
+    def alter():
+        return [p.error_code for r in env.req(kreq(34, 2, dirs=[{"path": path, "topics": [
+            {"name": "az-arld", "partitions": [0]}]}])).results for p in r.partitions]
+    assert alter() == [E.cluster_authorization_failed]
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)  # DESCRIBE does not imply ALTER
+    assert alter() == [E.cluster_authorization_failed]
+    env.grant(Op.ALTER, Rt.CLUSTER)
+    assert alter() == [E.none]
+
+
 @case(35, "DescribeLogDirs", "DESCRIBE on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED (v3+) and no log directory")
 def _describe_log_dirs(env):
     env.topic("az-logdirs")
@@ -545,10 +561,57 @@ def _delete_groups(env):
     assert delete() == E.none
 
 
+@case(43, "ElectLeaders", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED for the request (v1+) and per "
+      "partition")
+def _elect_leaders(env):
+    env.topic("az-el")
+
+    def elect():
+        resp = env.req(kreq(43, 2, election_type=0, topic_partitions=[{"topic": "az-el", "partitions": [0]}],
+                            timeout=1000))
+        return resp.error_code, resp.replica_election_results[0].partition_result[0].error_code
+    assert elect() == (E.cluster_authorization_failed, E.cluster_authorization_failed)
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    assert elect() == (E.cluster_authorization_failed, E.cluster_authorization_failed)
+    env.grant(Op.ALTER, Rt.CLUSTER)
+    assert elect() == (E.none, E.election_not_needed)
+
+
 @case(44, "IncrementalAlterConfigs", "ALTER_CONFIGS on the TOPIC, the GROUP, or the CLUSTER for a broker",
       "TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED per resource")
 def _incremental_alter_configs(env):
     _alter_configs_case(env, 44, 1, "az-iac", {"config_operation": 0})
+
+
+@case(45, "AlterPartitionReassignments", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED for the "
+      "request and per partition")
+def _alter_partition_reassignments(env):
+    env.topic("az-apr")
+    node = env.broker.server.state.node_id
+
+    def alter():
+        resp = env.req(kreq(45, 1, timeout=1000, allow_replication_factor_change=True, topics=[
+            {"name": "az-apr", "partitions": [{"partition_index": 0, "replicas": [node]}]}]))
+        return resp.error_code, resp.responses[0].partitions[0].error_code
+    assert alter() == (E.cluster_authorization_failed, E.cluster_authorization_failed)
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    assert alter() == (E.cluster_authorization_failed, E.cluster_authorization_failed)
+    env.grant(Op.ALTER, Rt.CLUSTER)
+    assert alter() == (E.none, E.none)
+
+
+@case(46, "ListPartitionReassignments", "DESCRIBE on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
+def _list_partition_reassignments(env):
+    env.topic("az-lpr")
+
+    def ask():
+        return env.req(kreq(46, 0, timeout=1000, topics=[{"name": "az-lpr", "partition_indexes": [0]}]))
+    refused = ask()
+    assert refused.error_code == E.cluster_authorization_failed
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in refused.topics] == [("az-lpr", [0])]
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    got = ask()
+    assert got.error_code == E.none and got.topics == ()
 
 
 @case(47, "OffsetDelete", "DELETE on the GROUP, READ on the TOPIC",
@@ -618,6 +681,21 @@ def _alter_user_scram_credentials(env):
     assert alter().error_code == E.none
 
 
+@case(55, "DescribeQuorum", "DESCRIBE on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
+def _describe_quorum(env):
+    def ask():
+        return env.req(kreq(55, 2, topics=[{"topic_name": "__cluster_metadata", "partitions": [
+            {"partition_index": 0}]}]))
+    refused = ask()
+    assert refused.error_code == E.cluster_authorization_failed and refused.topics == ()
+    env.grant(Op.DESCRIBE_CONFIGS, Rt.CLUSTER)
+    assert ask().error_code == E.cluster_authorization_failed
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    got = ask()
+    assert got.error_code == E.none
+    assert got.topics[0].partitions[0].leader_id == env.broker.server.state.node_id
+
+
 @case(57, "UpdateFeatures", "ALTER on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
 def _update_features(env):
     level = env.broker.server.state.feature_level("share.version")
@@ -638,6 +716,42 @@ def _describe_cluster(env):
     env.grant(Op.DESCRIBE, Rt.CLUSTER)
     got = env.req(kreq(60, 1, include_cluster_authorized_operations=True))
     assert got.cluster_authorized_operations == operations_bit_field([Op.DESCRIBE])
+
+
+@case(74, "ListConfigResources", "DESCRIBE_CONFIGS on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
+def _list_config_resources(env):
+    env.topic("az-lcr")
+
+    def ask():
+        return env.req(kreq(74, 1, resource_types=[2]))
+    refused = ask()
+    assert refused.error_code == E.cluster_authorization_failed and refused.config_resources == ()
+    env.grant(Op.DESCRIBE, Rt.CLUSTER)
+    assert ask().error_code == E.cluster_authorization_failed
+    env.grant(Op.DESCRIBE_CONFIGS, Rt.CLUSTER)
+    got = ask()
+    assert got.error_code == E.none and ("az-lcr", 2) in {(r.resource_name, r.resource_type)
+                                                          for r in got.config_resources}
+
+
+@case(75, "DescribeTopicPartitions", "DESCRIBE on the TOPIC", "TOPIC_AUTHORIZATION_FAILED for a topic named "
+      "(existing or not), after the described ones; left out of an all-topics answer")
+def _describe_topic_partitions(env):
+    env.topic("az-dtp", 2)
+
+    def ask(*names):
+        return env.req(kreq(75, 0, topics=[{"name": n} for n in names], response_partition_limit=100, cursor=None))
+    named = ask("az-dtp", "az-dtp-none").topics
+    assert [(t.name, t.error_code, t.partitions) for t in named] == [
+        ("az-dtp", E.topic_authorization_failed, ()), ("az-dtp-none", E.topic_authorization_failed, ())]
+    assert {t.topic_id for t in named} <= {None, ZERO}  # existence not disclosed
+    assert "az-dtp" not in {t.name for t in ask().topics}
+    env.grant(Op.DESCRIBE, Rt.TOPIC, "az-dtp")
+    [got, missing] = ask("az-dtp-none", "az-dtp").topics  # described first, refused after
+    assert (got.name, got.error_code, len(got.partitions)) == ("az-dtp", E.none, 2)
+    assert got.topic_authorized_operations == operations_bit_field([Op.DESCRIBE])
+    assert (missing.name, missing.error_code) == ("az-dtp-none", E.topic_authorization_failed)
+    assert "az-dtp" in {t.name for t in ask().topics}
 
 
 def consumer_heartbeat(env, group, topic, member_id, epoch=0):

@@ -51,6 +51,12 @@ def share_state_partition(group_id: str, topic_id: UUID, partition: int, num_par
     return _place(share_coordinator_key(group_id, topic_id, partition), num_partitions)
 
 
+def transaction_state_partition(transactional_id: str, num_partitions: int) -> int:
+    """The `__transaction_state` partition that holds a transactional id's records
+    (`TransactionStateManager.partitionFor`: Utils.abs(transactionalId.hashCode) % partitions)."""
+    return _place(transactional_id, num_partitions)
+
+
 def group_partition(group_id: str, num_partitions: int) -> int:
     """The `__consumer_offsets` partition that holds a group's records."""
     return _place(group_id, num_partitions)

@@ -172,6 +172,9 @@ _row(S.ONGOING, INIT_PRODUCER_ID=Go(S.PREPARE_ABORT), ADD_PARTITIONS=Go(S.ONGOIN
      COMMIT_V2=Go(S.PREPARE_COMMIT), ABORT_V2=Go(S.PREPARE_ABORT),
      COMMIT_V2_RETRY=_ITS, ABORT_V2_RETRY=_ITS,  # unreachable: a retry epoch is fenced in Ongoing
      MARKERS_WRITTEN=IGNORE, TXN_TIMED_OUT=Go(S.PREPARE_ABORT), ID_EXPIRED=IGNORE)
+# In PrepareCommit/PrepareAbort the markers are always in flight, so a request meets
+# CONCURRENT_TRANSACTIONS before this row (as in Kafka, whose pending state is CompleteCommit/
+# CompleteAbort then); and with TV2 only a retry epoch passes the epoch check there.
 _row(S.PREPARE_COMMIT, INIT_PRODUCER_ID=_CONCURRENT, ADD_PARTITIONS=_CONCURRENT, VERIFY_PARTITIONS=_CONCURRENT,
      COMMIT_V1=_CONCURRENT, ABORT_V1=_ITS, COMMIT_V2=_CONCURRENT, ABORT_V2=_ITS,
      COMMIT_V2_RETRY=_CONCURRENT, ABORT_V2_RETRY=_ITS,

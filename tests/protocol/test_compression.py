@@ -108,6 +108,10 @@ def test_compressed_forms_are_those_kafka_writes():
     gzip = compress(rb.COMPRESSION_GZIP, data, -1)
     assert gzip[:2] == b"\x1f\x8b"
     assert len(compress(rb.COMPRESSION_ZSTD, data, 19)) < len(compress(rb.COMPRESSION_ZSTD, data, -50))
+    words = [b"w%d" % (i * 7919 % 1009) for i in range(60_000)]  # the levels take effect (KIP-390)
+    text = b" ".join(words)
+    assert len(compress(rb.COMPRESSION_LZ4, text, 17)) < len(compress(rb.COMPRESSION_LZ4, text, 1))
+    assert len(compress(rb.COMPRESSION_GZIP, text, 9)) < len(compress(rb.COMPRESSION_GZIP, text, 1))
     for codec, out in ((rb.COMPRESSION_LZ4, lz4), (rb.COMPRESSION_SNAPPY, snappy), (rb.COMPRESSION_GZIP, gzip)):
         assert rb.decompress(codec, out) == data
 

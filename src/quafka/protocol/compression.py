@@ -167,30 +167,66 @@ def _check_records(body: bytes, header: BatchHeader) -> tuple[bytes, int]:
     total = len(body)
     pos = 0
     try:
+        # one- and two-byte varints (nearly every field of a record) are decoded inline; longer
+        # ones go through read_varlong, as in record_batch.iter_records
         for index in range(count):
-            length, pos = read(body, pos)
+            b = body[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif body[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (body[pos + 1] << 7)
+                length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+            else:
+                length, pos = read(body, pos)
             end = pos + length
             if length <= 0 or end > total:
                 raise ValueError(f"record {index} claims {length} bytes, {total - pos} remain")
-            ts_delta, p = read(body, pos + 1)  # after the record attributes
-            offset_delta, p = read(body, p)
-            renumber = renumber or offset_delta != index
+            p = pos + 1  # after the record attributes
+            b = body[p]
+            if b < 0x80:
+                ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                ts_delta, p = read(body, p)
+            b = body[p]
+            if b < 0x80:
+                offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                offset_delta, p = read(body, p)
+            if offset_delta != index:
+                renumber = True
             if max_delta is None or ts_delta > max_delta:
                 max_delta = ts_delta
-            key_length, p = read(body, p)
-            p += max(key_length, 0)
-            value_length, p = read(body, p)
-            p += max(value_length, 0)
-            headers, p = read(body, p)
-            if headers < 0:
-                raise ValueError(f"record {index} has {headers} headers")
-            for _ in range(headers):
-                name_length, p = read(body, p)
-                if name_length < 0:
-                    raise ValueError(f"record {index} has a header with a null key")
-                p += name_length
-                header_value_length, p = read(body, p)
-                p += max(header_value_length, 0)
+            b = body[p]
+            if b < 0x80:
+                key_length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_length, p = read(body, p)
+            if key_length > 0:
+                p += key_length
+            b = body[p]
+            if b < 0x80:
+                value_length, p = (b >> 1) ^ -(b & 1), p + 1
+            elif body[p + 1] < 0x80:
+                raw = (b & 0x7F) | (body[p + 1] << 7)
+                value_length, p = (raw >> 1) ^ -(raw & 1), p + 2
+            else:
+                value_length, p = read(body, p)
+            if value_length > 0:
+                p += value_length
+            b = body[p]
+            if b == 0:  # no headers
+                p += 1
+            else:
+                headers, p = read(body, p)
+                if headers < 0:
+                    raise ValueError(f"record {index} has {headers} headers")
+                for _ in range(headers):
+                    name_length, p = read(body, p)
+                    if name_length < 0:
+                        raise ValueError(f"record {index} has a header with a null key")
+                    p += name_length
+                    header_value_length, p = read(body, p)
+                    p += max(header_value_length, 0)
             if p != end:
                 raise ValueError(f"record {index} is {length} bytes but its fields take {p - pos}")
             pos = end

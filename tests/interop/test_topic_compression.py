@@ -260,3 +260,37 @@ def test_broker_compression_type_is_the_default_and_changes_dynamically(make_bro
     assert produce(broker, "by-default", records("b", 50), "none") == []
     assert [h.compression for h in stored_batches(broker, "by-default")] == [1, 2]
     assert confluent_read(broker, "by-default", 100) == expected(records("a", 50) + records("b", 50))
+
+
+def test_a_zstd_topic_is_not_fetched_below_fetch_v10(broker):
+    """KafkaApis.handleFetchRequest: UNSUPPORTED_COMPRESSION_TYPE for a zstd topic below Fetch v10;
+    v10 reads it, and a topic at another codec is read at v9."""
+    import datetime
+    import importlib
+
+    from support import RawClient
+
+    create(broker, "fetch-zstd", {"compression.type": "zstd"})
+    create(broker, "fetch-gzip", {"compression.type": "gzip"})
+    for topic in ("fetch-zstd", "fetch-gzip"):
+        assert produce(broker, topic, records(topic, 5), "none") == []
+
+    def fetch(version: int, topic: str):
+        schema = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+        request = schema.FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(milliseconds=0), min_bytes=0, max_bytes=1 << 20,
+            isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(),
+            topics=(schema.FetchTopic(topic=topic, partitions=(schema.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                partition_max_bytes=1 << 20),)),),
+            **({"rack_id": ""} if version >= 11 else {}))
+        with RawClient(broker.bootstrap_servers) as raw:
+            part = raw.request(request).responses[0].partitions[0]
+        return int(part.error_code), part.records
+
+    code, data = fetch(9, "fetch-zstd")
+    assert code == 76 and not data  # UNSUPPORTED_COMPRESSION_TYPE
+    code, data = fetch(10, "fetch-zstd")
+    assert code == 0 and rb.read_header(data, 0).compression == rb.COMPRESSION_ZSTD
+    code, data = fetch(9, "fetch-gzip")
+    assert code == 0 and rb.read_header(data, 0).compression == rb.COMPRESSION_GZIP

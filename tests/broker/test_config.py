@@ -126,7 +126,7 @@ def test_deviating_defaults_are_quafka_s_and_documented_as_such():
     assert config.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
     assert config.log_dir == "./quafka-data"
     assert config.node_id == 1
-    for name in ("listeners", "log.dir", "node.id", "compression.type", "log.cleanup.policy"):
+    for name in ("listeners", "log.dir", "node.id", "log.cleanup.policy"):
         assert BROKER_KEYS[name].note, name
 
 
@@ -230,11 +230,16 @@ def test_compaction_is_refused_with_an_explanation():
     assert broker(log_cleanup_policy="").get("log.cleanup.policy") == []
 
 
-def test_compression_other_than_producer_is_refused_with_an_explanation():
-    error = refused({"compression.type": "gzip"})
-    assert error.key == "compression.type"
-    assert "stores record batches exactly as the producer sent them" in str(error)
-    assert "String must be one of" in str(refused({"compression.type": "brotli"}))
+def test_every_kafka_compression_type_is_accepted_and_others_are_refused():
+    """BrokerCompressionType's names, with the KIP-390 levels in Kafka's ranges."""
+    for value in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"):
+        assert broker(compression_type=value).get("compression.type") == value
+        assert validate_topic_configs({"compression.type": value}) == {"compression.type": value}
+    error = refused({"compression.type": "brotli"})
+    assert error.key == "compression.type" and "String must be one of" in str(error)
+    assert refused({"compression.gzip.level": "10"}).key == "compression.gzip.level"
+    assert refused({"compression.lz4.level": "18"}).key == "compression.lz4.level"
+    assert refused({"compression.zstd.level": "23"}).key == "compression.zstd.level"
 
 
 # --------------------------------------------------------------------------- precedence
@@ -495,7 +500,8 @@ def test_validate_topic_configs_normalises_values():
     ({"min.insync.replicas": "0"}, "min.insync.replicas", "Value must be at least 1"),
     ({"min.cleanable.dirty.ratio": "1.5"}, "min.cleanable.dirty.ratio", "Value must be no more than 1"),
     ({"cleanup.policy": "compact"}, "cleanup.policy", "no log compaction"),
-    ({"compression.type": "zstd"}, "compression.type", "only producer is supported"),
+    ({"compression.type": "brotli"}, "compression.type", "String must be one of"),
+    ({"compression.zstd.level": "23"}, "compression.zstd.level", "Value must be no more than 22"),
     ({"remote.storage.enable": "true"}, "remote.storage.enable", "no tiered storage"),
     ({"message.timestamp.type": "Now"}, "message.timestamp.type", "String must be one of"),
     ({"leader.replication.throttled.replicas": "0:1,x"}, "leader.replication.throttled.replicas", "pairs"),

@@ -21,6 +21,7 @@ from quafka.broker.server.metadata_store import MetadataStore
 from quafka.broker.storage import FileLogStore, Log, LogStore, MemoryLogStore
 from quafka.broker.storage.dir_lock import DirLock, lock_dirs
 from quafka.protocol.errors import ErrorCode
+from quafka.protocol.compression import TargetCompression, target_compression
 
 log = logging.getLogger("quafka.broker")
 
@@ -55,6 +56,8 @@ class TopicState:
     partitions: list[PartitionState] = field(default_factory=list)
     max_message_bytes: int = 1048588
     log_append_time: bool = False
+    # compression.type other than producer: the codec batches are rewritten into (protocol.compression)
+    compression: TargetCompression | None = None
     dlq_enabled: bool = False  # errors.deadletterqueue.group.enable: share groups may dead-letter here
 
     @property
@@ -214,6 +217,9 @@ class BrokerState:
         values = cfg.resolve_topic_configs(self.config, topic.configs)
         topic.max_message_bytes = int(values["max.message.bytes"])
         topic.log_append_time = values["message.timestamp.type"] == "LogAppendTime"
+        topic.compression = target_compression(str(values["compression.type"]), int(values["compression.gzip.level"]),
+                                               int(values["compression.lz4.level"]),
+                                               int(values["compression.zstd.level"]))
         topic.dlq_enabled = values["errors.deadletterqueue.group.enable"] in (True, "true")
 
     def _apply_dynamic_broker_configs(self) -> None:

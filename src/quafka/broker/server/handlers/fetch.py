@@ -17,6 +17,7 @@ from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 from quafka.broker.core.client_quotas import CONSUMER_BYTE_RATE
 from quafka.protocol.hot_encoders import FetchPartitionResult, encode_fetch_response
+from quafka.protocol.record_batch import COMPRESSION_ZSTD
 
 from ..authorization import filter_authorized
 from ..registry import handles
@@ -59,6 +60,13 @@ def _read_all(state, req, version: int, isolation: int, cap: int, readable: set 
             if topic is None or not 0 <= index < len(topic.partitions):
                 code = missing if topic is None else ErrorCode.unknown_topic_or_partition
                 parts.append(FetchPartitionResult(index, int(code), -1, -1, -1, b"", None, -1))
+                errors = True
+                continue
+            if version < 10 and topic.compression is not None and topic.compression.codec == COMPRESSION_ZSTD:
+                # KafkaApis.handleFetchRequest (maybeConvertFetchedData): a zstd topic is not served
+                # below Fetch v10, the version that says a client reads zstd
+                parts.append(FetchPartitionResult(index, int(ErrorCode.unsupported_compression_type), -1, -1, -1,
+                                                  b"", None, -1))
                 errors = True
                 continue
             plog = topic.partitions[index].log

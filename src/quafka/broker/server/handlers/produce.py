@@ -2,7 +2,9 @@
 
 The write path keeps record batches opaque: each batch's 61-byte header and CRC32C are checked,
 idempotent producers' sequences are checked against the partition's producer state, the base
-offsets are stamped by the log, and the bytes are stored as they came (compressed or not). The
+offsets are stamped by the log, and the bytes are stored as they came (compressed or not) —
+unless the topic's compression.type names a codec other than the batch's, when the batch is
+rewritten into it first (quafka.protocol.compression, Kafka's LogValidator). The
 response is written by a hand-made encoder (`quafka.protocol.hot_encoders`).
 
 acks: 0 (no response), 1 and -1/all behave the same on one node: the response is sent once the
@@ -24,7 +26,10 @@ from quafka.broker.storage.base import MAX_LONG
 from quafka.protocol.errors import ErrorCode
 from quafka.broker.core.client_quotas import PRODUCER_BYTE_RATE
 from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
-from quafka.protocol.record_batch import COMPRESSION_ZSTD, InvalidBatch, set_log_append_time, validate_batches
+from quafka.protocol.compression import needs_recompression, recompress_batch
+from quafka.protocol.record_batch import (
+    COMPRESSION_ZSTD, InvalidBatch, ValidatedBatch, read_header, set_log_append_time, validate_batches,
+)
 
 from ..authorization import authorize_by_resource_type, authorize_cluster, filter_authorized
 from ..connection import CloseConnection
@@ -82,9 +87,22 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
                                           DUPLICATE)
         if isinstance(outcome, Refused):
             return _failed(index, outcome.error_code, outcome.message, plog.log_start_offset)
-    if admit is not None and (refusal := admit(len(records))) is not None:
+    if topic.compression is not None and needs_recompression(h, topic.compression):
+        # compression.type names another codec: LogValidator.validateMessagesAndAssignOffsetsCompressed
+        try:
+            buf = recompress_batch(records, topic.compression)
+        except InvalidBatch as exc:
+            return _failed(index, exc.error_code, exc.message, plog.log_start_offset)
+        if len(buf) > topic.max_message_bytes:  # UnifiedLog.append checks the rewritten size again
+            return _failed(index, ErrorCode.message_too_large,
+                           f"record batch is {len(buf)} bytes once compressed with {topic.compression.name}, above "
+                           f"the maximum of {topic.max_message_bytes} bytes (max.message.bytes)", plog.log_start_offset)
+        h = read_header(buf, 0)
+        batches = [ValidatedBatch(0, h)]
+    else:
+        buf = bytearray(records)
+    if admit is not None and (refusal := admit(len(buf))) is not None:
         return _failed(index, ErrorCode.kafka_storage_error, refusal, plog.log_start_offset)
-    buf = bytearray(records)
     append_time = -1
     if topic.log_append_time:
         append_time = now_ms

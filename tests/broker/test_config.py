@@ -344,7 +344,7 @@ def test_unknown_keys_are_refused():
     ("super.users", "principalType:principalName"),
     ("log.message.format.version", "removed in Kafka 4.0"),
     ("message.downconversion.enable", "removed in Kafka 4.0"),
-    ("group.consumer.migration.policy", "does not convert a non-empty group"),
+    ("group.consumer.migration.policy", "DISABLED, UPGRADE, DOWNGRADE, BIDIRECTIONAL"),
 ])
 def test_refused_keys_say_why(name, reason):
     error = refused({name: "x"})

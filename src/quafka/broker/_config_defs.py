@@ -462,6 +462,14 @@ _BROKER = [
     _key("group.consumer.assignors", "list", ["uniform", "range"], _consumer_assignors(),
          "The server-side assignors members may choose (group.remote.assignor); the first is the default.",
          note="uniform and range (Kafka also accepts other assignor classes)"),
+    _key("group.consumer.migration.policy", "string", "bidirectional", (
+         "[disabled, upgrade, downgrade, bidirectional] (case-insensitive)",
+         lambda v: None if v is None or str(v).lower() in ("disabled", "upgrade", "downgrade", "bidirectional")
+         else "String must be one of (case-insensitive): DISABLED, UPGRADE, DOWNGRADE, BIDIRECTIONAL"),
+         "Online migration between classic and consumer groups: upgrade converts a classic group with members "
+         "when a consumer-protocol member joins it, downgrade converts a consumer group back when its last "
+         "consumer-protocol member leaves and classic members remain, bidirectional allows both, disabled neither "
+         "(an empty group converts on its first join of the other protocol under every policy)."),
     _key("group.consumer.regex.refresh.interval.ms", "int", 600000, _at_least(10000),
          "How old a consumer group's resolution of its subscription regexes may get before a member's heartbeat "
          "resolves them again (Kafka: an internal key).",
@@ -866,9 +874,6 @@ _REFUSED_KEYS: dict[str, str] = {
     "max.connections.per.ip bound how many are open)",
     "create.topic.policy.class.name": "quafka cannot load Java policy classes",
     "alter.config.policy.class.name": "quafka cannot load Java policy classes",
-    "group.consumer.migration.policy": "quafka does not convert a non-empty group between the classic and the "
-    "consumer protocol (Kafka's online migration); an empty group converts on its first join of the other protocol, "
-    "as Kafka does under every policy",
     "log.message.format.version": "removed in Kafka 4.0",
     "log.message.downconversion.enable": "removed in Kafka 4.0",
     "log.message.timestamp.difference.max.ms": "removed in Kafka 4.0; use log.message.timestamp.before.max.ms "

@@ -6,7 +6,10 @@
   from older logs and writes its tombstone; decoded for that;
 - 5 ConsumerGroupMemberMetadata (group, member): instance id, rack, client id and host, subscribed
   topic names and regex, rebalance timeout, server assignor; tagged field 0 ClassicMemberMetadata
-  (members that joined with the classic protocol) is kept as its raw payload;
+  (members that joined with the classic protocol) is kept as its raw payload, which
+  `encode_classic_member_metadata` / `decode_classic_member_metadata` write and read: a nullable
+  struct's presence byte (1), SessionTimeoutMs int32, SupportedProtocols as a compact array of
+  (Name compact string, Metadata compact bytes, empty tag section), the struct's empty tag section;
 - 6 ConsumerGroupTargetAssignmentMetadata (group): AssignmentEpoch;
 - 7 ConsumerGroupTargetAssignmentMember (group, member): TopicPartitions;
 - 8 ConsumerGroupCurrentMemberAssignment (group, member): member epoch, previous epoch, state (int8
@@ -52,7 +55,7 @@ __all__ = [
     "ConsumerGroupMemberMetadataValue", "ConsumerGroupMetadataValue", "ConsumerGroupPartitionMetadataValue",
     "ConsumerGroupRecord", "ConsumerGroupTargetAssignmentMemberValue", "ConsumerGroupTargetAssignmentMetadataValue",
     "GroupKey", "GroupMemberKey", "PartitionTopicMetadata", "TopicPartitions", "decode_consumer_group_record",
-    "encode_consumer_group_record",
+    "decode_classic_member_metadata", "encode_classic_member_metadata", "encode_consumer_group_record",
 ]
 
 CONSUMER_GROUP_METADATA = 3
@@ -130,6 +133,41 @@ class ConsumerGroupRecord(NamedTuple):
     record_type: int  # 3..8
     key: GroupKey | GroupMemberKey
     value: ConsumerGroupValue | None
+
+
+# ----------------------------------------------------------------------------- classic member metadata
+
+def encode_classic_member_metadata(session_timeout_ms: int, protocols: tuple[tuple[str, bytes], ...]) -> bytes:
+    """The tagged ClassicMemberMetadata payload (see the module docstring)."""
+    buf = bytearray(b"\x01")
+    buf += I32.pack(session_timeout_ms)
+
+    def protocol(b: bytearray, item: tuple[str, bytes]) -> None:
+        write_compact_string(b, item[0])
+        write_uvarint(b, len(item[1]) + 1)
+        b += item[1]
+    write_structs(buf, tuple(protocols), protocol)
+    buf.append(0)
+    return bytes(buf)
+
+
+def decode_classic_member_metadata(payload: bytes) -> tuple[int, tuple[tuple[str, bytes], ...]] | None:
+    """(session timeout ms, ((protocol name, metadata), ...)), None for a null struct; CorruptRecord
+    for a payload that does not decode."""
+    r = FieldReader(payload, "ClassicMemberMetadata")
+    if r.take(1) != b"\x01":
+        return None
+    session_timeout_ms = r.int32()
+
+    def protocol(rr: FieldReader) -> tuple[str, bytes]:
+        name = rr.compact_string()
+        n = rr.uvarint()
+        if n == 0:
+            raise rr.fail("null protocol metadata")
+        return name, rr.take(n - 1)
+    protocols = r.structs(2, protocol)
+    r.tags()
+    return session_timeout_ms, protocols
 
 
 # ----------------------------------------------------------------------------- fields

@@ -510,6 +510,35 @@ class ClassicGroupCoordinator(ClassicGroupRebalancer):
             self._drop(group)
         return out
 
+    # ------------------------------------------------------------------ online migration
+    def surrender(self, group_id: str, now_ms: int) -> tuple[ClassicGroup | None, list[Effect]]:
+        """The group leaves this machine to become a consumer group (GroupMetadataManager.
+        convertToConsumerGroup): parked JoinGroups and SyncGroups get REBALANCE_IN_PROGRESS so
+        that their members rejoin, its timers go. The caller writes its tombstone."""
+        out = self._begin(now_ms)
+        group = self._groups.get(group_id)
+        if group is None:
+            return None, out
+        for member in group.members.values():
+            if member.join_token is not None:
+                self._emit(JoinResponse(member.join_token, ErrorCode.rebalance_in_progress, member.member_id))
+                group.set_join_token(member, None)
+            if member.sync_token is not None:
+                self._emit(SyncResponse(member.sync_token, ErrorCode.rebalance_in_progress))
+                member.sync_token = None
+        self._drop(group)
+        return group, out
+
+    def adopt(self, group_id: str, value: GroupMetadataValue, now_ms: int) -> list[Effect]:
+        """A consumer group downgraded to this classic group, whose GroupMetadata record the caller
+        wrote (GroupMetadataManager.convertToClassicGroup): Stable with its members, session timers
+        armed, then a rebalance so that every member rejoins."""
+        out = self.restore(group_id, value, now_ms)
+        group = self._groups[group_id]
+        if group.state is ClassicState.STABLE:
+            self._prepare_rebalance(group)
+        return out
+
     # ------------------------------------------------------------------ offsets view
     def to_view(self, group_id: str) -> GroupView:
         """What consumer_offsets needs to validate commits and expire offsets."""

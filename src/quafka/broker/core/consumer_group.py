@@ -32,6 +32,8 @@ from quafka.protocol.errors import ErrorCode
 
 from .consumer_group_assignors import ASSIGNORS, MemberSpec, assign
 from .consumer_group_model import (
+    MEMBER_TYPE_CLASSIC,
+    MEMBER_TYPE_CONSUMER,
     ConsumerGroup,
     ConsumerGroupMember,
     ConsumerGroupState,
@@ -40,7 +42,18 @@ from .consumer_group_model import (
     GroupSettings,
     HeartbeatResult,
     OffsetsView,
+    Refused,
     StaticGroupSettings,
+    rebalance_timer_key,
+    session_timer_key,
+)
+from .consumer_group_migration import (
+    ClassicMembers,
+    Downgraded,
+    MigrationPolicy,
+    classic_session_timeout_ms,
+    join_timer_key,
+    sync_timer_key,
 )
 from .consumer_group_reconcile import AssignmentState, FencedInUnknownState, MemberState, Partitions, reconcile
 from .consumer_group_subscriptions import Resolve, SubscribedTopics
@@ -48,8 +61,8 @@ from .share_group import ArmTimer, CancelTimer, GroupEmptied, MemberRemoved, met
 
 __all__ = [
     "ArmTimer", "CancelTimer", "ConsumerGroup", "ConsumerGroupCoordinator", "ConsumerGroupMember",
-    "ConsumerGroupState", "DescribedGroup", "DescribedMember", "Effect", "GroupEmptied", "GroupSettings",
-    "HeartbeatResult", "MemberRemoved", "MemberState", "OffsetsView", "StaticGroupSettings", "rebalance_timer_key",
+    "ConsumerGroupState", "DescribedGroup", "DescribedMember", "Downgraded", "Effect", "GroupEmptied",
+    "GroupSettings", "HeartbeatResult", "MemberRemoved", "MemberState", "MigrationPolicy", "OffsetsView", "StaticGroupSettings", "rebalance_timer_key",
     "session_timer_key",
 ]
 
@@ -61,22 +74,10 @@ REGEX_REFRESH_INTERVAL_MS = 10 * 60 * 1000  # group.consumer.regex.refresh.inter
 
 TopicId = Hashable
 Topics = Mapping[str, tuple[TopicId, int]]  # topic name -> (topic id, partition count)
-Effect = ArmTimer | CancelTimer | MemberRemoved | GroupEmptied
+Effect = ArmTimer | CancelTimer | MemberRemoved | GroupEmptied | Downgraded
 
 
-def session_timer_key(group_id: str, member_id: str) -> tuple:
-    return ("consumer-group-session", group_id, member_id)
-
-
-def rebalance_timer_key(group_id: str, member_id: str) -> tuple:
-    return ("consumer-group-rebalance", group_id, member_id)
-
-
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
+_Refused = Refused
 
 
 def _fenced(message: str) -> _Refused:
@@ -104,8 +105,9 @@ def _parts(assignment: Mapping[TopicId, Iterable[int]] | None) -> dict[TopicId, 
     return None if assignment is None else {t: frozenset(ps) for t, ps in assignment.items()}
 
 
-class ConsumerGroupCoordinator:
-    """All consumer groups of the broker (one namespace of group ids)."""
+class ConsumerGroupCoordinator(ClassicMembers):
+    """All consumer groups of the broker (one namespace of group ids); members using the classic
+    protocol and the conversions are consumer_group_migration.py's."""
 
     def __init__(self, *, max_group_size: int = 2**31 - 1, assignors: Iterable[str] = ASSIGNORS,
                  settings: Callable[[str], GroupSettings] | None = None, topics: Topics | None = None) -> None:
@@ -137,7 +139,8 @@ class ConsumerGroupCoordinator:
             return None
         members = group.members
         return OffsetsView(group.state, {m: members[m].member_epoch for m in sorted(members)},
-                           {m: members[m].instance_id for m in sorted(members)}, group.subscriptions.names())
+                           {m: members[m].instance_id for m in sorted(members)}, group.subscriptions.names(),
+                           frozenset(m for m in members if members[m].uses_classic_protocol))
 
     # ------------------------------------------------------------------ heartbeat
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, instance_id: str | None = None,
@@ -157,7 +160,7 @@ class ConsumerGroupCoordinator:
             self._validate(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms, names,
                            subscribed_topic_regex, server_assignor, owned)
             if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(group_id, member_id, member_epoch, instance_id)
+                return self._leave(group_id, member_id, member_epoch, instance_id, now_ms)
             return self._heartbeat(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                                    names, subscribed_topic_regex, server_assignor, owned, client_id, client_host,
                                    now_ms, describable)
@@ -207,14 +210,15 @@ class ConsumerGroupCoordinator:
             raise _Refused(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         return group
 
-    def _leave(self, group_id: str, member_id: str, epoch: int,
-               instance_id: str | None) -> tuple[HeartbeatResult, list[Effect]]:
+    def _leave(self, group_id: str, member_id: str, epoch: int, instance_id: str | None,
+               now_ms: int) -> tuple[HeartbeatResult, list[Effect]]:
         """GroupMetadataManager.consumerGroupLeave / consumerGroupStaticMemberGroupLeave."""
         group = self._group_or_refuse(group_id)
         if instance_id is None:
             if member_id not in group.members:
                 raise _Refused(ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group_id}.")
-            return HeartbeatResult(ErrorCode.none, None, member_id, epoch), self._fence(group, member_id, "left")
+            return HeartbeatResult(ErrorCode.none, None, member_id, epoch), self._fence_or_downgrade(
+                group, member_id, "left", now_ms)
         member = group.static_member(instance_id)
         if member is None:
             raise _Refused(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
@@ -223,7 +227,8 @@ class ConsumerGroupCoordinator:
             group.set_current(member, AssignmentState(member.state, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                                       member.previous_member_epoch, member.assigned, {}))
             return HeartbeatResult(ErrorCode.none, None, member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH), []
-        return HeartbeatResult(ErrorCode.none, None, member_id, epoch), self._fence(group, member.member_id, "left")
+        return HeartbeatResult(ErrorCode.none, None, member_id, epoch), self._fence_or_downgrade(
+            group, member.member_id, "left", now_ms)
 
     def _heartbeat(self, group_id: str, member_id: str, epoch: int, instance_id: str | None, rack_id: str | None,
                    rebalance_timeout_ms: int, names: tuple[str, ...] | None, regex: str | None,
@@ -374,13 +379,22 @@ class ConsumerGroupCoordinator:
         if kind == "consumer-group-session":
             if now_ms < member.session_deadline_ms:
                 return [ArmTimer(key, member.session_deadline_ms)]
-            return self._fence(group, member_id, "session timeout")
+            return self._fence_or_downgrade(group, member_id, "session timeout", now_ms)
         if kind == "consumer-group-rebalance":
             if member.rebalance_deadline_ms is None or member.member_epoch != member.rebalance_epoch:
                 return []
             if now_ms < member.rebalance_deadline_ms:
                 return [ArmTimer(key, member.rebalance_deadline_ms)]
-            return self._fence(group, member_id, "rebalance timeout")
+            return self._fence_or_downgrade(group, member_id, "rebalance timeout", now_ms)
+        if kind in ("consumer-group-join", "consumer-group-sync"):  # a classic member's
+            deadline = member.join_deadline_ms if kind == "consumer-group-join" else member.sync_deadline_ms
+            if deadline is None:
+                return []
+            if now_ms < deadline:
+                return [ArmTimer(key, deadline)]
+            reason = ("the classic member failed to join within the rebalance timeout"
+                      if kind == "consumer-group-join" else "the member failed to sync within timeout")
+            return self._fence_or_downgrade(group, member_id, reason, now_ms)
         return []
 
     def on_topics_changed(self, topics: Topics, now_ms: int) -> list[Effect]:
@@ -425,7 +439,7 @@ class ConsumerGroupCoordinator:
         effects: list[Effect] = []
         for member_id in sorted(group.members):
             member = group.members[member_id]
-            member.session_deadline_ms = now_ms + settings.session_timeout_ms
+            member.session_deadline_ms = now_ms + classic_session_timeout_ms(member, settings.session_timeout_ms)
             effects.append(ArmTimer(session_timer_key(group.group_id, member_id), member.session_deadline_ms))
             if member.state == MemberState.UNREVOKED_PARTITIONS:
                 member.rebalance_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
@@ -476,7 +490,8 @@ class ConsumerGroupCoordinator:
         return DescribedMember(member.member_id, member.instance_id, member.rack_id, member.member_epoch,
                                member.client_id, member.client_host, member.subscribed_topic_names,
                                member.subscribed_topic_regex, render(member.assigned),
-                               render(group.target.get(member.member_id, {})))
+                               render(group.target.get(member.member_id, {})),
+                               MEMBER_TYPE_CLASSIC if member.uses_classic_protocol else MEMBER_TYPE_CONSUMER)
 
     def list_groups(self, states_filter: Iterable[str] = (),
                     types_filter: Iterable[str] = ()) -> list[tuple[str, str]]:
@@ -579,6 +594,10 @@ class ConsumerGroupCoordinator:
         effects: list[Effect] = [CancelTimer(session_timer_key(group_id, member.member_id))]
         if member.rebalance_deadline_ms is not None:
             effects.append(CancelTimer(rebalance_timer_key(group_id, member.member_id)))
+        if member.join_deadline_ms is not None:
+            effects.append(CancelTimer(join_timer_key(group_id, member.member_id)))
+        if member.sync_deadline_ms is not None:
+            effects.append(CancelTimer(sync_timer_key(group_id, member.member_id)))
         return effects
 
     def _fence(self, group: ConsumerGroup, member_id: str, reason: str) -> list[Effect]:

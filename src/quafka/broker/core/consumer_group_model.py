@@ -15,10 +15,28 @@ from .consumer_group_reconcile import AssignmentState, MemberState, Partitions
 from .consumer_group_subscriptions import SubscribedTopics
 
 __all__ = ["ConsumerGroup", "ConsumerGroupMember", "ConsumerGroupState", "DescribedGroup", "DescribedMember",
-           "GroupSettings", "HeartbeatResult", "OffsetsView", "StaticGroupSettings"]
+           "GroupSettings", "HeartbeatResult", "OffsetsView", "Refused", "StaticGroupSettings"]
 
 TopicId = Hashable
-MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1 MemberType (0 classic, 1 consumer)
+MEMBER_TYPE_CLASSIC = 0  # ConsumerGroupDescribe v1 MemberType
+MEMBER_TYPE_CONSUMER = 1
+
+
+def session_timer_key(group_id: str, member_id: str) -> tuple:
+    return ("consumer-group-session", group_id, member_id)
+
+
+def rebalance_timer_key(group_id: str, member_id: str) -> tuple:
+    return ("consumer-group-rebalance", group_id, member_id)
+
+
+class Refused(Exception):
+    """A request the consumer-group machine refuses, before it changed anything."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
 
 
 class ConsumerGroupState(str, enum.Enum):
@@ -53,11 +71,20 @@ class ConsumerGroupMember:
     subscribed_topic_names: tuple[str, ...] = ()
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
-    classic_member_metadata: bytes | None = None  # record 5's tag 0, kept as it was read
+    # record 5's tag 0 (consumer_group_records.encode_classic_member_metadata): set for a member
+    # that joined with the classic protocol (JoinGroup), None for a ConsumerGroupHeartbeat member
+    classic_member_metadata: bytes | None = None
     current: AssignmentState = field(default_factory=AssignmentState)
     session_deadline_ms: int = 0
     rebalance_deadline_ms: int | None = None  # armed while UNREVOKED_PARTITIONS
     rebalance_epoch: int = 0  # the member epoch the rebalance timer was armed at
+    join_deadline_ms: int | None = None  # a classic member told to rejoin (consumerGroupJoinKey timer)
+    sync_deadline_ms: int | None = None  # a classic member that joined and must sync (consumerGroupSyncKey)
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        """ConsumerGroupMember.useClassicProtocol."""
+        return self.classic_member_metadata is not None
 
     @property
     def member_epoch(self) -> int:
@@ -252,3 +279,4 @@ class OffsetsView:
     member_epochs: dict[str, int]  # member id -> member epoch (-2: a static member that left)
     instance_ids: dict[str, str | None]  # member id -> group.instance.id
     subscribed_topics: frozenset[str]
+    classic_members: frozenset[str] = frozenset()  # members that use the classic protocol

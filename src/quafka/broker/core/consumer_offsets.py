@@ -88,6 +88,7 @@ class GroupView:
     subscribed_topics: frozenset[str] = frozenset()
     empty_since_ms: int | None = None  # classic group with a protocol, while Empty
     member_epochs: dict[str, int] = field(default_factory=dict)  # consumer group: member id -> member epoch
+    classic_members: frozenset[str] = frozenset()  # consumer group: members that use the classic protocol
 
 
 NO_GROUP = GroupView()
@@ -165,13 +166,16 @@ def validate_commit(view: GroupView, request: CommitRequest) -> ErrorCode:
 
 
 def validate_consumer_member(view: GroupView, member_id: str, member_epoch: int, api_version: int = 9) -> ErrorCode:
-    """A consumer group member's commit or fetch (ConsumerGroup.validateOffsetCommit, validateMemberEpoch)."""
+    """A consumer group member's commit or fetch (ConsumerGroup.validateOffsetCommit, validateMemberEpoch):
+    a member using the classic protocol commits with any version, its generation being its member
+    epoch (ILLEGAL_GENERATION when it differs)."""
     if member_id not in view.member_epochs:
         return ErrorCode.unknown_member_id
-    if api_version < 9:
+    classic = member_id in view.classic_members
+    if api_version < 9 and not classic:
         return ErrorCode.unsupported_version
     if member_epoch != view.member_epochs[member_id]:
-        return ErrorCode.stale_member_epoch
+        return ErrorCode.illegal_generation if classic else ErrorCode.stale_member_epoch
     return ErrorCode.none
 
 

@@ -10,9 +10,10 @@ ClassicGroupCoordinator); these handlers translate the wire versions:
   GroupMetadataManager: a non-classic group of that id) and GROUP_ID_NOT_FOUND from DescribeGroups
   v6 (earlier versions report it as Dead, as Kafka does for an id that is not a classic group);
 - a KIP-848 consumer group's id: DescribeGroups answers the same; JoinGroup converts an empty
-  consumer group to a classic group (GroupMetadataManager.classicGroupJoin) and refuses a non-empty
-  one with INCONSISTENT_GROUP_PROTOCOL, where Kafka would take the classic member into the consumer
-  group (a mixed group; not implemented, see docs/consumer-groups.md);
+  consumer group to a classic group (GroupMetadataManager.classicGroupJoin) and takes the member
+  into a non-empty one as a member using the classic protocol (classicGroupJoinToConsumerGroup);
+  SyncGroup, Heartbeat and LeaveGroup for such a group are served by the consumer group too
+  (server/consumer_groups.py, broker/core/consumer_group_migration.py);
 - LeaveGroup v0-2 carries one member id and answers with its error at the top level; v3+ carries
   a batch of members (member id and/or group.instance.id) with an error each;
 - until the coordinators have loaded, every request gets COORDINATOR_LOAD_IN_PROGRESS.
@@ -65,14 +66,27 @@ async def handle_join_group(ctx, req):
     kind = group_kind(server, req.group_id)
     if kind is GroupKindOf.SHARE:
         return refuse(ErrorCode.inconsistent_group_protocol)
+    rebalance_timeout = getattr(req, "rebalance_timeout", None)
     if kind is GroupKindOf.CONSUMER:
-        # an empty consumer group becomes a classic group (maybeDeleteEmptyConsumerGroup); Kafka takes
-        # a classic member into a non-empty one (mixed groups), quafka refuses it
+        # a non-empty consumer group takes the member (classicGroupJoinToConsumerGroup); an empty one
+        # becomes a classic group (maybeDeleteEmptyConsumerGroup)
         if server.consumer_groups.coordinator.group(req.group_id).members:
-            return refuse(ErrorCode.inconsistent_group_protocol)
+            instance_id = getattr(req, "group_instance_id", None)
+            joined = await server.consumer_groups.classic_join(
+                group_id=req.group_id, member_id=req.member_id, instance_id=instance_id,
+                protocol_type=req.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+                session_timeout_ms=_ms(req.session_timeout),
+                rebalance_timeout_ms=-1 if rebalance_timeout is None else _ms(rebalance_timeout),
+                client_id=ctx.client_id or "", client_host=client_host(ctx.peer),
+                requires_known_member_id=ctx.api_version >= 4 and instance_id is None)
+            protocol_name = joined.protocol_name
+            if protocol_name is None and ctx.api_version < 7:
+                protocol_name = ""
+            return make(resp_cls, throttle_time=NO_THROTTLE, error_code=joined.error, generation_id=joined.generation_id,
+                        protocol_type=joined.protocol_type, protocol_name=protocol_name, leader="",
+                        skip_assignment=False, member_id=joined.member_id, members=())
         if not server.consumer_groups.convert_to_classic(req.group_id):
             return refuse(ErrorCode.not_coordinator)
-    rebalance_timeout = getattr(req, "rebalance_timeout", None)
     result = await server.classic_groups.join(
         group_id=req.group_id, member_id=req.member_id, protocol_type=req.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
@@ -100,6 +114,13 @@ async def handle_sync_group(ctx, req):
     if not server.coordinators_loaded:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=LOADING, protocol_type=None,
                     protocol_name=None, assignment=b"")
+    if group_kind(server, req.group_id) is GroupKindOf.CONSUMER:  # classicGroupSyncToConsumerGroup
+        synced = server.consumer_groups.classic_sync(
+            group_id=req.group_id, member_id=req.member_id, instance_id=getattr(req, "group_instance_id", None),
+            generation_id=req.generation_id, protocol_type=getattr(req, "protocol_type", None),
+            protocol_name=getattr(req, "protocol_name", None))
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=synced.error, protocol_type=synced.protocol_type,
+                    protocol_name=synced.protocol_name, assignment=synced.assignment)
     result = await server.classic_groups.sync(
         group_id=req.group_id, member_id=req.member_id, generation_id=req.generation_id,
         group_instance_id=getattr(req, "group_instance_id", None), protocol_type=getattr(req, "protocol_type", None),
@@ -117,6 +138,11 @@ async def handle_heartbeat(ctx, req):
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed)
     if not server.coordinators_loaded:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=LOADING)
+    if group_kind(server, req.group_id) is GroupKindOf.CONSUMER:  # classicGroupHeartbeatToConsumerGroup
+        error = server.consumer_groups.classic_heartbeat(
+            group_id=req.group_id, member_id=req.member_id, instance_id=getattr(req, "group_instance_id", None),
+            generation_id=req.generation_id)
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=error)
     error = server.classic_groups.heartbeat(group_id=req.group_id, member_id=req.member_id,
                                             generation_id=req.generation_id,
                                             group_instance_id=getattr(req, "group_instance_id", None))
@@ -132,12 +158,20 @@ async def handle_leave_group(ctx, req):
     if ctx.api_version < 3:
         if not server.coordinators_loaded:
             return make(resp_cls, throttle_time=NO_THROTTLE, error_code=LOADING)
+        if group_kind(server, req.group_id) is GroupKindOf.CONSUMER:  # classicGroupLeaveToConsumerGroup
+            error = server.consumer_groups.classic_leave(req.group_id, [(req.member_id, None)])[0][2]
+            return make(resp_cls, throttle_time=NO_THROTTLE, error_code=error)
         result = server.classic_groups.leave(req.group_id, [(req.member_id, None)])
         error = result.error if result.error is not ErrorCode.none else result.members[0].error
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=error)
     member_cls = item_class(resp_cls, "members")
     if not server.coordinators_loaded:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=LOADING, members=())
+    if group_kind(server, req.group_id) is GroupKindOf.CONSUMER:  # classicGroupLeaveToConsumerGroup
+        left = server.consumer_groups.classic_leave(req.group_id,
+                                                    [(m.member_id, m.group_instance_id) for m in req.members])
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, members=tuple(
+            make(member_cls, member_id=m, group_instance_id=i, error_code=e) for m, i, e in left))
     result = server.classic_groups.leave(req.group_id, [(m.member_id, m.group_instance_id) for m in req.members])
     members = tuple(make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error)
                     for m in result.members)

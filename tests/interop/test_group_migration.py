@@ -51,10 +51,10 @@ def _produce(bootstrap: str, start: int, count: int) -> None:
     assert producer.flush(10) == 0
 
 
-def _classic(bootstrap: str, group: str) -> Consumer:
+def _classic(bootstrap: str, group: str, session_timeout_ms: int = 6000, **extra) -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "classic",
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 6000,
-                     "heartbeat.interval.ms": 100})
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "session.timeout.ms": session_timeout_ms, "heartbeat.interval.ms": 100, **extra})
 
 
 def _kip848(bootstrap: str, group: str) -> Consumer:
@@ -124,3 +124,193 @@ def test_a_kip848_member_converts_a_classic_group_and_its_leaving_converts_it_ba
     if not classic.refusals:
         assert sorted(seen) == list(range(90))  # committed offsets carried over both conversions
     assert set(seen) == set(range(90))
+
+
+# ----------------------------------------------------------------------------- each policy
+
+def _beating(raw: RawClient, group: str, member_id: str, epoch: int, condition, timeout_s: float, message: str):
+    """Wait for `condition` while the raw KIP-848 member keeps heartbeating (epoch as it moves)."""
+    state = {"epoch": epoch}
+
+    def check():
+        resp = _heartbeat(raw, group, member_id, state["epoch"])
+        assert resp.error_code.name == "none", resp
+        state["epoch"] = int(resp.member_epoch)
+        return condition()
+    wait_until(check, timeout_s, message=message)
+    return state["epoch"]
+
+
+@pytest.mark.parametrize("policy", ["bidirectional", "upgrade", "downgrade", "disabled"])
+def test_each_migration_policy_allows_or_refuses_the_upgrade_and_the_downgrade(make_broker, policy):
+    """ConsumerGroupMigrationPolicy.isUpgradeEnabled / isDowngradeEnabled, as validateOnlineUpgrade and
+    validateOnlineDowngradeWithFencedMember read them. A classic member joins a non-empty consumer
+    group under every policy (GroupMetadataManager.classicGroupJoin does not ask the policy)."""
+    broker = make_broker(config={**FAST, "group.consumer.migration.policy": policy.upper()})
+    bootstrap = broker.bootstrap_servers
+    _setup(bootstrap, 0)
+    upgrade = policy in ("upgrade", "bidirectional")
+    downgrade = policy in ("downgrade", "bidirectional")
+    seen: list[int] = []
+    group = f"policy-{policy}"
+    classic = GroupMember(_classic(bootstrap, group), seen, TOPIC)
+    try:
+        wait_until(lambda: _partitions(classic) == set(range(PARTITIONS)), 10, message="the classic group formed")
+        member_id = str(uuid.uuid4())
+        with RawClient(bootstrap) as raw:
+            joined = _heartbeat(raw, group, member_id, 0, join=True)
+            if not upgrade:
+                assert joined.error_code.name == "group_id_not_found", joined
+                assert "online upgrade is disabled" in joined.error_message, joined
+                assert _kind(bootstrap, group) == [("classic", "Stable")]
+                group = f"policy-{policy}-mixed"  # the downgrade is tried on a group born a consumer group
+                joined = _heartbeat(raw, group, member_id, 0, join=True)
+                assert joined.error_code.name == "none", joined
+                classic.close()
+                classic = GroupMember(_classic(bootstrap, group), seen, TOPIC)
+            assert joined.error_code.name == "none", joined
+            _beating(raw, group, member_id, int(joined.member_epoch),
+                     lambda: len(_describe(bootstrap, group).members) == 2, 10, "a mixed consumer group of two")
+            assert _kind(bootstrap, group)[0][0] == "consumer"
+            left = _heartbeat(raw, group, member_id, -1)
+            assert left.error_code.name == "none", left
+        wait_until(lambda: _partitions(classic) == set(range(PARTITIONS)), 15,
+                   message="the classic member holding every partition")
+        assert _kind(bootstrap, group)[0][0] == ("classic" if downgrade else "consumer")
+    finally:
+        classic.close()
+
+
+# ----------------------------------------------------------------------------- restart
+
+def test_a_converted_group_survives_sigkill_and_downgrades_after_the_restart(tmp_path, broker_process):
+    """The conversion is records (the classic group's tombstone, then the consumer group's records):
+    a restart replays the converted group, member by member with their types, and the classic
+    member carries on through it; its downgrade after the restart works from the replayed state."""
+    data = str(tmp_path / "data")
+    overrides = {k: str(v) for k, v in FAST.items()}
+    b = broker_process(data, overrides=overrides)
+    _setup(b.bootstrap_servers, 0)
+    group = "migrate-restart"
+    classic = GroupMember(_classic(b.bootstrap_servers, group, session_timeout_ms=30000, log_level=0), [], TOPIC)
+    try:
+        wait_until(lambda: _partitions(classic) == set(range(PARTITIONS)), 20, message="the classic group formed")
+        member_id = str(uuid.uuid4())
+        with RawClient(b.bootstrap_servers) as raw:
+            joined = _heartbeat(raw, group, member_id, 0, join=True)
+            assert joined.error_code.name == "none", joined
+        before = _describe(b.bootstrap_servers, group)
+        types = sorted((m.member_id, int(m.member_type)) for m in before.members)
+        assert len(types) == 2 and (member_id, 1) in types and [t for _m, t in types].count(0) == 1, types
+        b.kill()
+        b = broker_process(data, port=b.port, overrides=overrides)
+        after = wait_until(lambda: (d := _describe(b.bootstrap_servers, group)).error_code.name == "none" and d,
+                           20, message="the consumer group replayed")
+        assert sorted((m.member_id, int(m.member_type)) for m in after.members) == types
+        assert int(after.group_epoch) == int(before.group_epoch)
+        with RawClient(b.bootstrap_servers) as raw:
+            assert _heartbeat(raw, group, member_id, -1).error_code.name == "none"
+        wait_until(lambda: _kind(b.bootstrap_servers, group) == [("classic", "Stable")]
+                   and _partitions(classic) == set(range(PARTITIONS)), 20,
+                   message="downgraded, the classic member holding every partition")
+    finally:
+        classic.close()
+
+
+def test_a_downgraded_group_is_replayed_as_a_classic_group(tmp_path, make_broker):
+    """The downgrade's records (the consumer group's tombstones, then the GroupMetadata record) replay
+    into the classic group: a broker started again on the same data lists it Stable with its member."""
+    data = str(tmp_path / "data")
+    broker = make_broker(data_dir=data, config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _setup(bootstrap, 0)
+    group = "migrate-replay"
+    classic = GroupMember(_classic(bootstrap, group), [], TOPIC)
+    try:
+        wait_until(lambda: _partitions(classic) == set(range(PARTITIONS)), 10, message="the classic group formed")
+        member_id = str(uuid.uuid4())
+        with RawClient(bootstrap) as raw:
+            assert _heartbeat(raw, group, member_id, 0, join=True).error_code.name == "none"
+            assert _kind(bootstrap, group)[0][0] == "consumer"
+            assert _heartbeat(raw, group, member_id, -1).error_code.name == "none"
+        wait_until(lambda: _kind(bootstrap, group) == [("classic", "Stable")]
+                   and _partitions(classic) == set(range(PARTITIONS)), 15, message="downgraded")
+        broker.stop()
+    finally:
+        classic.close()
+    again = make_broker(data_dir=data, config=FAST)
+    assert _kind(again.bootstrap_servers, group) == [("classic", "Stable")]
+    with RawClient(again.bootstrap_servers) as raw:  # the classic group's id: not a consumer group
+        refused = _heartbeat(raw, group, str(uuid.uuid4()), 1)
+    assert refused.error_code.name == "group_id_not_found", refused
+
+
+# ----------------------------------------------------------------------------- kafka-python
+
+class _KafkaPythonMember:
+    """kafka-python's KafkaConsumer as a classic member, polling and committing on its own thread."""
+
+    def __init__(self, bootstrap: str, group: str, seen: list[int]) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                      enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=100)
+        self.consumer.subscribe([TOPIC])
+        self.seen = seen
+        self.held: set[int] = set()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for records in self.consumer.poll(timeout_ms=50).values():
+                    self.seen.extend(int(r.value) for r in records)
+                    try:
+                        self.consumer.commit()
+                    except Exception as exc:  # noqa: BLE001 - a rebalance moved the generation on: again later
+                        if "Rebalance" not in type(exc).__name__ and "Generation" not in type(exc).__name__:
+                            raise
+                self.held = {tp.partition for tp in self.consumer.assignment()}
+        except BaseException as exc:  # noqa: BLE001 - re-raised by check()
+            self.error = exc
+        finally:
+            self.consumer.close()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"kafka-python's poll loop failed: {self.error!r}") from self.error
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.check()
+
+
+def test_kafka_python_as_the_classic_member_of_a_converted_group(make_broker):
+    broker = make_broker(config=FAST)
+    bootstrap = broker.bootstrap_servers
+    _setup(bootstrap, 30)
+    group = "migrate-kafka-python"
+    seen: list[int] = []
+    old = _KafkaPythonMember(bootstrap, group, seen)
+    modern = None
+    try:
+        wait_until(lambda: (old.check(), len(seen) >= 30)[1], 20, message="kafka-python consumed the first 30")
+        _produce(bootstrap, 30, 30)
+        modern = GroupMember(_kip848(bootstrap, group), seen, TOPIC)
+
+        def split() -> bool:
+            old.check()
+            mine, theirs = old.held, _partitions(modern)
+            return bool(mine) and bool(theirs) and not mine & theirs and mine | theirs == set(range(PARTITIONS))
+        wait_until(split, 20, message="the partitions split between kafka-python and the KIP-848 member")
+        assert _kind(bootstrap, group)[0][0] == "consumer"
+        wait_until(lambda: (old.check(), len(set(seen)) >= 60)[1], 20, message="all 60 records consumed")
+    finally:
+        if modern is not None:
+            modern.close()
+        old.close()
+    assert set(seen) == set(range(60))

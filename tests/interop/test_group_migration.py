@@ -3,16 +3,18 @@ Kafka 4.x's GroupMetadataManager does it (convertToConsumerGroup / ConsumerGroup
 classicGroup{Join,Sync,Heartbeat,Leave}ToConsumerGroup, convertToClassicGroup /
 ClassicGroup.fromConsumerGroup), with real clients over loopback:
 
-- a confluent-kafka classic member, then a KIP-848 member joining the same group: the group becomes
-  a consumer group in place, the classic member keeps working through JoinGroup / SyncGroup /
-  Heartbeat, every partition is held by exactly one member, the committed offsets carry over, and
-  when the KIP-848 member leaves the group goes back to classic with the classic member holding
-  everything; kafka-python as the classic member too;
+- a confluent-kafka classic member (eager and cooperative), then a KIP-848 member joining the same
+  group: the group becomes a consumer group in place, the classic member keeps working through
+  JoinGroup / SyncGroup / Heartbeat, every partition is held by exactly one member, the committed
+  offsets carry over, and when the KIP-848 member leaves the group goes back to classic with the
+  classic member holding everything; kafka-python and aiokafka as classic members too;
 - each policy value's acceptance or refusal of the upgrade and of the downgrade;
-- a SIGKILL of the broker replays the converted group (and the downgraded one) from its records."""
+- a SIGKILL of the broker replays the converted group, and a restarted broker replays a downgraded
+  one from its records."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 import uuid
@@ -92,13 +94,16 @@ def _heartbeat(raw: RawClient, group: str, member_id: str, epoch: int, join: boo
 
 # ----------------------------------------------------------------------------- upgrade, mixed, downgrade
 
-def test_a_kip848_member_converts_a_classic_group_and_its_leaving_converts_it_back(make_broker):
+@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
+def test_a_kip848_member_converts_a_classic_group_and_its_leaving_converts_it_back(make_broker, strategy):
+    """Eager classic members give up everything when they rejoin; cooperative ones report what they
+    own in their subscription and revoke only what the target takes away."""
     broker = make_broker(config=FAST)
     bootstrap = broker.bootstrap_servers
     _setup(bootstrap, 30)
     group = "migrate-confluent"
     seen: list[int] = []
-    classic = GroupMember(_classic(bootstrap, group), seen, TOPIC)
+    classic = GroupMember(_classic(bootstrap, group, **{"partition.assignment.strategy": strategy}), seen, TOPIC)
     modern = None
     try:
         drain([classic], seen, 30)
@@ -289,28 +294,75 @@ class _KafkaPythonMember:
         self.check()
 
 
-def test_kafka_python_as_the_classic_member_of_a_converted_group(make_broker):
+class _AiokafkaMember:
+    """aiokafka's AIOKafkaConsumer as a classic member, on its own event loop in a thread."""
+
+    def __init__(self, bootstrap: str, group: str, seen: list[int]) -> None:
+        self.bootstrap, self.group, self.seen = bootstrap, group, seen
+        self.held: set[int] = set()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self._thread.start()
+
+    async def _run(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id=self.group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                                    heartbeat_interval_ms=100)
+        try:
+            await consumer.start()
+            while not self._stop.is_set():
+                for records in (await consumer.getmany(timeout_ms=50)).values():
+                    self.seen.extend(int(r.value) for r in records)
+                    try:
+                        await consumer.commit()
+                    except Exception as exc:  # noqa: BLE001 - a rebalance moved the generation on: again later
+                        if "Rebalance" not in type(exc).__name__ and "Generation" not in type(exc).__name__:
+                            raise
+                self.held = {tp.partition for tp in consumer.assignment()}
+        except BaseException as exc:  # noqa: BLE001 - re-raised by check()
+            self.error = exc
+        finally:
+            await consumer.stop()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"aiokafka's poll loop failed: {self.error!r}") from self.error
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.check()
+
+
+def test_kafka_python_and_aiokafka_as_classic_members_of_a_converted_group(make_broker):
     broker = make_broker(config=FAST)
     bootstrap = broker.bootstrap_servers
     _setup(bootstrap, 30)
-    group = "migrate-kafka-python"
+    group = "migrate-python-clients"
     seen: list[int] = []
-    old = _KafkaPythonMember(bootstrap, group, seen)
+    olds = [_KafkaPythonMember(bootstrap, group, seen), _AiokafkaMember(bootstrap, group, seen)]
     modern = None
     try:
-        wait_until(lambda: (old.check(), len(seen) >= 30)[1], 20, message="kafka-python consumed the first 30")
+        wait_until(lambda: ([o.check() for o in olds], len(set(seen)) >= 30)[1], 20,
+                   message="the classic members consumed the first 30")
         _produce(bootstrap, 30, 30)
         modern = GroupMember(_kip848(bootstrap, group), seen, TOPIC)
 
         def split() -> bool:
-            old.check()
-            mine, theirs = old.held, _partitions(modern)
-            return bool(mine) and bool(theirs) and not mine & theirs and mine | theirs == set(range(PARTITIONS))
-        wait_until(split, 20, message="the partitions split between kafka-python and the KIP-848 member")
+            for o in olds:
+                o.check()
+            held = [o.held for o in olds] + [_partitions(modern)]
+            return all(held) and sum(map(len, held)) == PARTITIONS and set().union(*held) == set(range(PARTITIONS))
+        wait_until(split, 20, message="the partitions split among kafka-python, aiokafka and the KIP-848 member")
         assert _kind(bootstrap, group)[0][0] == "consumer"
-        wait_until(lambda: (old.check(), len(set(seen)) >= 60)[1], 20, message="all 60 records consumed")
+        assert sorted(int(m.member_type) for m in _describe(bootstrap, group).members) == [0, 0, 1]
+        wait_until(lambda: ([o.check() for o in olds], len(set(seen)) >= 60)[1], 20, message="all 60 consumed")
     finally:
         if modern is not None:
             modern.close()
-        old.close()
+        for o in olds:
+            o.close()
     assert set(seen) == set(range(60))

@@ -247,6 +247,10 @@ class ConsumerGroupService(CoordinatorShell):
                            client_host: str, requires_known_member_id: bool) -> ClassicJoinResult:
         self._refresh()
         self._configure()
+        config = self.server.state.config
+        low, high = int(config.get("group.min.session.timeout.ms")), int(config.get("group.max.session.timeout.ms"))
+        if not low <= session_timeout_ms <= high:  # GroupCoordinatorService.joinGroup, for every group type
+            return ClassicJoinResult(ErrorCode.invalid_session_timeout, None, member_id)
         result, effects = self.coordinator.classic_join(
             group_id=group_id, member_id=member_id, instance_id=instance_id, protocol_type=protocol_type,
             protocols=protocols, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,

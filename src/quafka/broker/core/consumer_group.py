@@ -47,14 +47,8 @@ from .consumer_group_model import (
     rebalance_timer_key,
     session_timer_key,
 )
-from .consumer_group_migration import (
-    ClassicMembers,
-    Downgraded,
-    MigrationPolicy,
-    classic_session_timeout_ms,
-    join_timer_key,
-    sync_timer_key,
-)
+from .consumer_group_migration import ClassicMembers, Downgraded, MigrationPolicy, classic_session_timeout_ms
+from .consumer_group_migration import join_timer_key, sync_timer_key
 from .consumer_group_reconcile import AssignmentState, FencedInUnknownState, MemberState, Partitions, reconcile
 from .consumer_group_subscriptions import Resolve, SubscribedTopics
 from .share_group import ArmTimer, CancelTimer, GroupEmptied, MemberRemoved, metadata_hash
@@ -386,16 +380,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             if now_ms < member.rebalance_deadline_ms:
                 return [ArmTimer(key, member.rebalance_deadline_ms)]
             return self._fence_or_downgrade(group, member_id, "rebalance timeout", now_ms)
-        if kind in ("consumer-group-join", "consumer-group-sync"):  # a classic member's
-            deadline = member.join_deadline_ms if kind == "consumer-group-join" else member.sync_deadline_ms
-            if deadline is None:
-                return []
-            if now_ms < deadline:
-                return [ArmTimer(key, deadline)]
-            reason = ("the classic member failed to join within the rebalance timeout"
-                      if kind == "consumer-group-join" else "the member failed to sync within timeout")
-            return self._fence_or_downgrade(group, member_id, reason, now_ms)
-        return []
+        return self._on_classic_timer(group, member, key, now_ms)
 
     def on_topics_changed(self, topics: Topics, now_ms: int) -> list[Effect]:
         """New topic metadata: a group whose subscribed topics look different gets a new group epoch

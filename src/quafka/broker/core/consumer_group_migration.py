@@ -384,6 +384,21 @@ class ClassicMembers:
                 effects.append(GroupEmptied(group_id))
         return out, effects
 
+    def _on_classic_timer(self: "ConsumerGroupCoordinator", group: ConsumerGroup, member: ConsumerGroupMember,
+                          key: tuple, now_ms: int) -> list:
+        """A classic member's join or sync timer fired (consumerGroupFenceMemberOperation)."""
+        kind = key[0]
+        if kind not in ("consumer-group-join", "consumer-group-sync"):
+            return []
+        deadline = member.join_deadline_ms if kind == "consumer-group-join" else member.sync_deadline_ms
+        if deadline is None:
+            return []
+        if now_ms < deadline:
+            return [ArmTimer(key, deadline)]
+        reason = ("the classic member failed to join within the rebalance timeout" if kind == "consumer-group-join"
+                  else "the member failed to sync within timeout")
+        return self._fence_or_downgrade(group, member.member_id, reason, now_ms)
+
     # ------------------------------------------------------------------ downgrade
     def _fence_or_downgrade(self: "ConsumerGroupCoordinator", group: ConsumerGroup, member_id: str,
                             reason: str, now_ms: int) -> list:

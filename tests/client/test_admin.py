@@ -191,6 +191,11 @@ def test_share_groups(broker, admin):
         assert admin.list_share_group_offsets("g1") == {("sg", 0): (30, 0)}
         produce(bootstrap, "sg", [b"n%d" % i for i in range(10)])
         assert admin.list_share_group_offsets("g1", ["sg"]) == {("sg", 0): (30, 10)}
+        # many groups in one request: each its own answer, an unknown group's error beside the others'
+        batched = admin.list_share_groups_offsets(["g1", "no-such-group"])
+        assert list(batched) == ["g1", "no-such-group"] and batched["g1"] == {("sg", 0): (30, 10)}
+        assert isinstance(batched["no-such-group"], KafkaException)
+        assert batched["no-such-group"].code == ErrorCode.group_id_not_found
 
         with pytest.raises(KafkaException) as info:
             admin.alter_share_group_offsets("g1", {("sg", 0): 5})

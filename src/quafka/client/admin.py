@@ -565,6 +565,50 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
                 out[(t.topic_name, p.partition_index)] = (p.start_offset, getattr(p, "lag", -1))
         return out
 
+    async def list_share_groups_offsets(self, group_ids: Iterable[str],
+                                        ) -> dict[str, dict[tuple[str, int], tuple[int, int]] | KafkaException]:
+        """``list_share_group_offsets`` of many groups at once, every topic each group has state for:
+        one DescribeShareGroupOffsets per coordinator with all of its groups (Kafka batches them the
+        same way: `Admin.listShareGroupOffsets` over `ListShareGroupOffsetsHandler`, a batched
+        coordinator handler). {group: offsets}, or the KafkaException of a group that failed
+        (GROUP_ID_NOT_FOUND, not authorized, ...): one group's error does not fail the others."""
+        ids = list(dict.fromkeys(group_ids))
+        cluster = await self._get_cluster()
+        answers: dict[str, Any] = {}
+        pending = ids
+        for attempt in range(MAX_RETRIES + 1):
+            by_node: dict[int, list[str]] = {}
+            for group_id, node_id in (await cluster.find_coordinators(pending)).items():
+                by_node.setdefault(node_id, []).append(group_id)
+            retry = []
+            for node_id, batch in sorted(by_node.items()):
+                response = await (await cluster.connection(node_id)).call(DESCRIBE_SHARE_GROUP_OFFSETS_KEY, {
+                    "groups": [{"group_id": g, "topics": None} for g in batch]})
+                for g in response.groups:
+                    if g.error_code in COORDINATOR_ERRORS and attempt < MAX_RETRIES:
+                        retry.append(g.group_id)
+                    else:
+                        answers[g.group_id] = g
+            if not retry:
+                break
+            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
+            pending = retry
+        out: dict[str, Any] = {}
+        for group_id in ids:
+            g = answers[group_id]
+            try:
+                _check(g.error_code, f"DescribeShareGroupOffsets of group {group_id!r}", g.error_message)
+                offsets = {}
+                for t in g.topics:
+                    for p in t.partitions:
+                        _check(p.error_code, f"DescribeShareGroupOffsets of group {group_id!r} for "
+                                             f"{t.topic_name}-{p.partition_index}", p.error_message)
+                        offsets[(t.topic_name, p.partition_index)] = (p.start_offset, getattr(p, "lag", -1))
+                out[group_id] = offsets
+            except KafkaException as exc:
+                out[group_id] = exc
+        return out
+
     async def alter_share_group_offsets(self, group_id: str, specs: Mapping[tuple[str, int], Any]) -> None:
         """Set a share group's start offsets: each spec is "earliest", "latest", ("timestamp", ms) or an
         offset. The group must be empty (no members): NON_EMPTY_GROUP otherwise."""
@@ -766,6 +810,9 @@ class Admin(SyncClient):
 
     def list_share_group_offsets(self, group_id: str, topics: Any = None) -> dict[tuple[str, int], tuple[int, int]]:
         return self._run(self._async.list_share_group_offsets(group_id, topics))
+
+    def list_share_groups_offsets(self, group_ids: Iterable[str]) -> dict[str, Any]:
+        return self._run(self._async.list_share_groups_offsets(group_ids))
 
     def alter_share_group_offsets(self, group_id: str, specs: Mapping[tuple[str, int], Any]) -> None:
         return self._run(self._async.alter_share_group_offsets(group_id, specs))

@@ -7,6 +7,11 @@ same framed bytes on every subscriber's queue; only fragments whose HTML changed
 ``sample`` event carrying the sample's sequence number (the page shows it as ``data-sample-seq``).
 A subscriber whose queue is full (a client that stopped reading) is dropped. The hub is the one
 owner of timers in the dashboard; every wait also ends on the dashboard's shutdown event.
+
+Bounded work: a sampler spends at most SAMPLE_BUDGET of the wall clock sampling. When a sample takes
+longer than SAMPLE_BUDGET x its cadence (the overview of a broker with thousands of topics), the
+wait after it stretches to keep that share (next_wait_s), and the stretch is logged. Served by the
+broker, the dashboard's samples are broker CPU: benchmarks/dashboard.py measures them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ log = logging.getLogger("quafka.dashboard")
 
 Produce = Callable[[], Awaitable[list[tuple[str, str]]]]  # -> [(fragment id, HTML)]
 QUEUE_SIZE = 32
+SAMPLE_BUDGET = 0.01  # the most of the wall clock one sampler spends sampling
+
+
+def next_wait_s(cadence_s: float, sample_s: float, budget: float = SAMPLE_BUDGET) -> float:
+    """The wait after a sample that took ``sample_s``: the cadence, or longer so that sampling
+    takes at most ``budget`` of the time (sample / (sample + wait) <= budget)."""
+    return max(cadence_s, sample_s * (1 / budget - 1))
 
 
 @dataclass(eq=False)
@@ -36,6 +48,7 @@ class _Sampler:
     seq: int = 0
     task: asyncio.Task | None = None
     samples: int = 0  # samples taken (tests and benchmarks read it)
+    wait_s: float = 0.0  # the wait after the last sample (the cadence, or stretched by the budget)
 
 
 class LiveHub:
@@ -86,7 +99,9 @@ class LiveHub:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run(self, sampler: _Sampler) -> None:
+        loop = asyncio.get_running_loop()
         while not self.shutdown.is_set():
+            started = loop.time()
             try:
                 fragments = await sampler.produce()
             except asyncio.CancelledError:
@@ -106,8 +121,15 @@ class LiveHub:
                     log.info("dashboard: dropped a slow live view of %s", sampler.key)
                 else:
                     queue.put_nowait(payload)
+            took_s = loop.time() - started
+            wait_s = next_wait_s(sampler.cadence_s, took_s)
+            if (wait_s > sampler.cadence_s) != (sampler.wait_s > sampler.cadence_s):
+                log.info("dashboard: a sample of %s took %.0f ms; live updates every %.1f s (cadence %.1f s, "
+                         "sampling kept under %.0f%% of the time)", sampler.key, took_s * 1000,
+                         max(wait_s, sampler.cadence_s), sampler.cadence_s, SAMPLE_BUDGET * 100)
+            sampler.wait_s = wait_s
             try:
-                await asyncio.wait_for(self.shutdown.wait(), sampler.cadence_s)
+                await asyncio.wait_for(self.shutdown.wait(), wait_s)
             except asyncio.TimeoutError:
                 pass
 

@@ -97,7 +97,7 @@ async def load(page: Page, source: Source, history: views.History, params: Mappi
     """The template context of one page (its own fresh sample)."""
     s = source.settings
     if page.name == "overview":
-        return views.overview_view(await source.overview(), history, s.mode)
+        return views.overview_view(await source.overview(live=live), history, s.mode)
     if page.name == "topic":
         return views.topic_view(await source.topic(params["name"]), s.key_preview_bytes, s.value_preview_bytes)
     if page.name == "share-group":

@@ -45,6 +45,9 @@ RECORD_PARTITIONS = 16  # the topic page reads recent records of at most this ma
 CALL_TIMEOUT_S = 10.0
 SOURCE_READS_PER_SAMPLE = 20  # source records of headers-only dead letters read per failures sample
 SOURCE_CACHE_SIZE = 2000  # source records kept (a log record never changes)
+# DescribeLogDirs sizes every partition: with 1,000 topics it was a fifth of an overview sample's
+# broker CPU (benchmarks/dashboard.py), and disk use moves slowly; live samples ask at most this often
+LOG_DIRS_MAX_AGE_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ class Source:
         self.admin = AsyncAdmin(dict(settings.client_config))
         self._reader: AsyncPartitionReader | None = None
         self._source_cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+        self._log_dirs_cache: tuple[int, Any] | None = None  # (sample ms, answer) of the last DescribeLogDirs
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -176,7 +180,9 @@ class Source:
 
     # ------------------------------------------------------------------ pages
 
-    async def overview(self) -> OverviewData:
+    async def overview(self, live: bool = False) -> OverviewData:
+        """``live``: a live sampler's sample, which reuses a disk answer younger than
+        LOG_DIRS_MAX_AGE_MS (a page load always asks)."""
         a = self.admin
         quafka = await guard("probing the broker", self.is_quafka())  # first: connects once, then the rest
         cluster, topics, groups = await asyncio.gather(
@@ -191,7 +197,12 @@ class Source:
             share = [g.group_id for g in groups if g.type == "share"]
             consumer = [g.group_id for g in groups if g.type in ("consumer", "classic")]
             await asyncio.gather(self._share_groups(share, data), self._consumer_groups(consumer, data))
-        data.log_dirs = await self._log_dirs()
+        cached = self._log_dirs_cache
+        if live and cached is not None and data.sample_ms - cached[0] < LOG_DIRS_MAX_AGE_MS:
+            data.log_dirs = cached[1]
+        else:
+            data.log_dirs = await self._log_dirs()
+            self._log_dirs_cache = (data.sample_ms, data.log_dirs)
         return data
 
     async def _share_groups(self, ids: list[str], data: OverviewData) -> None:

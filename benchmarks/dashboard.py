@@ -402,33 +402,39 @@ class PageTimes:
     warm_ms: list[float] = field(default_factory=list)
     size: int = 0
     statuses: set = field(default_factory=set)
+    cpu_ms: float = 0.0  # CPU of the serving processes per warm fetch (broker; + the standalone dashboard)
 
     def p(self, q: float) -> float:
         xs = sorted(self.warm_ms)
         return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def measure_render(port: int, paths: list[tuple[str, str]], fetches: int) -> list[PageTimes]:
+def measure_render(port: int, paths: list[tuple[str, str]], fetches: int, pids: list[int]) -> list[PageTimes]:
+    """Cold: the first fetch of each page; then `fetches` warm fetches of one page after the other,
+    with the CPU the serving processes (`pids`) spent on them (wall times on a busy machine include
+    waiting for a core; the CPU does not)."""
     out = []
-    for name, path in paths:  # cold: the first fetch of each page
+    for name, path in paths:
         ms, status, size = http_get(port, path)
         out.append(PageTimes(name, ms, size=size, statuses={status}))
-    for _ in range(fetches):
-        for t, (_, path) in zip(out, paths):
+    for t, (_, path) in zip(out, paths):
+        cpu0 = sum(process_cpu_seconds(p) for p in pids)
+        for _ in range(fetches):
             ms, status, size = http_get(port, path)
             t.warm_ms.append(ms)
             t.statuses.add(status)
             t.size = size
+        t.cpu_ms = (sum(process_cpu_seconds(p) for p in pids) - cpu0) * 1000 / fetches
     return out
 
 
 def render_rows(times: list[PageTimes]) -> list[list[str]]:
     return [[t.page, f"{t.cold_ms:.0f}", f"{statistics.median(t.warm_ms):.0f}", f"{t.p(0.99):.0f}",
-             f"{max(t.warm_ms):.0f}", f"{t.size / 1024:.0f}",
+             f"{max(t.warm_ms):.0f}", f"{t.cpu_ms:.0f}", f"{t.size / 1024:.0f}",
              "yes" if t.p(0.99) < RENDER_GOAL_MS and t.statuses == {200} else "NO"] for t in times]
 
 
-RENDER_HEAD = ["page", "cold ms", "warm median ms", "warm p99 ms", "max ms", "KiB", "< 300 ms"]
+RENDER_HEAD = ["page", "cold ms", "warm median ms", "warm p99 ms", "max ms", "CPU ms per fetch", "KiB", "< 300 ms"]
 
 
 # ----------------------------------------------------------------------------- 2. live-view cost
@@ -486,6 +492,8 @@ class Window:
     other_pct: float
     samples: int = 0
     sse_bytes: int = 0
+    share_updates: int = 0  # sample events of the share-group streams, all viewers
+    overview_updates: int = 0
 
     @property
     def pct(self) -> float:
@@ -507,12 +515,13 @@ def measure_window(broker: DashBroker, dashboards: int, window_s: float) -> Wind
     if bad:
         raise RuntimeError("live views failed: " + "; ".join(bad))
     time.sleep(1.0)  # both samplers past their first sample
-    s0 = sum(c.samples for c in clients)
+    s0 = {c: c.samples for c in clients}
     b0 = sum(c.bytes for c in clients)
     cpu0, busy0, t0 = process_cpu_seconds(broker.proc.pid), machine_busy_seconds(), time.monotonic()
     time.sleep(window_s)
     cpu1, busy1, t1 = process_cpu_seconds(broker.proc.pid), machine_busy_seconds(), time.monotonic()
-    samples = sum(c.samples for c in clients) - s0
+    got = {c: c.samples - s0[c] for c in clients}
+    samples = sum(got.values())
     sse_bytes = sum(c.bytes for c in clients) - b0
     for c in clients:
         c.close()
@@ -520,7 +529,9 @@ def measure_window(broker: DashBroker, dashboards: int, window_s: float) -> Wind
         c.join(5)
     broker_s = cpu1 - cpu0
     other = (busy1 - busy0) - broker_s
-    return Window(dashboards, broker_s, t1 - t0, other / (t1 - t0) * 100, samples, sse_bytes)
+    return Window(dashboards, broker_s, t1 - t0, other / (t1 - t0) * 100, samples, sse_bytes,
+                  sum(n for c, n in got.items() if "share-group" in c.path),
+                  sum(n for c, n in got.items() if "overview" in c.path))
 
 
 def measure_live(broker: DashBroker, args) -> tuple[list[Window], tuple[int, int]]:
@@ -571,16 +582,20 @@ def live_rows(windows: list[Window], dashboards: int) -> tuple[list[list[str]], 
         deltas.append(on.pct - off.pct)
         rows.append([f"pair {n} ({'0 first' if pair[0].dashboards == 0 else f'{dashboards} first'})",
                      f"{off.pct:.2f}", f"{on.pct:.2f}", f"{on.pct - off.pct:+.2f}", f"{on.pct / off.pct:.2f}",
-                     f"{on.samples / on.window_s:.1f}", f"{max(off.other_pct, on.other_pct):.0f}"])
+                     f"{on.share_updates / dashboards / on.window_s:.2f}",
+                     f"{on.overview_updates / dashboards / on.window_s * 60:.1f}",
+                     f"{on.sse_bytes / 1024 / on.window_s:.0f}", f"{max(off.other_pct, on.other_pct):.0f}"])
     off_mean = statistics.mean(w.pct for w in windows if w.dashboards == 0)
     on_mean = statistics.mean(w.pct for w in windows if w.dashboards != 0)
     delta = statistics.mean(deltas)
-    rows.append(["mean", f"{off_mean:.2f}", f"{on_mean:.2f}", f"{delta:+.2f}", f"{on_mean / off_mean:.2f}", "", ""])
+    rows.append(["mean", f"{off_mean:.2f}", f"{on_mean:.2f}", f"{delta:+.2f}", f"{on_mean / off_mean:.2f}", "", "", "",
+                 ""])
     return rows, delta, on_mean / off_mean
 
 
 LIVE_HEAD = ["windows", "0 dashboards: broker % of a core", "{n} dashboards: broker %", "difference (pp)", "ratio",
-             "sample events/s received", "other processes % (max)"]
+             "share-group updates/s per view", "overview updates/min per view", "KiB/s sent",
+             "other processes % (max)"]
 
 
 # ----------------------------------------------------------------------------- main
@@ -647,7 +662,7 @@ def main(argv=None) -> int:
         print(f"{payload} members hold records in {len(pop.held)} groups", flush=True)
         paths = page_paths(pop)
         if "render" in only:
-            times = measure_render(broker.http_port, paths, args.fetches)
+            times = measure_render(broker.http_port, paths, args.fetches, [broker.proc.pid])
             blocks["render"] = text_grid(RENDER_HEAD, render_rows(times))
             print_blocks(f"served by the broker, {args.fetches} warm fetches per page:\n" + blocks["render"])
             problems += [f"{t.page}: p99 {t.p(0.99):.0f} ms >= {RENDER_GOAL_MS:.0f} ms" for t in times
@@ -656,7 +671,7 @@ def main(argv=None) -> int:
             blocks["render_md"] = markdown_grid(RENDER_HEAD, render_rows(times))
             if args.standalone:
                 standalone, sport, how = start_standalone(broker.bootstrap, os.path.join(run.work_dir, "standalone.log"))
-                stimes = measure_render(sport, paths, args.fetches)
+                stimes = measure_render(sport, paths, args.fetches, [broker.proc.pid, standalone.pid])
                 blocks["standalone"] = text_grid(RENDER_HEAD, render_rows(stimes))
                 blocks["standalone_md"] = markdown_grid(RENDER_HEAD, render_rows(stimes))
                 blocks["standalone_how"] = how

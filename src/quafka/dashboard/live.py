@@ -11,7 +11,8 @@ owner of timers in the dashboard; every wait also ends on the dashboard's shutdo
 Bounded work: a sampler spends at most SAMPLE_BUDGET of one core's time sampling (the CPU time of
 the event loop's thread while a sample runs: served by the broker, the samples are broker CPU).
 When a sample costs more than SAMPLE_BUDGET x its cadence (the overview of a broker with many
-topics), the wait after it stretches to keep that share (next_wait_s), and the stretch is logged.
+topics), the wait after it stretches to keep that share (next_wait_s; at most MAX_WAIT_S; the first
+sample, which compiles the templates, does not count), and the stretch is logged.
 benchmarks/dashboard.py measures what live views cost the broker.
 """
 
@@ -32,12 +33,13 @@ log = logging.getLogger("quafka.dashboard")
 Produce = Callable[[], Awaitable[list[tuple[str, str]]]]  # -> [(fragment id, HTML)]
 QUEUE_SIZE = 32
 SAMPLE_BUDGET = 0.01  # the most of one core's time one sampler spends sampling
+MAX_WAIT_S = 60.0  # however costly its samples, a live view updates at least this often
 
 
 def next_wait_s(cadence_s: float, sample_s: float, budget: float = SAMPLE_BUDGET) -> float:
     """The wait after a sample that cost ``sample_s`` of CPU: the cadence, or longer so that
     sampling takes at most ``budget`` of the time (sample / (sample + wait) <= budget)."""
-    return max(cadence_s, sample_s * (1 / budget - 1))
+    return max(cadence_s, min(MAX_WAIT_S, sample_s * (1 / budget - 1)))
 
 
 @dataclass(eq=False)
@@ -123,7 +125,8 @@ class LiveHub:
                 else:
                     queue.put_nowait(payload)
             took_s = time.thread_time() - started  # this thread's CPU: the loop's, broker work included
-            wait_s = next_wait_s(sampler.cadence_s, took_s)
+            # the first sample also compiles templates and connects: it does not count
+            wait_s = sampler.cadence_s if sampler.samples == 1 else next_wait_s(sampler.cadence_s, took_s)
             if (wait_s > sampler.cadence_s) != (sampler.wait_s > sampler.cadence_s):
                 log.info("dashboard: a sample of %s cost %.0f ms of CPU; live updates every %.1f s (cadence %.1f s, "
                          "sampling kept under %.0f%% of a core)", sampler.key, took_s * 1000,

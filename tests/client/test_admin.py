@@ -143,6 +143,9 @@ def test_configs(broker, admin):
     admin.alter_configs("group", "cg", set={"share.auto.offset.reset": "earliest"})
     assert broker.call(lambda: broker.server.state.group_configs("cg"))["share.auto.offset.reset"] == "earliest"
     assert admin.describe_configs("group", "cg")["share.auto.offset.reset"] == "earliest"
+    # many resources in one DescribeConfigs, only the keys asked for; an unknown topic fails alone
+    assert admin.describe_configs_of("group", ["cg", "other"], ["share.auto.offset.reset"]) == {
+        "cg": {"share.auto.offset.reset": "earliest"}, "other": {"share.auto.offset.reset": "latest"}}
 
     with pytest.raises(KafkaException) as info:
         admin.describe_configs("topic", "missing-topic")

@@ -422,6 +422,32 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
         "group" as {key: value}."""
         return {e.name: e.value for e in await self.describe_config_entries(resource_type, name)}
 
+    async def describe_configs_of(self, resource_type: str, names: Iterable[str], keys: Iterable[str] | None = None,
+                                  ) -> dict[str, dict[str, str | None] | KafkaException]:
+        """``describe_configs`` of many resources of one type ("topic" or "group") in one
+        DescribeConfigs (Kafka's `Admin.describeConfigs` takes a collection of resources the same
+        way), without synonyms; ``keys`` asks only for those configs. {name: {key: value}}, or the
+        KafkaException of a resource that failed (one resource's error does not fail the others)."""
+        if resource_type not in ("topic", "group"):
+            raise KafkaException(f"describe_configs_of takes topic or group resources, not {resource_type!r}")
+        names = list(dict.fromkeys(names))
+        if not names:
+            return {}
+        kind, conn = await self._config_connection(resource_type, names[0])
+        wanted = None if keys is None else list(keys)
+        response = await conn.call(DESCRIBE_CONFIGS_KEY, {
+            "resources": [{"resource_type": kind, "resource_name": n, "configuration_keys": wanted} for n in names],
+            "include_synonyms": False, "include_documentation": False}, min_version=1)
+        out: dict[str, Any] = {}
+        for result in response.results:
+            try:
+                _check(result.error_code, f"DescribeConfigs of {resource_type} {result.resource_name!r}",
+                       result.error_message)
+                out[result.resource_name] = {c.name: c.value for c in result.configs}
+            except KafkaException as exc:
+                out[result.resource_name] = exc
+        return {n: out.get(n, KafkaException(f"DescribeConfigs of {resource_type} {n!r}: no answer")) for n in names}
+
     async def describe_config_entries(self, resource_type: str, name: str) -> list[ConfigEntry]:
         """Every config of a resource with its source, sensitivity and synonyms (DescribeConfigs
         with IncludeSynonyms), as kafka-configs.sh shows them."""
@@ -794,6 +820,10 @@ class Admin(SyncClient):
     def alter_configs(self, resource_type: str, name: str, set: Mapping[str, str] | None = None,  # noqa: A002
                       delete: Iterable[str] = ()) -> None:
         return self._run(self._async.alter_configs(resource_type, name, set, delete))
+
+    def describe_configs_of(self, resource_type: str, names: Iterable[str], keys: Iterable[str] | None = None,
+                            ) -> dict[str, Any]:
+        return self._run(self._async.describe_configs_of(resource_type, names, keys))
 
     def describe_cluster(self) -> ClusterDescription:
         return self._run(self._async.describe_cluster())

@@ -35,7 +35,7 @@ from . import actions as acts
 from . import sse
 from .csrf import COOKIE, FIELD, Csrf
 from .live import LiveHub
-from .pages import PAGES, BadRequest, Page, live_key, load, parse_params, query_string
+from .pages import PAGES, BadRequest, Page, Snapshots, live_key, load, parse_params, query_string
 from .settings import DashboardSettings
 from .source import Source, is_unavailable
 from .views import History
@@ -128,6 +128,7 @@ class Dashboard:
         self.shutdown = shutdown
         self.hub = LiveHub(shutdown)
         self.history = History(settings.history_points)
+        self.snapshots = Snapshots()
         self.csrf = Csrf()
         self.env = template_environment()
 
@@ -147,13 +148,20 @@ class Dashboard:
 
     # ------------------------------------------------------------------ pages and live updates
 
+    def cadence_s(self, page: Page) -> float:
+        return self.settings.group_cadence_s if page.fast else self.settings.overview_cadence_s
+
     def page_handler(self, page: Page) -> Callable:
         async def handler(request: Request) -> Response:
             try:
                 params = parse_params(page, request.query_params)
             except BadRequest as exc:
                 return self.error(request, 400, str(exc))
-            ctx = await load(page, self.source, self.history, params)
+            if params.get("offset") is None:  # "where is record O" is a lookup of its own: never reused
+                ctx = await self.snapshots.get(live_key(page, params), self.cadence_s(page),
+                                               lambda: load(page, self.source, self.history, params))
+            else:
+                ctx = await load(page, self.source, self.history, params)
             common = self.common(request, page.name, page.title)
             qs = query_string(page, params)
             common.update(events_url=f"/events?page={page.name}" + (f"&{qs}" if qs else ""), live=page.fragments)
@@ -172,13 +180,15 @@ class Dashboard:
         common = self.common(request, page.name, page.title)
         s = self.settings
 
+        key = live_key(page, params)
+
         async def produce() -> list[tuple[str, str]]:
-            ctx = await load(page, self.source, self.history, params, live=True)
+            ctx = await self.snapshots.get(key, self.cadence_s(page),
+                                           lambda: load(page, self.source, self.history, params, live=True))
             merged = {**common, "params": params, **ctx}
             return [(f, self.env.get_template(f"_{f}.html").render(**merged)) for f in page.fragments]
 
-        key = live_key(page, params)
-        queue = self.hub.subscribe(key, s.group_cadence_s if page.fast else s.overview_cadence_s, produce)
+        queue = self.hub.subscribe(key, self.cadence_s(page), produce)
 
         async def body():
             try:
@@ -231,6 +241,7 @@ class Dashboard:
         except acts.ActionError as exc:
             return self.error(request, 400, str(exc))
         result = await acts.execute(self.source, req)
+        self.snapshots.invalidate()  # the page it returns to shows the broker after the action
         log.info("dashboard: %s: %s", req.title, result.get("text") or result.get("problem"))
         if result["problem"] is not None:
             nonce, _ = self._nonce(request)

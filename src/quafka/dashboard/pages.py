@@ -7,7 +7,9 @@ Ids of groups and topics travel in query parameters (they may hold any character
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -16,7 +18,7 @@ from . import views
 from .source import Source
 from .workers import workers_view
 
-__all__ = ["BadRequest", "PAGES", "Page", "live_key", "load", "parse_params"]
+__all__ = ["BadRequest", "PAGES", "Page", "Snapshots", "live_key", "load", "parse_params"]
 
 
 class BadRequest(ValueError):
@@ -113,3 +115,48 @@ async def load(page: Page, source: Source, history: views.History, params: Mappi
     if page.name == "workers":
         return workers_view(await source.workers())
     raise BadRequest(f"no page {page.name!r}")
+
+
+MAX_SNAPSHOTS = 256
+
+
+class Snapshots:
+    """The newest context of each page key, shared by page GETs and live samplers, so that a page
+    costs the broker one load per cadence however many viewers load or watch it (five tabs
+    reloading the overview of a broker with 1,000 topics are one Metadata, one ListOffsets and one
+    DescribeLogDirs every 5 s, not five). A load younger than ``max_age_s`` is reused; loads of
+    one key are one at a time (the second caller waits for the first and reuses its result).
+    ``invalidate`` drops every snapshot: after an action the next page shows the broker's new state."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._entries: dict[str, tuple[float, int, dict[str, Any]]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._generation = 0  # raised by invalidate: a load that started before it is not kept
+        self.loads = 0  # loads done (tests and benchmarks read it)
+
+    async def get(self, key: str, max_age_s: float, loader: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[1] == self._generation and self._clock() - entry[0] <= max_age_s:
+                return entry[2]
+            generation = self._generation
+            ctx = await loader()
+            self.loads += 1
+            if generation == self._generation:
+                self._entries.pop(key, None)
+                self._entries[key] = (self._clock(), generation, ctx)  # newest last
+                self._prune()
+            return ctx
+
+    def _prune(self) -> None:
+        """At most MAX_SNAPSHOTS keys (any URL makes one): the least recently loaded go first."""
+        for key in list(self._entries)[:max(0, len(self._entries) - MAX_SNAPSHOTS)]:
+            del self._entries[key]
+        for key in [k for k, lock in self._locks.items() if k not in self._entries and not lock.locked()]:
+            del self._locks[key]
+
+    def invalidate(self) -> None:
+        self._generation += 1
+        self._entries.clear()

@@ -49,7 +49,7 @@ def test_overview_lists_topics_and_groups_with_the_admins_offsets_members_and_la
         assert groups[group]["type"] == "share"
         assert (int(groups[group]["members"]), int(groups[group]["lag"])) == (len(described[group].members), lag)
     assert groups[s.AUDIT_GROUP]["lag"] == str(ends[(s.TOPIC, 0)][0] - s.AUDIT_COMMITTED)
-    assert browser.driver.find_element(By.ID, "broker").get_attribute("data-quafka") == "true"
+    assert browser.data("broker")["quafka"] == "true"
     browser.screenshot("overview")
 
 
@@ -60,8 +60,8 @@ def test_share_group_page_shows_the_admins_members_lag_and_windows_and_updates_l
     described = admin.describe_share_groups([s.GROUP])[s.GROUP]
     assert members == sorted((m.member_id, m.client_id) for m in described.members)
     assert {m["host"] for m in rows(browser, "#members-table tr.member")} == {m.client_host for m in described.members}
-    summary = browser.driver.find_element(By.ID, "sg-summary")
-    assert (summary.get_attribute("data-state"), summary.get_attribute("data-dlq")) == (described.state, s.DLQ)
+    summary = browser.data("sg-summary")
+    assert (summary["state"], summary["dlq"]) == (described.state, s.DLQ)
 
     [window] = rows(browser, "#windows-table tr.window")
     view = admin.describe_in_flight(s.GROUP)[(s.TOPIC, 0)]

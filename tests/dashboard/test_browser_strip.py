@@ -50,9 +50,8 @@ def test_the_strip_draws_the_scripted_window_state_by_state_and_holder_by_holder
     assert by_offset(segs) == expected
     assert by_offset(segs) == {o: (STRIP_STATE[(st, w)], h) for o, (st, w, h) in s.offset_states(view).items()}
     assert all(g["mixed"] == "false" for g in segs), segs  # 13 offsets in 1,000 px: nothing downsampled
-    caption = browser.driver.find_element(By.ID, "strip-caption")
-    assert (int(caption.get_attribute("data-start")), int(caption.get_attribute("data-end"))) == (
-        view.start_offset, view.end_offset)
+    caption = browser.data("strip-caption")
+    assert (int(caption["start"]), int(caption["end"])) == (view.start_offset, view.end_offset)
 
     # each holder has its own colour slot; the legend names both
     slots = {g["clientId"]: next(c for c in g["cls"].split() if c[:1] == "m" and c[1:].isdigit())
@@ -83,8 +82,7 @@ def test_the_strip_draws_the_scripted_window_state_by_state_and_holder_by_holder
     assert sorted(expiries) == [r.first_offset for r in view.ranges if r.state == "ACQUIRED"]
 
     # the screenshot: under each segment, the colour its state's CSS fill gives it
-    strip = browser.driver.find_element(By.ID, "strip")
-    image = png_pixels(browser.png(strip))
+    image = png_pixels(browser.png("strip"))
     for g in segs:
         x, y = int(g["left"] + g["width"] / 2), int(g["top"] + g["height"] / 2)
         fill = tuple(int(v) for v in g["fill"][g["fill"].index("(") + 1:g["fill"].index(")")].split(",")[:3])
@@ -92,7 +90,7 @@ def test_the_strip_draws_the_scripted_window_state_by_state_and_holder_by_holder
         assert max(abs(a - b) for a, b in zip(got, fill)) <= 8, (g["first"], g["state"], got, fill)
     fills = {g["state"] + (g["clientId"] or ""): g["fill"] for g in segs}
     assert len(set(fills.values())) == len(fills), fills  # every state and holder its own colour
-    browser.screenshot("strip", browser.driver.find_element(By.ID, "strip-panel"))
+    browser.screenshot("strip", "strip-panel")
     # the whole page once the lag chart has two samples to draw (the same picture every run)
     wait_until(lambda: browser.driver.execute_script("return !!document.querySelector('#lag-chart-plot canvas')"),
                10, 0.05, message="the lag chart")

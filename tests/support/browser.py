@@ -41,6 +41,10 @@ CHROMIUM_FLAGS = (
     "--disable-sync", "--no-first-run", "--disable-breakpad", "--lang=en-US", "--force-prefers-reduced-motion",
 )
 # What differs between two runs of the same page: numbers, times (and AM/PM), ports, member and cluster ids.
+# what decides whether a screenshot is rewritten: the parts of a page that show its layout, not its
+# live numbers or which topics and groups earlier tests happened to leave (a tracked image is
+# rewritten when a heading, a column or a legend entry changes, not on every run)
+LAYOUT_SELECTOR = "h1, h2, h3, th, summary, label, button, nav a, #strip-legend li"
 VARYING = re.compile(r"\b[\w-]{20,}\b|[\w.:-]*\d[\w.:-]*|\b[AP]M\b")
 # Chromium asks every origin for /favicon.ico by itself; a 404 there is no page's doing.
 SELENIUM_ENV = {"SE_MANAGER_PATH": "/bin/false", "SE_OFFLINE": "true", "SE_AVOID_STATS": "true"}
@@ -93,19 +97,27 @@ class Browser:
         errors = self.console_errors()
         assert errors == [], f"console errors on {self.driver.current_url}: {errors}"
 
+    def data(self, element_id: str) -> dict[str, str]:
+        """The data-* attributes of the element with id `element_id`, read in one script (a live
+        update may replace the element between two WebDriver calls)."""
+        return self.driver.execute_script(
+            "return Object.assign({}, document.getElementById(arguments[0]).dataset)", element_id)
+
     def text(self) -> str:
         return self.driver.execute_script("return document.body.innerText")
 
-    def png(self, element=None, full_page: bool = False) -> bytes:
-        """A PNG of `element` (whole, even where it reaches past the viewport), of the whole page
-        (`full_page`, at most MAX_PAGE_PX tall), or of the viewport. Through the DevTools
-        protocol: WebDriver's element screenshot is cut at the viewport."""
-        if element is None and not full_page:
+    def png(self, element_id: str | None = None, full_page: bool = False) -> bytes:
+        """A PNG of the element with id `element_id` (whole, even where it reaches past the
+        viewport), of the whole page (`full_page`, at most MAX_PAGE_PX tall), or of the viewport.
+        Through the DevTools protocol: WebDriver's element screenshot is cut at the viewport. The
+        element is found by id in the same script that measures it: a live update may replace it
+        at any moment (a WebElement held across calls would go stale)."""
+        if element_id is None and not full_page:
             return self.driver.get_screenshot_as_png()
-        if element is not None:
+        if element_id is not None:
             box = self.driver.execute_script(
-                "const r = arguments[0].getBoundingClientRect();"
-                "return [r.left + scrollX, r.top + scrollY, r.width, r.height]", element)
+                "const r = document.getElementById(arguments[0]).getBoundingClientRect();"
+                "return [r.left + scrollX, r.top + scrollY, r.width, r.height]", element_id)
         else:
             box = [0, 0, self.driver.execute_script("return document.documentElement.clientWidth"),
                    min(MAX_PAGE_PX, self.driver.execute_script("return document.documentElement.scrollHeight"))]
@@ -115,17 +127,20 @@ class Browser:
             "clip": {"x": x, "y": y, "width": max(1, width), "height": max(1, height), "scale": 1}})
         return base64.b64decode(shot["data"])
 
-    def screenshot(self, name: str, element=None, full_page: bool = False) -> Path:
-        """docs/images/dashboard-<name>.png (see `png`). Written when the page's text, with what
-        varies between runs masked (VARYING), differs from the last one written (a sidecar of
-        hashes), so that every run keeps the picture current without rewriting a tracked file
-        whose page did not change but for its live numbers."""
+    def screenshot(self, name: str, element_id: str | None = None, full_page: bool = False) -> Path:
+        """docs/images/dashboard-<name>.png (see `png`). Written when the page's layout text
+        (LAYOUT_SELECTOR, with numbers and ids masked: VARYING) differs from the last one written
+        (a sidecar of hashes), so that every run keeps the picture current without rewriting a
+        tracked file whose page did not change but for its live numbers."""
         IMAGES.mkdir(parents=True, exist_ok=True)
         path = IMAGES / f"dashboard-{name}.png"
-        shown = element.text if element is not None else self.text()
+        shown = self.driver.execute_script(  # the page's layout: its headings, column names, labels, legend
+            "const root = arguments[0] === null ? document : document.getElementById(arguments[0]);"
+            "return [...root.querySelectorAll(LAYOUT)].map(e => e.tagName + ':' + e.innerText).join('\\n')"
+            .replace("LAYOUT", repr(LAYOUT_SELECTOR)), element_id)
         digest = hashlib.sha256(f"{VARYING.sub('#', shown)}|{full_page}".encode()).hexdigest()
         hashes = json.loads(SCREENSHOT_HASHES.read_text()) if SCREENSHOT_HASHES.exists() else {}
-        png = self.png(element, full_page)
+        png = self.png(element_id, full_page)
         assert png.startswith(b"\x89PNG") and len(png) > 1000, f"{name}: {len(png)} bytes"
         if hashes.get(path.name) == digest and path.exists():
             return path

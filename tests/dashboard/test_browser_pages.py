@@ -87,9 +87,15 @@ def test_share_group_page_shows_the_admins_members_lag_and_windows_and_updates_l
 
 def test_topic_page_shows_the_admins_offsets_and_the_newest_records(browser, dashboards, admin):
     browser.open(f"{dashboards.readonly}/topic?name={q(s.TOPIC)}")
-    [partition] = rows(browser, "#partitions-table tr.partition")
     start, end = (admin.list_offsets({(s.TOPIC, 0): spec})[(s.TOPIC, 0)][0] for spec in ("earliest", "latest"))
-    assert (int(partition["start"]), int(partition["end"])) == (start, end)
+
+    def on_page() -> tuple[int, int]:
+        [partition] = rows(browser, "#partitions-table tr.partition")
+        return int(partition["start"]), int(partition["end"])
+
+    # a page shows a snapshot at most one cadence old (5 s here; an earlier test loaded this page
+    # before records were produced), and its live updates bring it to the broker's numbers
+    wait_until(lambda: on_page() == (start, end), 10, 0.05, message=f"the topic page to show offsets {start}-{end}")
     offsets = [int(r["offset"]) for r in rows(browser, "#records tr.record")]
     assert offsets and max(offsets) == end - 1 and len(offsets) <= 10, offsets
     browser.screenshot("topic")

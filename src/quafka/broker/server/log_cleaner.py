@@ -120,6 +120,7 @@ class LogCleanerService:
         self._executor: ThreadPoolExecutor | None = None
         self._abort = threading.Event()
         self._wake = asyncio.Event()
+        self._round_lock = asyncio.Lock()
         self._task: asyncio.Task | None = None
         self.checkpoints: dict[tuple[str, int], int] = self.state.log_store.read_cleaner_checkpoints()
         self.uncleanable: set[tuple[str, int]] = set()
@@ -216,7 +217,12 @@ class LogCleanerService:
                      float(config.get("log.cleaner.io.max.bytes.per.second")))
 
     async def clean_filthiest(self, now_ms: int | None = None) -> bool:
-        """One round: clean the filthiest compacted log if any is due. True if one was cleaned."""
+        """One round: clean the filthiest compacted log if any is due. True if one was cleaned.
+        Rounds run one at a time (one cleaner thread); `now_ms` lets tests move the clock."""
+        async with self._round_lock:
+            return await self._clean_filthiest(now_ms)
+
+    async def _clean_filthiest(self, now_ms: int | None) -> bool:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         now_ms = wall_clock_ms() if now_ms is None else now_ms

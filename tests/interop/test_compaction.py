@@ -191,3 +191,17 @@ def test_sigkill_in_the_middle_of_a_cleaning_loses_nothing(broker_process, tmp_p
     assert latest_by_key((k, v) for _, k, v in after) == latest_by_key(written)
     assert len(after) < len(written) / 2
     assert not [n for n in os.listdir(partition_dir) if n.endswith((".cleaned", ".swap"))]
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(broker):
+    """Kafka's LogValidator.validateKey: INVALID_RECORD, and nothing is written."""
+    create(broker.bootstrap_servers, "keyed-only")
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "retries": 0})
+    errors = []
+    producer.produce("keyed-only", value=b"no key", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(10)  # its own batch: the refusal covers the whole batch
+    producer.produce("keyed-only", key=b"k", value=b"keyed", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(10)
+    assert errors[0] is not None and errors[0].name() == "INVALID_RECORD"
+    assert errors[1] is None
+    assert [(k, v) for _, k, v in read_all(broker.bootstrap_servers, "keyed-only")] == [(b"k", b"keyed")]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
+import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -137,7 +139,7 @@ def test_the_cleaner_runs_by_itself_and_compacts_consumer_offsets(make_broker, t
     """__consumer_offsets is compacted as in Kafka: after many commits of the same six partitions
     the topic holds little more than its active segment, and a restart still finds the latest."""
     data_dir = str(tmp_path / "data")
-    config = {"log.cleaner.backoff.ms": 100, "offsets.topic.num.partitions": 1}
+    config = {"log.cleaner.backoff.ms": 100, "offsets.topic.num.partitions": 1, "metrics.listener": "http://127.0.0.1:0"}
     broker = make_broker(data_dir=data_dir, config=config)
     bootstrap = broker.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -156,6 +158,10 @@ def test_the_cleaner_runs_by_itself_and_compacts_consumer_offsets(make_broker, t
     assert len(offsets_log.segment_base_offsets) > 2, "the commits did not fill two segments"
     wait_until(lambda: broker.server.log_cleaner.rounds > 0, 20, message="the cleaner's first round")
     wait_until(lambda: offsets_log.size_bytes < 1.3 * SEGMENT, 20, message="__consumer_offsets compacted")
+    metrics = urllib.request.urlopen(broker.metrics_url, timeout=5).read().decode()
+    for name in ("kafka_log_logcleaner_rounds_total", "kafka_log_logcleaner_bytes_read_total",
+                 "kafka_log_logcleaner_bytes_written_total"):
+        assert float(re.search(rf"^{name} (\S+)$", metrics, re.MULTILINE).group(1)) > 0, name
     broker.stop()
     restarted = make_broker(data_dir=data_dir, config=config)
     reader = Consumer({"bootstrap.servers": restarted.bootstrap_servers, "group.id": "committer"})

@@ -6,7 +6,8 @@ changes, writes a new batch (`buildRetainedRecordsInto`) that keeps the original
   shrinks its offset range, so the producer's sequence range (base sequence + last offset delta)
   still describes it;
 - producer id, epoch, base sequence, partition leader epoch, timestamp type and compression codec
-  (the retained records are compressed again with the batch's codec);
+  (the retained records are compressed again with the batch's codec, in the framing Kafka's own
+  codecs write: compression.py);
 - the records themselves byte for byte (their offset deltas are relative to the unchanged base
   offset), except that their timestamp deltas are re-based when the base timestamp changes.
 
@@ -29,12 +30,8 @@ from typing import NamedTuple
 
 import crc32c
 
+from .compression import compress
 from .record_batch import (
-    COMPRESSION_GZIP,
-    COMPRESSION_LZ4,
-    COMPRESSION_NONE,
-    COMPRESSION_SNAPPY,
-    COMPRESSION_ZSTD,
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -108,24 +105,6 @@ def parse_records(batch: bytes | memoryview) -> tuple[BatchHeader, bytes, list[R
                                  start, ts_start, ts_end, end))
         pos = end
     return header, body, records
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    """Compress a records section with the batch's codec (as the producer's libraries frame it:
-    raw snappy, an LZ4 frame, a zstd frame, gzip)."""
-    import cramjam  # lazily, as record_batch.decompress
-
-    if codec == COMPRESSION_NONE:
-        return data
-    if codec == COMPRESSION_GZIP:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == COMPRESSION_SNAPPY:
-        return bytes(cramjam.snappy.compress_raw(data))
-    if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise ValueError(f"unknown compression codec id {codec}")
 
 
 def _assemble(header: BatchHeader, attributes: int, base_timestamp: int, max_timestamp: int, count: int,

@@ -68,6 +68,10 @@ def commit_many(bootstrap: str, commits: int) -> int:
     for n in range(1, commits + 1):
         consumer.commit(offsets=[TopicPartition(TOPIC, p, n) for p in range(PARTITIONS)],
                         asynchronous=n % 500 != 0)  # a synchronous one every 500 bounds the queue
+        if n % 50 == 0:
+            consumer.poll(0)  # serve the client's queue of commit results
+        if n % 10_000 == 0:
+            print(f"  {n:,} commit calls", file=sys.stderr, flush=True)
     consumer.commit(offsets=[TopicPartition(TOPIC, p, commits) for p in range(PARTITIONS)], asynchronous=False)
     consumer.close()
     return commits

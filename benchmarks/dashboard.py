@@ -759,7 +759,7 @@ def write_doc(path: Path, args, blocks: dict[str, str]) -> None:
                   f"Goal: under {LIVE_GOAL_PP:.0f} percentage points. Result: {blocks['live_delta']}.", "",
                   blocks["live_md"], ""]
     if "profile" in blocks:
-        parts += ["Broker profile (py-spy) with the dashboards open:", "", "```", blocks["profile"], "```", ""]
+        parts += ["Broker profile (py-spy) with the dashboards open:", "", "```text", blocks["profile"], "```", ""]
     parts.append(END)
     replace_marked_section("\n".join(parts) + "\n", path, BEGIN, END)
     print(f"wrote {path}")

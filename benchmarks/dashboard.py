@@ -26,7 +26,7 @@ of one core. `--profile FILE` samples the broker with py-spy during one window w
 open and keeps the shares per function. `--update-docs` rewrites the "Dashboard" section of
 docs/benchmarks.md (`<!-- dashboard:begin -->` ... `<!-- dashboard:end -->`).
 
-    .venv/bin/python benchmarks/dashboard.py --update-docs     # ~3 min
+    .venv/bin/python benchmarks/dashboard.py --update-docs     # ~9 min
     .venv/bin/python benchmarks/dashboard.py --quick           # smoke run, prints only
 """
 
@@ -403,6 +403,7 @@ class PageTimes:
     size: int = 0
     statuses: set = field(default_factory=set)
     cpu_ms: float = 0.0  # CPU of the serving processes per warm fetch (broker; + the standalone dashboard)
+    fresh_ms: list[float] = field(default_factory=list)  # fetches that had to sample (no snapshot younger than 5 s)
 
     def p(self, q: float) -> float:
         xs = sorted(self.warm_ms)
@@ -425,16 +426,37 @@ def measure_render(port: int, paths: list[tuple[str, str]], fetches: int, pids: 
             t.statuses.add(status)
             t.size = size
         t.cpu_ms = (sum(process_cpu_seconds(p) for p in pids) - cpu0) * 1000 / fetches
+    # warm fetches one after the other reuse the page's snapshot (at most one refresh old: 5 s for
+    # these pages, pages.Snapshots); a viewer who reloads later waits for a fresh sample: time that too
+    for t, (_, path) in zip(out, paths):
+        if t.page in FRESH_PAGES:
+            for _ in range(FRESH_FETCHES):
+                time.sleep(SNAPSHOT_AGE_S + 0.5)  # the snapshot expires (a wait between fetches, not a poll)
+                ms, status, _size = http_get(port, path)
+                t.fresh_ms.append(ms)
+                t.statuses.add(status)
     return out
+
+
+FRESH_PAGES = ("overview", "failures (all groups)")  # the pages whose sample is costly at this scale
+FRESH_FETCHES = 3
+SNAPSHOT_AGE_S = 5.0  # DashboardSettings.overview_cadence_s
+
+
+def worst_ms(t: PageTimes) -> float:
+    """What the goal is judged on: the warm p99, or the slowest fetch that had to sample."""
+    return max([t.p(0.99)] + t.fresh_ms)
 
 
 def render_rows(times: list[PageTimes]) -> list[list[str]]:
     return [[t.page, f"{t.cold_ms:.0f}", f"{statistics.median(t.warm_ms):.0f}", f"{t.p(0.99):.0f}",
-             f"{max(t.warm_ms):.0f}", f"{t.cpu_ms:.0f}", f"{t.size / 1024:.0f}",
-             "yes" if t.p(0.99) < RENDER_GOAL_MS and t.statuses == {200} else "NO"] for t in times]
+             f"{max(t.warm_ms):.0f}", " / ".join(f"{x:.0f}" for x in t.fresh_ms) or "-", f"{t.cpu_ms:.0f}",
+             f"{t.size / 1024:.0f}", "yes" if worst_ms(t) < RENDER_GOAL_MS and t.statuses == {200} else "NO"]
+            for t in times]
 
 
-RENDER_HEAD = ["page", "cold ms", "warm median ms", "warm p99 ms", "max ms", "CPU ms per fetch", "KiB", "< 300 ms"]
+RENDER_HEAD = ["page", "cold ms", "warm median ms", "warm p99 ms", "max ms", "fresh-sample ms", "CPU ms per fetch",
+               "KiB", "< 300 ms"]
 
 
 # ----------------------------------------------------------------------------- 2. live-view cost
@@ -610,8 +632,8 @@ def parse_args(argv):
     ap.add_argument("--standalone", action="store_true", help="also time the pages of a standalone dashboard process")
     ap.add_argument("--only", default="render,live", help="render,live")
     ap.add_argument("--dashboards", type=int, default=5)
-    ap.add_argument("--window", type=float, default=20.0, help="seconds of one CPU window")
-    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--window", type=float, default=30.0, help="seconds of one CPU window")
+    ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--job-rate", type=int, default=200, help="records/s of the job workload")
     ap.add_argument("--settle", type=float, default=8.0, help="seconds between starting the workload and measuring")
     ap.add_argument("--seed", type=int, default=None)
@@ -665,8 +687,8 @@ def main(argv=None) -> int:
             times = measure_render(broker.http_port, paths, args.fetches, [broker.proc.pid])
             blocks["render"] = text_grid(RENDER_HEAD, render_rows(times))
             print_blocks(f"served by the broker, {args.fetches} warm fetches per page:\n" + blocks["render"])
-            problems += [f"{t.page}: p99 {t.p(0.99):.0f} ms >= {RENDER_GOAL_MS:.0f} ms" for t in times
-                         if t.p(0.99) >= RENDER_GOAL_MS]
+            problems += [f"{t.page}: {worst_ms(t):.0f} ms >= {RENDER_GOAL_MS:.0f} ms" for t in times
+                         if worst_ms(t) >= RENDER_GOAL_MS]
             problems += [f"{t.page}: HTTP {sorted(t.statuses)}" for t in times if t.statuses != {200}]
             blocks["render_md"] = markdown_grid(RENDER_HEAD, render_rows(times))
             if args.standalone:
@@ -742,9 +764,13 @@ def write_doc(path: Path, args, blocks: dict[str, str]) -> None:
         parts += ["### Page render time", "",
                   f"Each page over HTTP on a new connection (time to the last byte): the first fetch after the broker "
                   f"started (cold), then {args.fetches} fetches of each page in turn (warm), with the CPU the serving "
-                  f"processes spent per fetch (the broker; standalone, the broker and the dashboard process). Goal: "
-                  f"under 300 ms (the last column: warm p99). Wall times include waiting for a core when other "
-                  f"processes keep the machine busy; the CPU column does not.", "",
+                  f"processes spent per fetch (the broker; standalone, the broker and the dashboard process). Warm "
+                  f"fetches one after the other share the page's snapshot (at most one refresh old: 5 s here; "
+                  f"`pages.Snapshots`), so for the two pages whose sample is costly at this scale the table also "
+                  f"times {FRESH_FETCHES} fetches {SNAPSHOT_AGE_S + 0.5:.1f} s apart, each of which has to sample "
+                  f"(fresh-sample ms). Goal: under 300 ms, judged on the warm p99 and every fresh-sample fetch (the "
+                  f"last column). Wall times include waiting for a core when other processes keep the machine busy; "
+                  f"the CPU column does not.", "",
                   blocks["render_md"], ""]
     if "standalone_md" in blocks:
         parts += [f"Standalone ({blocks['standalone_how']}), the same broker:", "", blocks["standalone_md"], ""]

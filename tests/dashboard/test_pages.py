@@ -86,3 +86,23 @@ def test_failures_page_groups_dead_letters_by_error_class(scenario):
 def test_bad_parameters_are_a_400_saying_why(scenario, url, reason):
     r = Dash(scenario.bootstrap).get(url)
     assert r.status_code == 400 and reason in html.unescape(r.text)
+
+
+def test_the_overview_lists_at_most_its_row_cap_of_topics_by_name_and_filters_them(scenario, monkeypatch):
+    """A broker with thousands of topics: the overview lists the first OVERVIEW_TOPIC_ROWS by name
+    (end offsets are asked for those only) and says how many there are; ?topics= narrows the list."""
+    from quafka.dashboard import source
+
+    monkeypatch.setattr(source, "OVERVIEW_TOPIC_ROWS", 1)
+    with Admin({"bootstrap.servers": scenario.bootstrap}) as admin:
+        names = sorted(admin.list_topics())
+    assert len(names) >= 2 and TOPIC in names and DLQ in names
+    dash = Dash(scenario.bootstrap)
+    page = dash.get("/").text
+    assert attrs(page, "topic", "topic") == names[:1]
+    assert re.search(rf'id="topics-shown"[^>]*data-shown="1" data-matching="{len(names)}" data-total="{len(names)}"', page)
+    narrowed = dash.get("/?topics=dlq").text
+    assert attrs(narrowed, "topic", "topic") == [DLQ] and 'value="dlq"' in narrowed
+    none = dash.get("/?topics=%3Cb%3Enothing").text
+    assert attrs(none, "topic", "topic") == [] and "No topic name holds “&lt;b&gt;nothing”" in none
+    assert "events?page=overview&amp;topics=dlq" in narrowed  # the live view keeps the filter

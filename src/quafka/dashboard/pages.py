@@ -36,7 +36,7 @@ class Page:
 
 
 PAGES: dict[str, Page] = {p.name: p for p in (
-    Page("overview", "overview.html", "Overview", ("broker", "topics", "groups", "disk"), (), False),
+    Page("overview", "overview.html", "Overview", ("broker", "topics", "groups", "disk"), ("topics",), False),
     Page("topic", "topic.html", "Topic", ("partitions", "configs", "records"), ("name",), False),
     Page("share-group", "share_group.html", "Share group",
          ("sg-summary", "members", "lag", "lag-chart", "windows", "strip-panel"),
@@ -64,7 +64,9 @@ def _int(params: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
 def parse_params(page: Page, query: Mapping[str, str]) -> dict[str, Any]:
     """The page's parameters from a query string, checked; BadRequest says what is wrong."""
     out: dict[str, Any] = {}
-    if page.name == "topic":
+    if page.name == "overview":
+        out["topics"] = query.get("topics") or None  # a part of a topic name: the topics panel shows those
+    elif page.name == "topic":
         if not query.get("name"):
             raise BadRequest("the topic page needs ?name=TOPIC")
         out["name"] = query["name"]
@@ -99,7 +101,7 @@ async def load(page: Page, source: Source, history: views.History, params: Mappi
     """The template context of one page (its own fresh sample)."""
     s = source.settings
     if page.name == "overview":
-        return views.overview_view(await source.overview(live=live), history, s.mode)
+        return views.overview_view(await source.overview(params.get("topics"), live=live), history, s.mode)
     if page.name == "topic":
         return views.topic_view(await source.topic(params["name"]), s.key_preview_bytes, s.value_preview_bytes)
     if page.name == "share-group":

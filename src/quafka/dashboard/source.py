@@ -43,6 +43,7 @@ AUTHORIZATION_CODES = frozenset({ErrorCode.cluster_authorization_failed, ErrorCo
 EXTENSION_API_KEY = 32000  # QuafkaDescribeInFlight: advertised in ApiVersions by a quafka broker
 RECORD_PARTITIONS = 16  # the topic page reads recent records of at most this many partitions
 CALL_TIMEOUT_S = 10.0
+OVERVIEW_TOPIC_ROWS = 100  # topics listed on the overview (a filter narrows a broker with more)
 SOURCE_READS_PER_SAMPLE = 20  # source records of headers-only dead letters read per failures sample
 SOURCE_CACHE_SIZE = 2000  # source records kept (a log record never changes)
 # DescribeLogDirs sizes every partition: with 1,000 topics it was a fifth of an overview sample's
@@ -98,6 +99,9 @@ class OverviewData:
     consumer: dict[str, Any] = field(default_factory=dict)
     consumer_offsets: dict[str, Any] = field(default_factory=dict)  # {group: {(t, p): (offset, meta)}}
     log_dirs: Any = None
+    topic_filter: str | None = None  # ?topics=: a part of the names listed
+    topics_matching: int = 0  # topics whose name holds the filter
+    topics_shown: list[str] = field(default_factory=list)  # the first OVERVIEW_TOPIC_ROWS of them, by name
 
 
 @dataclass
@@ -180,8 +184,11 @@ class Source:
 
     # ------------------------------------------------------------------ pages
 
-    async def overview(self, live: bool = False) -> OverviewData:
-        """``live``: a live sampler's sample, which reuses a disk answer younger than
+    async def overview(self, topic_filter: str | None = None, live: bool = False) -> OverviewData:
+        """``topic_filter``: the topics panel lists the topics whose name holds it (all when None),
+        at most OVERVIEW_TOPIC_ROWS of them in name order: end offsets are asked for those and for
+        the partitions consumer groups commit to (their lag), not for every partition of a broker
+        with thousands. ``live``: a live sampler's sample, which reuses a disk answer younger than
         LOG_DIRS_MAX_AGE_MS (a page load always asks)."""
         a = self.admin
         quafka = await guard("probing the broker", self.is_quafka())  # first: connects once, then the rest
@@ -189,14 +196,21 @@ class Source:
             guard("DescribeCluster", a.describe_cluster()),
             guard("listing topics", a.list_topics(include_internal=False)), guard("ListGroups", a.list_groups()))
         data = OverviewData(now_ms(), quafka, cluster, topics, Unavailable("error", "no topics"), groups)
-        if not is_unavailable(topics):
-            tps = [(t, p) for t, d in topics.items() for p in d.partitions]
-            latest = await guard("ListOffsets", a.list_offsets({tp: "latest" for tp in tps})) if tps else {}
-            data.end_offsets = latest if is_unavailable(latest) else {tp: o for tp, (o, _) in latest.items()}
+        data.topic_filter = topic_filter
         if not is_unavailable(groups):
             share = [g.group_id for g in groups if g.type == "share"]
             consumer = [g.group_id for g in groups if g.type in ("consumer", "classic")]
             await asyncio.gather(self._share_groups(share, data), self._consumer_groups(consumer, data))
+        if not is_unavailable(topics):
+            matching = sorted(t for t in topics if topic_filter is None or topic_filter in t)
+            data.topics_matching = len(matching)
+            data.topics_shown = matching[:OVERVIEW_TOPIC_ROWS]
+            tps = {(t, p) for t in data.topics_shown for p in topics[t].partitions}
+            for offsets in data.consumer_offsets.values():
+                if not is_unavailable(offsets):  # (a partition of a deleted topic has no end offset to ask)
+                    tps.update(tp for tp in offsets if tp[0] in topics and tp[1] in topics[tp[0]].partitions)
+            latest = await guard("ListOffsets", a.list_offsets({tp: "latest" for tp in sorted(tps)})) if tps else {}
+            data.end_offsets = latest if is_unavailable(latest) else {tp: o for tp, (o, _) in latest.items()}
         cached = self._log_dirs_cache
         if live and cached is not None and data.sample_ms - cached[0] < LOG_DIRS_MAX_AGE_MS:
             data.log_dirs = cached[1]

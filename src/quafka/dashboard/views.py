@@ -78,9 +78,9 @@ def overview_view(data: Any, history: History, mode: str) -> dict[str, Any]:
     topics: Any = data.topics
     if not is_unavailable(topics):
         ends = {} if is_unavailable(data.end_offsets) else data.end_offsets
-        topics = [{"name": name, "partitions": len(d.partitions), "internal": d.is_internal,
-                   "end_offset": sum(ends.get((name, p), 0) for p in d.partitions), "rate": rates.get(name)}
-                  for name, d in sorted(topics.items())]
+        topics = [{"name": name, "partitions": len(topics[name].partitions), "internal": topics[name].is_internal,
+                   "end_offset": sum(ends.get((name, p), 0) for p in topics[name].partitions), "rate": rates.get(name)}
+                  for name in data.topics_shown]
     groups: Any = data.groups
     if not is_unavailable(groups):
         rows = []
@@ -105,7 +105,9 @@ def overview_view(data: Any, history: History, mode: str) -> dict[str, Any]:
                     row["problem"] = part.reason
             rows.append(row)
         groups = rows
-    return {"broker": _broker(data, mode), "topics": topics, "groups": groups,
+    listing = {"filter": data.topic_filter, "matching": data.topics_matching,
+               "total": 0 if is_unavailable(data.topics) else len(data.topics)}
+    return {"broker": _broker(data, mode), "topics": topics, "topic_listing": listing, "groups": groups,
             "log_dirs": _log_dirs(data.log_dirs), "sample_ms": data.sample_ms}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import time
+import urllib.request
 
 from dashboard.conftest import GROUP, TOPIC, Dash, Scenario
 from support import free_port, wait_until
@@ -55,8 +56,13 @@ def test_five_viewers_of_a_page_share_one_sampler_that_stops_when_they_leave(sce
 
 def test_the_broker_serves_the_dashboard_and_sigterm_with_a_stream_open_exits_0(tmp_path, broker_process):
     port = free_port()
-    broker = broker_process(str(tmp_path / "data"), overrides={"quafka.dashboard.listener": f"http://127.0.0.1:{port}"})
+    dead_worker = "http://127.0.0.1:1/metrics"  # quafka.dashboard.worker.metrics.urls reaches the workers page
+    broker = broker_process(str(tmp_path / "data"), overrides={"quafka.dashboard.listener": f"http://127.0.0.1:{port}",
+                                                               "quafka.dashboard.worker.metrics.urls": dead_worker})
     wait_until(lambda: f"dashboard: http://127.0.0.1:{port}/" in broker.read_log(), 10, message="the URL logged")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/workers", timeout=10) as answer:
+        workers = answer.read().decode()
+    assert f'data-url="{dead_worker}"' in workers and f"scraping {dead_worker} failed" in workers
     stream = open_stream(port, "/events?page=overview")
     try:
         body = read_until(stream, b"event: sample")

@@ -163,6 +163,21 @@ def _dashboard_listener() -> tuple[str, Check]:
     return "http://host:port (port 0: any free port) or empty (off)", check
 
 
+def _worker_metrics_urls() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        for url in _split_list(v):
+            if not re.match(r"^https?://[^/\s]+(/\S*)?$", url):
+                return f"{url!r} is not an http(s)://host[:port]/path URL"
+        return None
+
+    return "comma-separated http(s)://host:port/metrics URLs, or empty", check
+
+
+def _split_list(v: Any) -> list[str]:
+    items = v if isinstance(v, (list, tuple)) else str(v or "").split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
 # -- ACLs (issue 29): Kafka's StandardAuthorizer is the one authorizer quafka has (server/authorizer.py)
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 _REMOVED_AUTHORIZERS = {"kafka.security.authorizer.AclAuthorizer": "it was removed in Kafka 4.0 with ZooKeeper; "
@@ -671,6 +686,10 @@ _BROKER = [
          "dashboard logs in with; every page and action is then authorized as that principal. Empty: it connects "
          "to the broker's first PLAINTEXT listener (the broker refuses to start with the dashboard on, no "
          "PLAINTEXT listener and no file).", note=_DASHBOARD_EXTENSION),
+    _key("quafka.dashboard.worker.metrics.urls", "list", [], _worker_metrics_urls(),
+         "The /metrics URLs of quafka.framework workers (`quafka worker --metrics-port`), comma-separated, "
+         "that the dashboard's workers page scrapes (as `quafka dashboard --worker-metrics URL`); empty: the "
+         "page says none is configured.", note=_DASHBOARD_EXTENSION),
 ]
 
 BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in _BROKER}

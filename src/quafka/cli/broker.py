@@ -174,7 +174,8 @@ async def start_dashboard(server, config):
     client["bootstrap.servers"] = _file_bootstrap(path) or _dashboard_bootstrap(
         server, config, str(client.get("security.protocol", "PLAINTEXT")).upper())
     settings = DashboardSettings(client, listen=listen, mode="broker",
-                                 actions_enabled=bool(config.get("quafka.dashboard.actions.enable")))
+                                 actions_enabled=bool(config.get("quafka.dashboard.actions.enable")),
+                                 worker_metrics_urls=tuple(config.get("quafka.dashboard.worker.metrics.urls") or ()))
     dashboard = await DashboardServer(settings).start()
     logging.getLogger("quafka.server").info("dashboard: %s", dashboard.url)
     return dashboard

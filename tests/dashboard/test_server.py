@@ -92,3 +92,22 @@ def test_against_a_broker_without_the_extension_the_quafka_panels_say_why(tmp_pa
     for text in (page, action):
         assert 'data-kind="needs-quafka"' in text and "needs a quafka broker" in text
     assert 'id="strip"' not in page
+
+
+def test_a_dashboard_port_in_use_stops_the_broker_with_the_reason_and_how_to_turn_it_off(tmp_path):
+    import subprocess
+    import sys
+
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "quafka", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+             "--override", f"log.dirs={tmp_path / 'data'}", "--override",
+             f"quafka.dashboard.listener=http://127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        taken.close()
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"cannot start the dashboard on http://127.0.0.1:{port}" in done.stderr
+    assert "`make run DASHBOARD=`" in done.stderr and "Traceback" not in done.stderr

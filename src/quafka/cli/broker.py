@@ -124,7 +124,9 @@ async def _serve(config) -> int:
     try:
         dashboard = await start_dashboard(server, config)
     except (OSError, ValueError) as exc:  # the port is taken; the client config file cannot be read
-        print(f"quafka broker: cannot start the dashboard: {exc}", file=sys.stderr)
+        print(f"quafka broker: cannot start the dashboard on {config.get('quafka.dashboard.listener')}: {exc} "
+              "(choose another address with quafka.dashboard.listener, or leave it empty to turn the dashboard off; "
+              "`make run DASHBOARD=` does that)", file=sys.stderr)
         await server.stop()
         return 1
     signalled = asyncio.ensure_future(stop.wait())

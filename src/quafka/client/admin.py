@@ -530,26 +530,8 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
         ``include_authorized_operations``: each description's ``authorized_operations`` is the set
         of ACL operation names the caller may do on the group (None when not asked for)."""
         ids = list(dict.fromkeys(group_ids))
-        cluster = await self._get_cluster()
-        answers: dict[str, Any] = {}
-        pending = ids
-        for attempt in range(MAX_RETRIES + 1):
-            by_node: dict[int, list[str]] = {}
-            for group_id, node_id in (await cluster.find_coordinators(pending)).items():
-                by_node.setdefault(node_id, []).append(group_id)
-            retry = []
-            for node_id, batch in sorted(by_node.items()):
-                response = await (await cluster.connection(node_id)).call(SHARE_GROUP_DESCRIBE_KEY, {
-                    "group_ids": batch, "include_authorized_operations": include_authorized_operations})
-                for g in response.groups:
-                    if g.error_code in COORDINATOR_ERRORS and attempt < MAX_RETRIES:
-                        retry.append(g.group_id)
-                    else:
-                        answers[g.group_id] = g
-            if not retry:
-                break
-            await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
-            pending = retry
+        answers = await self._per_coordinator(ids, SHARE_GROUP_DESCRIBE_KEY, lambda batch: {
+            "group_ids": batch, "include_authorized_operations": include_authorized_operations})
         out = {}
         for group_id in ids:
             g = answers[group_id]
@@ -582,14 +564,7 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
         response = await self._group_call(group_id, DESCRIBE_SHARE_GROUP_OFFSETS_KEY, {
             "groups": [{"group_id": group_id, "topics": topic_values}]}, lambda r: r.groups[0].error_code)
         [g] = response.groups
-        _check(g.error_code, f"DescribeShareGroupOffsets of group {group_id!r}", g.error_message)
-        out = {}
-        for t in g.topics:
-            for p in t.partitions:
-                _check(p.error_code, f"DescribeShareGroupOffsets of group {group_id!r} for "
-                                     f"{t.topic_name}-{p.partition_index}", p.error_message)
-                out[(t.topic_name, p.partition_index)] = (p.start_offset, getattr(p, "lag", -1))
-        return out
+        return _share_group_offsets(group_id, g)
 
     async def list_share_groups_offsets(self, group_ids: Iterable[str],
                                         ) -> dict[str, dict[tuple[str, int], tuple[int, int]] | KafkaException]:
@@ -599,6 +574,21 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
         coordinator handler). {group: offsets}, or the KafkaException of a group that failed
         (GROUP_ID_NOT_FOUND, not authorized, ...): one group's error does not fail the others."""
         ids = list(dict.fromkeys(group_ids))
+        answers = await self._per_coordinator(ids, DESCRIBE_SHARE_GROUP_OFFSETS_KEY, lambda batch: {
+            "groups": [{"group_id": g, "topics": None} for g in batch]})
+        out: dict[str, Any] = {}
+        for group_id in ids:
+            try:
+                out[group_id] = _share_group_offsets(group_id, answers[group_id])
+            except KafkaException as exc:
+                out[group_id] = exc
+        return out
+
+    async def _per_coordinator(self, ids: list[str], api_key: int,
+                               request: Callable[[list[str]], dict]) -> dict[str, Any]:
+        """One request per group coordinator carrying all of its groups (``request(batch)`` builds
+        it; the response lists ``groups`` with ``group_id`` and ``error_code``), groups answered with
+        a coordinator error asked again after a backoff. {group id: its entry of the response}."""
         cluster = await self._get_cluster()
         answers: dict[str, Any] = {}
         pending = ids
@@ -608,8 +598,7 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
                 by_node.setdefault(node_id, []).append(group_id)
             retry = []
             for node_id, batch in sorted(by_node.items()):
-                response = await (await cluster.connection(node_id)).call(DESCRIBE_SHARE_GROUP_OFFSETS_KEY, {
-                    "groups": [{"group_id": g, "topics": None} for g in batch]})
+                response = await (await cluster.connection(node_id)).call(api_key, request(batch))
                 for g in response.groups:
                     if g.error_code in COORDINATOR_ERRORS and attempt < MAX_RETRIES:
                         retry.append(g.group_id)
@@ -619,21 +608,7 @@ class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixi
                 break
             await asyncio.sleep(RETRY_BACKOFF_S * (attempt + 1))
             pending = retry
-        out: dict[str, Any] = {}
-        for group_id in ids:
-            g = answers[group_id]
-            try:
-                _check(g.error_code, f"DescribeShareGroupOffsets of group {group_id!r}", g.error_message)
-                offsets = {}
-                for t in g.topics:
-                    for p in t.partitions:
-                        _check(p.error_code, f"DescribeShareGroupOffsets of group {group_id!r} for "
-                                             f"{t.topic_name}-{p.partition_index}", p.error_message)
-                        offsets[(t.topic_name, p.partition_index)] = (p.start_offset, getattr(p, "lag", -1))
-                out[group_id] = offsets
-            except KafkaException as exc:
-                out[group_id] = exc
-        return out
+        return answers
 
     async def alter_share_group_offsets(self, group_id: str, specs: Mapping[tuple[str, int], Any]) -> None:
         """Set a share group's start offsets: each spec is "earliest", "latest", ("timestamp", ms) or an
@@ -922,3 +897,16 @@ class Admin(SyncClient):
                              progress: Callable[[int], None] | None = None) -> RedriveResult:
         return self._run(self._async.redrive_dead_letters(group_id, dlq_topic, to_topic=to_topic, offsets=offsets,
                                                           dry_run=dry_run, progress=progress))
+
+
+def _share_group_offsets(group_id: str, g: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    """{(topic, partition): (start offset, lag)} from one group's DescribeShareGroupOffsets entry;
+    the group's or a partition's error raises."""
+    _check(g.error_code, f"DescribeShareGroupOffsets of group {group_id!r}", g.error_message)
+    out = {}
+    for t in g.topics:
+        for p in t.partitions:
+            _check(p.error_code, f"DescribeShareGroupOffsets of group {group_id!r} for "
+                                 f"{t.topic_name}-{p.partition_index}", p.error_message)
+            out[(t.topic_name, p.partition_index)] = (p.start_offset, getattr(p, "lag", -1))
+    return out

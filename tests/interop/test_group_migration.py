@@ -308,11 +308,28 @@ class _AiokafkaMember:
     async def _run(self) -> None:
         from aiokafka import AIOKafkaConsumer
 
-        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id=self.group,
+        from aiokafka.errors import RebalanceInProgressError
+
+        def new_consumer():
+            return AIOKafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id=self.group,
                                     auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
                                     heartbeat_interval_ms=100)
+
+        consumer = new_consumer()
         try:
-            await consumer.start()
+            # aiokafka's start() waits for the first assignment and gives up with RebalanceInProgress
+            # when another member's join rebalances the group at that moment (a SyncGroup answered
+            # REBALANCE_IN_PROGRESS, as Kafka's GroupCoordinator answers it during PreparingRebalance);
+            # a worker would start again, and so does this one (at most twice more)
+            for attempt in range(3):
+                try:
+                    await consumer.start()
+                    break
+                except RebalanceInProgressError:
+                    await consumer.stop()
+                    if attempt == 2:
+                        raise
+                    consumer = new_consumer()
             while not self._stop.is_set():
                 for records in (await consumer.getmany(timeout_ms=50)).values():
                     self.seen.extend(int(r.value) for r in records)

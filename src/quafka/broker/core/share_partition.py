@@ -52,6 +52,7 @@ through `in_flight` (describe, force release, force archive, release a key).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Iterable, Sequence
 
 from quafka.protocol.share_state_records import StateBatch
@@ -207,6 +208,7 @@ class SharePartition(DeliveryControlsMixin):
         max_in_flight: int,
         now_ms: int,
         record_meta: dict[int, tuple[bytes | None, int]] | None = None,
+        aborted: Sequence[tuple[int, int]] = (),
     ) -> Acquisition:
         """Acquire records for `member_id` from the log batches the shell read (their (base
         offset, last offset), in order): first AVAILABLE records in the window (released or
@@ -225,6 +227,13 @@ class SharePartition(DeliveryControlsMixin):
         policy needs it (key ordering, delayed delivery): new records that must wait for their
         delivery time or behind an earlier record of their key then enter the window AVAILABLE,
         not acquired (`next_offset` moves past them).
+
+        `aborted` ((first, last) offsets, sorted, each within one log batch) are the batches of
+        aborted transactions among `log_batches`, given at `share.isolation.level=read_committed`:
+        they are archived, never delivered (Kafka's `SharePartition.acquire` ->
+        `filterAbortedTransactionalAcquiredRecords`, which archives them after acquiring them; here
+        new ones enter the window ARCHIVED at delivery count 0 and need no write, like a hole, and
+        AVAILABLE ones — delivered before the group went read_committed — are archived by a write).
         """
         effects: list[Effect] = []
         if not log_batches:
@@ -247,6 +256,12 @@ class SharePartition(DeliveryControlsMixin):
                 self._archive(self._isolate(run.first, min(run.last, data_first - 1)), archived)
                 continue
             lo, hi = run.first, min(run.last, data_last)
+            cut = _first_aborted_in(aborted, lo, hi)
+            if cut is not None:
+                if cut[0] <= lo:  # an aborted transaction's records: never delivered
+                    self._archive(self._isolate(lo, min(hi, cut[1])), archived)
+                    continue
+                hi = cut[0] - 1
             before = run.delivery_count  # deliveries so far
             if before >= delivery_limit:  # over a lowered limit: never delivered again
                 self._archive(self._isolate(lo, hi), archived)
@@ -271,6 +286,7 @@ class SharePartition(DeliveryControlsMixin):
             if throttled:
                 break
         heads: list[int] = []  # new heads of failed keys (key ordering), handled once admitted
+        skipped_aborted = False
         if not throttled:
             for base, last in log_batches:
                 if total >= limit or (self.window_used() if self._active else self.in_flight_count) >= max_in_flight:
@@ -282,6 +298,13 @@ class SharePartition(DeliveryControlsMixin):
                     self.start_offset = lo
                 elif lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
                     runs.add(Run(self.next_offset, lo - 1, ARCHIVED, 0))
+                if aborted and _first_aborted_in(aborted, lo, last) is not None:  # read_committed: never delivered
+                    runs.add(Run(lo, last, ARCHIVED, 0))
+                    self.next_offset = last + 1
+                    skipped_aborted = True
+                    if not archived:  # (records archived above must stay in the window for their write)
+                        self._advance_start()
+                    continue
                 if record_meta is not None:
                     self.next_offset = lo
                     total += self._admit(member_id, base, last, record_meta, budget=limit - total,
@@ -294,6 +317,8 @@ class SharePartition(DeliveryControlsMixin):
                 self.next_offset = hi + 1
                 total += hi - lo + 1
         self._start_write(archived, effects)
+        if skipped_aborted:  # a window of aborted records only must not hold the locks
+            self._advance_start()
         for offset in heads:
             self._on_new_head(offset, effects)
         self._timer_effect(effects)
@@ -809,3 +834,15 @@ __all__ = [
     "StateBatch",
     "WakeFetches",
 ]
+
+
+def _first_aborted_in(aborted: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[int, int] | None:
+    """The first range of `aborted` (sorted, disjoint) overlapping [lo, hi], or None. O(log n)."""
+    if not aborted:
+        return None
+    i = bisect_right(aborted, (lo, _NO_LIMIT)) - 1
+    if i >= 0 and aborted[i][1] >= lo:
+        return aborted[i]
+    if i + 1 < len(aborted) and aborted[i + 1][0] <= hi:
+        return aborted[i + 1]
+    return None

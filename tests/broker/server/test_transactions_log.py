@@ -95,6 +95,16 @@ def test_abort_marker_lists_the_aborted_transaction_in_read_committed_fetches(br
         # the aborted transaction ends at its marker (4): a fetch from 5 overlaps nothing
         tail = fetch(raw, "ab", 5, READ_COMMITTED)
         assert offsets_of(tail.records) == [5] and list(tail.aborted_transactions) == []
+        p3 = init_producer_id(raw)
+        assert produce(raw, "ab", txn_batch([b"z0"], p3, 0)).base_offset == 6
+        assert write_markers(broker, p3, 0, False, [("ab", 0)]) == {("ab", 0): ErrorCode.none}  # marker at 7
+        both = fetch(raw, "ab", 5, READ_COMMITTED)
+        assert offsets_of(both.records) == [5, 6, 7]
+        assert [(a.producer_id, a.first_offset) for a in both.aborted_transactions] == [(p3, 6)]
+        # only the batch at 5 fits: p3's transaction begins after the data, so it is not listed
+        # (LocalLog.collectAbortedTransactions' upper bound is the offset after the fetched batches)
+        one = fetch(raw, "ab", 5, READ_COMMITTED, partition_max_bytes=1)
+        assert offsets_of(one.records) == [5] and list(one.aborted_transactions) == []
 
 
 def test_a_parked_read_committed_fetch_is_completed_by_the_marker(broker):

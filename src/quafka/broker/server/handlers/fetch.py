@@ -117,9 +117,12 @@ def _read_all(state, req, version: int, isolation: int, cap: int, readable: set 
                     remaining -= len(data)
             aborted = None
             if committed:
-                aborted = [] if not data else [
-                    (t.producer_id, t.first_offset)
-                    for t in part.aborted_transactions(offset, _next_offset(data))]
+                # entries overlapping [offset, end), then those that begin before the end of the data
+                # (the same set as collecting up to that bound: an entry after one whose LSO reached
+                # it begins at or after it); the batches are walked only when there is an entry
+                found = part.aborted_transactions(offset, end) if data else ()
+                upper = _next_offset(data) if found else 0
+                aborted = [(t.producer_id, t.first_offset) for t in found if t.first_offset < upper]
             parts.append(FetchPartitionResult(index, _NONE, end, lso, start, data, aborted, -1))
         out.append((getattr(ft, "topic", None), getattr(ft, "topic_id", None), parts))
     return out, total, logs, errors

@@ -215,3 +215,19 @@ def test_write_txn_markers_answers_per_partition(broker):
     assert broker.call(lambda: (part.log.log_end_offset, part.last_stable_offset)) == (3, 3)
     data = broker.call(part.log.read, 1, 1 << 20)
     assert [(r.key, r.value) for r in iter_records(data)] == [(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")]
+
+
+def test_the_lso_never_falls_below_the_log_start_offset(broker):
+    create(broker, "del")
+    install_verifier(broker)
+    with RawClient(broker.bootstrap_servers) as raw:
+        pid = init_producer_id(raw)
+        assert produce(raw, "del", txn_batch([b"o0", b"o1"], pid, 0)).error_code == 0
+        assert produce(raw, "del", build_batch([(None, b"p")]), transactional_id=None).base_offset == 2
+        assert fetch(raw, "del", 0, READ_COMMITTED).last_stable_offset == 0
+        part = broker.server.state.topics["del"].partitions[0]
+        broker.call(part.log.delete_records_before, 1)  # DeleteRecords into the open transaction
+        after = fetch(raw, "del", 1, READ_COMMITTED)
+        # UnifiedLog.updateFirstUnstableOffset: max(first unstable offset, log start offset)
+        assert after.last_stable_offset == 1 and not after.records
+        assert list_offset(raw, "del", LATEST, READ_COMMITTED) == 1

@@ -52,8 +52,13 @@ class PartitionState:
     @property
     def last_stable_offset(self) -> int:
         """Kafka's UnifiedLog.lastStableOffset: the first offset of the earliest open transaction,
-        else the high watermark (the log end offset on one node). Records below it are decided."""
-        return self.producers.last_stable_offset(self.log.log_end_offset)
+        else the high watermark (the log end offset on one node), never below the log start offset
+        (UnifiedLog.updateFirstUnstableOffset: DeleteRecords may remove an open transaction's first
+        batches). Records below it are decided."""
+        plog = self.log
+        lso = self.producers.last_stable_offset(plog.log_end_offset)
+        start = plog.log_start_offset
+        return start if lso < start else lso
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start_offset, end_offset), each (producer_id,

@@ -43,7 +43,7 @@ def test_read_committed_fetch_stops_at_the_lso_until_the_commit_marker(broker):
         pid = init_producer_id(raw)
         assert produce(raw, "t", build_batch([(None, b"plain")], base_timestamp=1000), transactional_id=None) \
             .error_code == 0
-        resp = produce(raw, "t", txn_batch([b"a0", b"a1", b"a2"], pid, 0))
+        resp = produce(raw, "t", txn_batch([b"a0", b"a1", b"a2"], pid, 0, timestamp_ms=2000))
         assert resp.error_code == 0 and resp.base_offset == 1
         assert verifier.calls == [("tx", pid, 0, (("t", 0),))]  # KIP-890: asked before the append
 
@@ -57,13 +57,15 @@ def test_read_committed_fetch_stops_at_the_lso_until_the_commit_marker(broker):
         assert list_offset(raw, "t", LATEST, READ_COMMITTED) == 1  # Partition.fetchOffsetForTimestamp
         assert list_offset(raw, "t", LATEST, READ_UNCOMMITTED) == 4
         assert list_offset(raw, "t", 0, READ_COMMITTED) == 0  # by timestamp: only below the LSO
-        assert list_offset(raw, "t", 0, READ_UNCOMMITTED) == 0
+        assert list_offset(raw, "t", 1500, READ_UNCOMMITTED) == 1
+        assert list_offset(raw, "t", 1500, READ_COMMITTED) == -1  # found at 1, not below the LSO
 
         assert write_markers(broker, pid, 0, True, [("t", 0)]) == {("t", 0): ErrorCode.none}
         after = fetch(raw, "t", 0, READ_COMMITTED)
         assert after.last_stable_offset == 5 and after.high_watermark == 5
         assert offsets_of(after.records) == [0, 1, 4] and list(after.aborted_transactions) == []
         assert list_offset(raw, "t", LATEST, READ_COMMITTED) == 5
+        assert list_offset(raw, "t", 1500, READ_COMMITTED) == 1
     marker = [h for _, h in iter_headers(after.records)][-1]
     assert marker.is_control and marker.is_transactional and marker.producer_id == pid and marker.base_sequence == -1
     decoded = decode_end_txn_marker(after.records[-marker.size_bytes:])

@@ -48,6 +48,17 @@ def test_retention_and_delete_records_remove_the_segments_entries(open_log):
         assert names == [f"{log.segment_base_offsets[0]:020d}.txnindex"]
 
 
+def test_retention_deletes_the_index_with_its_segment(open_log):
+    log = open_log(LogConfig(segment_bytes=400, retention_bytes=500))
+    fill(log, 6)  # three segments of two batches
+    log.append_aborted_txn(AbortedTxn(10, 0, 1, 2))
+    log.append_aborted_txn(AbortedTxn(11, 0, 3, 4))
+    assert log.enforce_retention(0)  # the oldest segment goes (the rest still holds 500 bytes)
+    assert log.log_start_offset == 2 and log.aborted_transactions(0, 6) == [(11, 0, 3, 4)]
+    if hasattr(log, "dir_path"):
+        assert sorted(n for n in os.listdir(log.dir_path) if n.endswith(".txnindex")) == [f"{2:020d}.txnindex"]
+
+
 def test_file_layout_is_kafkas_34_byte_entries(tmp_path):
     store = FileLogStore(tmp_path)
     log = store.open_log("t", 0, TOPIC_ID, LogConfig(), 0)

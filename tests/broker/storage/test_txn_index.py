@@ -110,3 +110,17 @@ def test_entries_past_a_truncated_tail_are_dropped(tmp_path):
     assert log.aborted_transactions(0, 2) == []  # reset: the replay rebuilds what the log still holds
     store.close()
     assert decode_entries(b"\x00" * 33) == []
+
+
+def test_an_index_of_an_unknown_version_is_rebuilt(tmp_path):
+    store = FileLogStore(tmp_path)
+    log = store.open_log("t", 0, TOPIC_ID, LogConfig(), 0)
+    fill(log, 3)
+    log.append_aborted_txn(AbortedTxn(1, 0, 1, 2))
+    store.close()
+    with open(os.path.join(log.dir_path, f"{0:020d}.txnindex"), "r+b") as f:
+        f.write(b"\x00\x07")  # version 7
+    store = FileLogStore(tmp_path)
+    log = store.open_log("t", 0, TOPIC_ID, LogConfig(), 0)
+    assert log.txn_index_rebuild_from == 0 and log.aborted_transactions(0, 3) == []
+    store.close()

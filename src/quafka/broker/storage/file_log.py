@@ -68,6 +68,7 @@ takes the log directory offline (LogDirHealth) and every later call is refused b
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import uuid
@@ -115,6 +116,8 @@ from .base import (
 )
 from .producer_snapshot import ProducerSnapshots
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex, collect_aborted
+
+_log = logging.getLogger("quafka.storage")
 
 # ----------------------------------------------------------------------------- the log
 
@@ -174,12 +177,16 @@ class FileLog(Log):
                     seg.write_index_files()
                 seg.last_append_ms = int(log_stat.st_mtime * 1000)
             txn_index = TransactionIndex(seg.path)
+            if not recovered and os.path.basename(seg.path) + TXN_INDEX_SUFFIX in name_set:
+                try:
+                    txn_index.load(seg.next_offset)
+                except ValueError as exc:  # an entry of an unknown version: rebuilt like a recovered one
+                    _log.warning("rebuilding the aborted-transaction index %s: %s", txn_index.path, exc)
+                    recovered = True
             if recovered:  # LogSegment.recover rebuilds the txn index: the broker's replay does
                 txn_index.reset()
                 if rebuild_from is None:
                     rebuild_from = base
-            elif os.path.basename(seg.path) + TXN_INDEX_SUFFIX in name_set:
-                txn_index.load(seg.next_offset)
             self._txn_indexes.append(txn_index)
             self._segments.append(seg)
             self._bases.append(base)

@@ -718,6 +718,20 @@ def _describe_cluster(env):
     assert got.cluster_authorized_operations == operations_bit_field([Op.DESCRIBE])
 
 
+@case(61, "DescribeProducers", "READ on the TOPIC", "TOPIC_AUTHORIZATION_FAILED per partition")
+def _describe_producers(env):
+    env.topic("az-dp")
+
+    def ask():
+        return [p.error_code for t in env.req(kreq(61, 0, topics=[{"name": "az-dp", "partition_indexes": [0]}])).topics
+                for p in t.partitions]
+    assert ask() == [E.topic_authorization_failed]
+    env.grant(Op.DESCRIBE, Rt.TOPIC, "az-dp")  # DESCRIBE is not enough (KafkaApis asks READ)
+    assert ask() == [E.topic_authorization_failed]
+    env.grant(Op.READ, Rt.TOPIC, "az-dp")
+    assert ask() == [E.none]
+
+
 @case(74, "ListConfigResources", "DESCRIBE_CONFIGS on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")
 def _list_config_resources(env):
     env.topic("az-lcr")

@@ -233,3 +233,29 @@ def test_the_lso_never_falls_below_the_log_start_offset(broker):
         # UnifiedLog.updateFirstUnstableOffset: max(first unstable offset, log start offset)
         assert after.last_stable_offset == 1 and not after.records
         assert list_offset(raw, "del", LATEST, READ_COMMITTED) == 1
+
+
+def test_describe_producers_shows_the_open_transactions_start_offset(broker):
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+
+    create(broker, "dp")
+    install_verifier(broker)
+    with RawClient(broker.bootstrap_servers) as raw:
+        p1, p2 = init_producer_id(raw), init_producer_id(raw)
+        assert produce(raw, "dp", build_batch([(None, b"i")], producer_id=p1, producer_epoch=0, base_sequence=0),
+                       transactional_id=None).base_offset == 0
+        assert produce(raw, "dp", txn_batch([b"t0", b"t1"], p2, 0, timestamp_ms=1234)).base_offset == 1
+        assert write_markers(broker, p2, 0, True, [("dp", 0)], coordinator_epoch=3)[("dp", 0)] == ErrorCode.none
+        assert produce(raw, "dp", txn_batch([b"t2"], p2, 2, timestamp_ms=1235)).base_offset == 4
+
+        def describe(partitions):
+            resp = raw.request(DescribeProducersRequest(topics=(TopicRequest(name="dp", partition_indexes=partitions),)))
+            return resp.topics[0].partitions
+
+        [part, missing] = describe((0, 5))
+    # ReplicaManager.activeProducerState: (id, epoch, last sequence, last timestamp, coordinator epoch, txn start)
+    assert part.error_code == 0 and [
+        (p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp, p.coordinator_epoch,
+         p.current_txn_start_offset) for p in part.active_producers] == sorted([
+            (p1, 0, 0, 0, -1, -1), (p2, 0, 2, 1235, 3, 4)])
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition and missing.active_producers == ()

@@ -163,6 +163,30 @@ def test_confluent_read_committed_consumer_sees_committed_records_only_in_order(
     assert consume("read_committed") == [b"a0", b"a1", b"c0"]
     assert consume("read_uncommitted") == [b"a0", b"b0", b"a1", b"b1", b"b2", b"c0"]
 
+    def kafka_python(isolation: str) -> list[bytes]:
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KTopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False,
+                                 isolation_level=isolation, fetch_max_wait_ms=100, request_timeout_ms=20_000)
+        tp = KTopicPartition("cc", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        seen = []
+        try:
+            def caught_up():
+                for msgs in consumer.poll(timeout_ms=200).values():
+                    seen.extend(m.value for m in msgs)
+                return consumer.position(tp) >= 8
+
+            wait_until(caught_up, timeout_s=20, message=f"kafka-python {isolation} consumer reaches the end")
+        finally:
+            consumer.close()
+        return seen
+
+    assert kafka_python("read_committed") == [b"a0", b"a1", b"c0"]
+    assert kafka_python("read_uncommitted") == [b"a0", b"b0", b"a1", b"b1", b"b2", b"c0"]
+
 
 def test_produce_refuses_client_control_batches_and_transactions_without_a_coordinator(broker):
     create(broker, "refuse")

@@ -167,9 +167,6 @@ async def handle_produce(ctx, req):
                       "quafka serves no transaction coordinator yet: transactional producers are refused")
         elif not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
             refuse = (ErrorCode.transactional_id_authorization_failed, None)
-    verified: dict = {}
-    if refuse is None and req.transactional_id is not None:
-        verified = await _verify_transactional(ctx, req, version)
     writable = None  # with an authorizer: the topics the principal may WRITE, each asked once per request
     if refuse is None and ctx.server.authorizer is not None:
         # KafkaApis.handleProduceRequest: WRITE on each TOPIC (filterByAuthorized), after a topic id
@@ -179,6 +176,9 @@ async def handle_produce(ctx, req):
         writable = filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, [
             (by_id[td.topic_id].name if td.topic_id in by_id else None) if version >= 13 else td.name
             for td in req.topic_data])
+    verified: dict = {}  # KIP-890: after authorization, before anything is appended
+    if refuse is None and req.transactional_id is not None:
+        verified = await _verify_transactional(ctx, req, version, writable)
     for td in req.topic_data:
         if version >= 13:
             topic = state.topics_by_id.get(td.topic_id)
@@ -237,17 +237,24 @@ async def handle_produce(ctx, req):
     return encode_produce_response(version, ctx.correlation_id, topics_out, throttle_time_ms=throttle_ms)
 
 
-async def _verify_transactional(ctx, req, version: int) -> dict:
+async def _verify_transactional(ctx, req, version: int, writable: set | None) -> dict:
     """Ask the coordinator (server.transactions.verify_produce, see the module docstring) about
-    every partition of the request whose batch is transactional, once per (producer id, epoch).
-    Returns {(topic, partition): ErrorCode}; partitions not asked are absent."""
+    every partition of the request that exists, may be written (`writable`: None without an
+    authorizer) and holds a transactional batch, once per (producer id, epoch). Returns
+    {(topic, partition): ErrorCode}; partitions not asked are absent.
+
+    After the (last) answer the handler appends without yielding to the loop, so no other request
+    runs in between (Kafka's VerificationGuard covers the threads that could); a request with
+    batches of several producers (no client sends one) is verified one producer at a time."""
     state = ctx.server.state
     groups: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for td in req.topic_data:
         topic = state.topics_by_id.get(td.topic_id) if version >= 13 else state.topics.get(td.name)
-        if topic is None:
+        if topic is None or topic.internal or (writable is not None and topic.name not in writable):
             continue
         for pd in td.partition_data:
+            if not 0 <= pd.index < len(topic.partitions):
+                continue
             records = pd.records
             if records is None or len(records) < HEADER_SIZE:
                 continue

@@ -9,6 +9,7 @@ import struct
 
 from quafka.broker.storage import AbortedTxn, FileLogStore, LogConfig
 from quafka.broker.storage.txn_index import ENTRY_SIZE, decode_entries
+from quafka.protocol.control_batches import end_txn_marker_batch
 
 from .conftest import TOPIC_ID, append, batch
 
@@ -18,6 +19,10 @@ SMALL = LogConfig(segment_bytes=400)  # about two 150-byte batches per segment
 def fill(log, count: int) -> None:
     for i in range(count):
         append(log, [batch(1, value_bytes=100, tag=i)])
+
+
+def marker(log, producer_id: int) -> None:
+    append(log, [end_txn_marker_batch(producer_id, 0, 0, False, 0)])
 
 
 def test_entries_live_in_the_segment_of_their_marker_and_are_collected_by_overlap(open_log):
@@ -73,37 +78,54 @@ def test_file_layout_is_kafkas_34_byte_entries(tmp_path):
 def test_clean_restart_loads_the_index_and_crash_recovery_resets_the_active_segments(tmp_path):
     store = FileLogStore(tmp_path)
     log = store.open_log("t", 0, TOPIC_ID, SMALL, 0)
-    fill(log, 3)  # segments at 0 (offsets 0, 1) and 2 (offset 2)
+    fill(log, 1)
+    marker(log, 1)  # segment 0: data at 0, ABORT at 1
+    fill(log, 1)
+    marker(log, 2)  # segment 2: data at 2, ABORT at 3
+    assert log.segment_base_offsets == [0, 2]
     log.append_aborted_txn(AbortedTxn(1, 0, 1, 2))
-    log.append_aborted_txn(AbortedTxn(2, 2, 2, 3))
+    log.append_aborted_txn(AbortedTxn(2, 2, 3, 4))
     store.close()
     store = FileLogStore(tmp_path)
     log = store.open_log("t", 0, TOPIC_ID, SMALL, 0)
     assert log.txn_index_rebuild_from is None
-    assert log.aborted_transactions(0, 3) == [(1, 0, 1, 2), (2, 2, 2, 3)]
-    append(log, [batch(1)])  # offset 3 in the active segment, then a crash: it is recovered by a scan
+    assert log.aborted_transactions(0, 4) == [(1, 0, 1, 2), (2, 2, 3, 4)]
+    append(log, [batch(1, value_bytes=10)])  # offset 4 in the active segment, then a crash: it is scanned
     log.release()
     store = FileLogStore(tmp_path)
     log = store.open_log("t", 0, TOPIC_ID, SMALL, 0)
-    # the active segment's index is rebuilt by the broker's producer-state replay from its base
+    # the active segment holds a marker: its index is rebuilt by the broker's replay from its base
     assert log.txn_index_rebuild_from == 2
     assert log.aborted_transactions(0, 5) == [(1, 0, 1, 2)]
     assert not os.path.exists(os.path.join(log.dir_path, f"{2:020d}.txnindex"))
     store.close()
 
 
-def test_entries_past_a_truncated_tail_are_dropped(tmp_path):
+def test_crash_recovery_of_a_segment_without_markers_asks_no_rebuild(tmp_path):
     store = FileLogStore(tmp_path)
     log = store.open_log("t", 0, TOPIC_ID, LogConfig(), 0)
     fill(log, 3)
+    log.release()  # a crash: the active segment is scanned, finds no marker
+    store = FileLogStore(tmp_path)
+    log = store.open_log("t", 0, TOPIC_ID, LogConfig(), 0)
+    assert log.log_end_offset == 3 and log.txn_index_rebuild_from is None  # no longer producer replay
+    store.close()
+
+
+def test_entries_past_a_truncated_tail_are_dropped(tmp_path):
+    store = FileLogStore(tmp_path)
+    log = store.open_log("t", 0, TOPIC_ID, LogConfig(), 0)
+    fill(log, 1)
+    marker(log, 1)
+    marker(log, 2)
     log.append_aborted_txn(AbortedTxn(1, 0, 1, 2))
-    log.append_aborted_txn(AbortedTxn(2, 1, 2, 3))
+    log.append_aborted_txn(AbortedTxn(2, 0, 2, 3))
     store.close()
     path = os.path.join(log.dir_path, f"{0:020d}.txnindex")
     with open(path, "ab") as f:
         f.write(b"\x00" * 10)  # a torn entry
     seg = os.path.join(log.dir_path, f"{0:020d}.log")
-    os.truncate(seg, os.path.getsize(seg) - 1)  # the last batch (offset 2, the marker) is torn
+    os.truncate(seg, os.path.getsize(seg) - 1)  # the last batch (offset 2, a marker) is torn
     store = FileLogStore(tmp_path)
     log = store.open_log("t", 0, TOPIC_ID, LogConfig(), 0)
     assert log.log_end_offset == 2 and log.txn_index_rebuild_from == 0

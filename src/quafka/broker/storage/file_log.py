@@ -177,16 +177,20 @@ class FileLog(Log):
                     seg.write_index_files()
                 seg.last_append_ms = int(log_stat.st_mtime * 1000)
             txn_index = TransactionIndex(seg.path)
+            # LogSegment.recover rebuilds the txn index; here the broker's producer-state replay does,
+            # from this segment on, if the scan met a marker (without one the index is empty anyway,
+            # and an unclean start of a log without transactions replays no more than before)
+            rebuild = recovered and seg.scanned_control
             if not recovered and os.path.basename(seg.path) + TXN_INDEX_SUFFIX in name_set:
                 try:
                     txn_index.load(seg.next_offset)
                 except ValueError as exc:  # an entry of an unknown version: rebuilt like a recovered one
                     _log.warning("rebuilding the aborted-transaction index %s: %s", txn_index.path, exc)
-                    recovered = True
-            if recovered:  # LogSegment.recover rebuilds the txn index: the broker's replay does
+                    rebuild = True
+            if recovered or rebuild:
                 txn_index.reset()
-                if rebuild_from is None:
-                    rebuild_from = base
+            if rebuild and rebuild_from is None:
+                rebuild_from = base
             self._txn_indexes.append(txn_index)
             self._segments.append(seg)
             self._bases.append(base)

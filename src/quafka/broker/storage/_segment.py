@@ -17,6 +17,7 @@ from bisect import bisect_left, bisect_right
 from typing import Iterator
 
 from quafka.protocol.record_batch import (
+    CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
@@ -142,7 +143,7 @@ class _Segment:
     __slots__ = (
         "base_offset", "path", "fd", "size_bytes", "next_offset", "index_relative_offsets",
         "index_positions", "index_max_timestamps", "bytes_since_index", "max_timestamp",
-        "max_timestamp_offset", "roll_base_ms", "last_append_ms", "index_on_disk", "deleted",
+        "max_timestamp_offset", "roll_base_ms", "last_append_ms", "index_on_disk", "deleted", "scanned_control",
     )
 
     def __init__(self, dir_path: str, base_offset: int) -> None:
@@ -156,6 +157,7 @@ class _Segment:
         self.last_append_ms = 0  # retention.ms fallback for batches without timestamps
         self.index_on_disk = False
         self.deleted = False
+        self.scanned_control = False  # the last scan() met a control batch (a transaction marker)
 
     def reset_index(self) -> None:
         self.index_relative_offsets = array("q")
@@ -273,6 +275,7 @@ class _Segment:
         pos = 0
         expected_offset = self.base_offset
         first_timestamp = None
+        control = 0
         want = _SCAN_CHUNK_BYTES
         while pos < file_size:
             data = os.pread(fd, min(want, file_size - pos), pos)
@@ -298,6 +301,7 @@ class _Segment:
                 if first_timestamp is None:
                     first_timestamp = h.max_timestamp
                 self.track(pos + p, h.base_offset, size, h.max_timestamp, interval_bytes)
+                control |= h.attributes & CONTROL_FLAG
                 expected_offset = h.next_offset
                 p += size
             if not stop and p == 0 and n < HEADER_SIZE:
@@ -307,6 +311,7 @@ class _Segment:
                 break
         self.size_bytes = pos
         self.next_offset = expected_offset
+        self.scanned_control = bool(control)
         return pos, first_timestamp
 
 

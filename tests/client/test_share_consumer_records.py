@@ -218,8 +218,9 @@ def test_java_format_batches_arrive_intact_and_control_records_are_gap_acknowled
 
 
 def test_a_trailing_control_batch_alone_is_acknowledged_as_gap(broker, create_topic):
-    """A fetch that acquires only a marker returns nothing to the application and still moves the
-    start offset past it."""
+    """A marker alone after the records reaches no application and the start offset moves past it
+    (quafka's broker archives markers when it reaches them; against Kafka, which hands them out,
+    the client acknowledges their offsets as GAP)."""
     topic, group = _setup(broker, create_topic, "trailing-marker")
     produce_raw(broker.bootstrap_servers, topic, build(_fixture_records("a", 2, BASE_TS), codec="snappy"))
     with _consumer(broker, group) as consumer:

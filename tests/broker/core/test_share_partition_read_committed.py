@@ -33,6 +33,9 @@ def test_a_window_of_aborted_records_only_moves_the_start_offset_and_holds_no_lo
     # the aborted batch does not count against the five locks: the marker after it is acquired
     assert got.ranges == [AcquiredRange(10, 10, 1)]
     assert sp.start_offset == 10 and sp.in_flight_count == 1
+    # the moved start offset is stored (lag, restarts) by a write of the start offset alone
+    (write,) = [e for e in got.effects if isinstance(e, PersistWrite)]
+    assert (write.start_offset, write.state_batches) == (10, ())
 
 
 def test_only_the_aborted_batch_is_skipped_when_it_sits_between_committed_ones():

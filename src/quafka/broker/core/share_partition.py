@@ -321,6 +321,10 @@ class SharePartition(DeliveryControlsMixin):
         self._start_write(archived, effects)
         if skipped:  # a window of aborted records only must not hold the locks
             self._advance_start()
+            if self.start_offset > self._sent_start_offset and not self._writes:
+                # store the start offset they moved (lag, restarts); with writes in flight, the
+                # catch-up write after them carries it
+                effects.append(self._start_offset_write())
         for offset in heads:
             self._on_new_head(offset, effects)
         self._timer_effect(effects)

@@ -650,8 +650,8 @@ def never_delivered(read: BatchRead, committed_in: "PartitionState | None") -> l
     for extent in extents:
         start, pos = pos, extent.end
         attributes = data[start + _ATTRIBUTES_LOW_BYTE]  # (the flags are in the low byte; no unpacking)
-        if not attributes & TRANSACTIONAL_FLAG:
-            continue  # (control batches are transactional too)
+        if not attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG):
+            continue
         if attributes & CONTROL_FLAG:
             found.append((extent.base_offset, extent.last_offset))
             continue

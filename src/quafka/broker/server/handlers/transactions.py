@@ -354,3 +354,53 @@ async def handle_txn_offset_commit(ctx, req):
                             getattr(req, "group_instance_id", None), api_version=9, partitions=tuple(valid))
     errors.update(await server.consumer_offsets.txn_commit(request, int(req.producer_id), int(req.producer_epoch)))
     return answer()
+
+
+# ----------------------------------------------------------------------------- WriteTxnMarkers
+
+
+@handles(27, 1, 2)
+async def handle_write_txn_markers(ctx, req):
+    """KafkaApis.handleWriteTxnMarkersRequest: CLUSTER_ACTION on the CLUSTER (the transaction
+    coordinator of another broker, or `Admin.abortTransaction` for a hanging transaction). Each
+    marker's control batch is appended through the log side (server/txn_markers.py); one on a
+    `__consumer_offsets` partition also settles the producer's pending transactional offsets there
+    (GroupCoordinator.onTransactionCompleted). A partition that does not exist gets
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
+
+    from ..txn_markers import write_txn_markers
+
+    server = ctx.server
+    resp_cls = response_class(27, ctx.api_version)
+    marker_cls = item_class(resp_cls, "markers")
+    topic_cls = item_class(marker_cls, "topics")
+    allowed = authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+    out = []
+    for marker in req.markers:
+        tps = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        if not allowed:
+            errors = {tp: E.cluster_authorization_failed for tp in tps}
+        else:
+            topics = server.state.topics
+            present = [tp for tp in tps if tp[0] in topics and 0 <= tp[1] < len(topics[tp[0]].partitions)]
+            errors = {tp: E.unknown_topic_or_partition for tp in tps if tp not in present}
+            if present:
+                written = await write_txn_markers(server, int(marker.producer_id), int(marker.producer_epoch),
+                                                  int(marker.coordinator_epoch), bool(marker.transaction_result),
+                                                  present)
+                for tp in present:
+                    errors[tp] = written.get(tp, E.none)
+                    if errors[tp] is E.none and tp[0] == CONSUMER_OFFSETS_TOPIC and server.consumer_offsets:
+                        server.consumer_offsets.on_txn_marker(tp[1], int(marker.producer_id),
+                                                              bool(marker.transaction_result))
+                log.info("WriteTxnMarkers: %s marker of producer %d epoch %d on %s", "COMMIT" if
+                         marker.transaction_result else "ABORT", marker.producer_id, marker.producer_epoch,
+                         ", ".join(f"{t}-{p}: {errors[(t, p)].name}" for t, p in present))
+        by_topic: dict[str, list] = {}
+        for (topic, partition), error in errors.items():
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
+        out.append(make(marker_cls, producer_id=marker.producer_id, topics=tuple(
+            make(topic_cls, name=t, partitions=make_items(topic_cls, "partitions", ps)) for t, ps in by_topic.items())))
+    return make(resp_cls, markers=tuple(out))

@@ -58,6 +58,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("quafka.transactions")
 
+
+def markers_writer():
+    """The log side's `write_txn_markers(server, producer_id, producer_epoch, coordinator_epoch,
+    committed, partitions) -> {TopicPartition: ErrorCode}` (server/txn_markers.py), or None in a
+    build without control batches (then markers are retried with backoff and never written)."""
+    try:
+        from .txn_markers import write_txn_markers
+    except ImportError:
+        return None
+    return write_txn_markers
+
 __all__ = ["TransactionCoordinatorService", "TRANSACTION_VERSION_FEATURE"]
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
@@ -214,13 +225,17 @@ class TransactionCoordinatorService:
         """Write the control batches; retry failed partitions with a growing backoff until they
         are written (Kafka's TransactionMarkerRequestCompletionHandler retries retriable errors
         the same way). The coordinator then writes the complete record."""
-        from .txn_markers import write_txn_markers  # the log side (control batches)
-
         remaining = set(markers.partitions)
         backoff_ms = MARKER_RETRY_INITIAL_MS
         coordinator_epoch = 0  # one node: the coordinator epoch of every partition stays 0
         try:
             while remaining:
+                write_txn_markers = markers_writer()
+                if write_txn_markers is None:
+                    log.error("transactional id %s: no control-batch writer in this build (txn_markers); markers "
+                              "for %d partition(s) wait", markers.transactional_id, len(remaining))
+                    await asyncio.sleep(MARKER_RETRY_MAX_MS / 1000.0)
+                    continue
                 errors = await write_txn_markers(self.server, markers.producer_id, markers.producer_epoch,
                                                  coordinator_epoch, markers.committed, sorted(remaining))
                 done = {tp for tp in remaining if errors.get(tp, ErrorCode.none) is ErrorCode.none}

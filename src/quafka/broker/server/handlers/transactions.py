@@ -27,6 +27,7 @@ from quafka.protocol.errors import ErrorCode
 
 from ..authorization import authorize, authorize_cluster, filter_authorized
 from ..registry import handles
+from ..transactions import markers_writer
 from ._util import NO_THROTTLE, item_class, make, make_items, response_class
 
 log = logging.getLogger("quafka.transactions")
@@ -250,9 +251,11 @@ def _time(ms: int):
 
 
 def _described(state_cls, txn_id: str, error: ErrorCode):
+    """An id answered with an error: the other fields at the schema's defaults (0, ""), as Kafka's
+    handleDescribeTransactions leaves them."""
     return make(state_cls, error_code=error, transactional_id=txn_id, transaction_state="",
-                transaction_timeout=datetime.timedelta(0), transaction_start_time=_time(-1), producer_id=-1,
-                producer_epoch=-1, topics=())
+                transaction_timeout=datetime.timedelta(0), transaction_start_time=_time(0), producer_id=0,
+                producer_epoch=0, topics=())
 
 
 @handles(66, 0, 2)
@@ -369,8 +372,6 @@ async def handle_write_txn_markers(ctx, req):
     UNKNOWN_TOPIC_OR_PARTITION."""
     from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC
 
-    from ..txn_markers import write_txn_markers
-
     server = ctx.server
     resp_cls = response_class(27, ctx.api_version)
     marker_cls = item_class(resp_cls, "markers")
@@ -386,6 +387,11 @@ async def handle_write_txn_markers(ctx, req):
             topics = server.state.topics
             present = [tp for tp in tps if tp[0] in topics and 0 <= tp[1] < len(topics[tp[0]].partitions)]
             errors = {tp: E.unknown_topic_or_partition for tp in tps if tp not in present}
+            write_txn_markers = markers_writer()
+            if present and write_txn_markers is None:
+                log.warning("WriteTxnMarkers: no control-batch writer in this build (txn_markers)")
+                errors.update({tp: E.unknown_server_error for tp in present})
+                present = []
             if present:
                 written = await write_txn_markers(server, int(marker.producer_id), int(marker.producer_epoch),
                                                   int(marker.coordinator_epoch), bool(marker.transaction_result),

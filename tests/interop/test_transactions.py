@@ -9,6 +9,8 @@ appears, an aborted one is dropped, the transaction reaches CompleteCommit/Compl
 
 from __future__ import annotations
 
+import struct
+
 import confluent_kafka
 import pytest
 from confluent_kafka import TopicPartition as TP
@@ -22,6 +24,7 @@ from quafka import EmbeddedBroker
 from quafka.client import Admin
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.partition_placement import group_partition
+from quafka.protocol.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, build_batch, read_header
 
 CONFIG = {"transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 2,
           "share.coordinator.state.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0,
@@ -176,3 +179,47 @@ def test_sigkill_mid_transaction_is_replayed(tmp_path):
         assert stable_fetch(b.bootstrap_servers, "g3", "in", 0) == (-1, ErrorCode.unstable_offset_commit)
     finally:
         b.ensure_stopped()
+
+
+def control_batch(producer_id: int, producer_epoch: int, committed: bool) -> bytearray:
+    """A COMMIT/ABORT control batch as Kafka writes it (EndTransactionMarker: key version 0 and
+    the control type, value version 0 and the coordinator epoch)."""
+    key = struct.pack(">hh", 0, 1 if committed else 0)
+    value = struct.pack(">hi", 0, 0)
+    return bytearray(build_batch([(key, value)], producer_id=producer_id, producer_epoch=producer_epoch,
+                                 attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG))
+
+
+def test_transactional_offsets_settle_on_their_markers_when_replayed(tmp_path):
+    """__consumer_offsets replay understands transactional batches and control batches
+    (CoordinatorLoaderImpl; OffsetMetadataManager.replayEndTransactionMarker): the offsets of a
+    producer whose COMMIT marker follows them are committed, those whose ABORT marker follows are
+    dropped, and a producer with no marker yet keeps them pending."""
+    data = str(tmp_path / "data")
+    config = {**CONFIG, "offsets.topic.num.partitions": 1}
+    with EmbeddedBroker(data_dir=data, config=config) as b:
+        bs = b.bootstrap_servers
+        with Admin({"bootstrap.servers": bs}) as admin:
+            admin.create_topics({"in": (1, 1)})
+        ids = {}
+        for txn_id, group, offset in (("commits", "gc", 5), ("aborts", "ga", 6), ("open", "go", 7)):
+            p = producer(bs, txn_id)
+            p.init_transactions(10)
+            p.begin_transaction()
+            p.send_offsets_to_transaction([TP("in", 0, offset)], consumer(bs, group).consumer_group_metadata(), 10)
+            meta = b.server.transactions.coordinator.metadata(txn_id)
+            ids[txn_id] = (meta.producer_id, meta.producer_epoch)
+        for group in ("gc", "ga", "go"):
+            assert stable_fetch(bs, group, "in", 0) == (-1, ErrorCode.unstable_offset_commit)
+        plog = b.server.state.topics["__consumer_offsets"].partitions[0].log
+
+        def write_markers():
+            for txn_id, committed in (("commits", True), ("aborts", False)):
+                buf = control_batch(*ids[txn_id], committed)
+                plog.append(buf, [(0, read_header(buf))], 0)
+        b.call(write_markers)
+    with EmbeddedBroker(data_dir=data, config=config) as again:
+        bs = again.bootstrap_servers
+        assert stable_fetch(bs, "gc", "in", 0) == (5, ErrorCode.none)
+        assert stable_fetch(bs, "ga", "in", 0) == (-1, ErrorCode.none)
+        assert stable_fetch(bs, "go", "in", 0) == (-1, ErrorCode.unstable_offset_commit)

@@ -314,7 +314,7 @@ class ConsumerOffsets:
             error = ErrorCode.illegal_generation
         else:
             error = validate_commit(view, request)
-            if error in (ErrorCode.stale_member_epoch, ErrorCode.group_id_not_found):
+            if error is ErrorCode.stale_member_epoch:
                 error = ErrorCode.illegal_generation
         if error is not ErrorCode.none:
             return CommitPlan({(p.topic, p.partition): error for p in request.partitions}, [])

@@ -108,6 +108,8 @@ class TransactionCoordinatorService:
 
     # ------------------------------------------------------------------ topic
     def _topic(self):
+        """`__transaction_state`, created on its first write (as `__consumer_offsets` and
+        `__share_group_state` are): a broker that never sees a transactional producer has none."""
         topic = self.server.state.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is None:
             config = self.server.state.config
@@ -122,18 +124,21 @@ class TransactionCoordinatorService:
 
     # ------------------------------------------------------------------ start-up
     async def load(self) -> None:
-        """Create `__transaction_state` if needed (as Kafka creates it at start-up here, since one
-        node is the coordinator of every partition), replay each partition, resume markers and
-        start the timers."""
-        topic = self._topic()
-        if len(topic.partitions) != self.num_partitions:
+        """Replay each partition of `__transaction_state` (all of them are this node's), resume the
+        markers of transactions found in PrepareCommit/PrepareAbort and start the timers."""
+        topic = self.server.state.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is not None and len(topic.partitions) != self.num_partitions:
             log.warning("%s has %d partitions (transaction.state.log.num.partitions is %d): using %d",
                         TRANSACTION_STATE_TOPIC, len(topic.partitions), self.num_partitions, len(topic.partitions))
             self.num_partitions = self.coordinator.num_partitions = len(topic.partitions)
         chunk = int(self.server.state.config.get("transaction.state.log.load.buffer.size"))
         effects: list = []
-        for p, part in enumerate(topic.partitions):
+        for p in range(self.num_partitions):
             self.coordinator.begin_loading(p)
+            if topic is None:
+                effects.extend(self.coordinator.finish_loading(p, self._now_ms()))
+                continue
+            part = topic.partitions[p]
             for offset, record in verified_records(part.log, decode_transaction_log_record, chunk_bytes=chunk):
                 try:
                     self.coordinator.replay(p, offset, record)

@@ -223,3 +223,39 @@ def test_transactional_offsets_settle_on_their_markers_when_replayed(tmp_path):
         assert stable_fetch(bs, "gc", "in", 0) == (5, ErrorCode.none)
         assert stable_fetch(bs, "ga", "in", 0) == (-1, ErrorCode.none)
         assert stable_fetch(bs, "go", "in", 0) == (-1, ErrorCode.unstable_offset_commit)
+
+
+def test_kafka_python_and_aiokafka_transactional_producers(txn_broker):
+    """kafka-python 3.x and aiokafka 0.14: InitProducerId, AddOffsetsToTxn, TxnOffsetCommit and
+    EndTxn as those clients send them (aiokafka commits, kafka-python aborts)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTP
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition as KafkaTP
+
+    bs = txn_broker.bootstrap_servers
+
+    async def aiokafka_commits():
+        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio")
+        await p.start()
+        try:
+            await p.begin_transaction()
+            await p.send_offsets_to_transaction({AioTP("in", 0): 4}, "g-aio")
+            assert stable_fetch(bs, "g-aio", "in", 0) == (-1, ErrorCode.unstable_offset_commit)
+            await p.commit_transaction()
+        finally:
+            await p.stop()
+    asyncio.run(aiokafka_commits())
+    assert state_of(txn_broker, "aio") in ("PrepareCommit", "CompleteCommit")
+    kp = KafkaProducer(bootstrap_servers=bs, transactional_id="kp")
+    try:
+        kp.init_transactions()
+        kp.begin_transaction()
+        kp.send_offsets_to_transaction({KafkaTP("in", 0): OffsetAndMetadata(3, "", -1)}, "g-kp")
+        assert state_of(txn_broker, "kp") == "Ongoing"
+        kp.abort_transaction()
+    finally:
+        kp.close(1)
+    assert state_of(txn_broker, "kp") in ("PrepareAbort", "CompleteAbort")

@@ -72,6 +72,10 @@ def markers_writer():
 __all__ = ["TransactionCoordinatorService", "TRANSACTION_VERSION_FEATURE"]
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
+# A partition that refuses a marker with these holds a newer producer or coordinator epoch: Kafka's
+# TransactionMarkerRequestCompletionHandler stops sending the transaction's markers then (they can
+# be ignored); quafka counts the partition as written, so the transaction still completes.
+GIVE_UP_MARKER_ERRORS = (ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced)
 MARKER_RETRY_INITIAL_MS = 100
 MARKER_RETRY_MAX_MS = 5_000
 
@@ -243,7 +247,13 @@ class TransactionCoordinatorService:
                     continue
                 errors = await write_txn_markers(self.server, markers.producer_id, markers.producer_epoch,
                                                  coordinator_epoch, markers.committed, sorted(remaining))
-                done = {tp for tp in remaining if errors.get(tp, ErrorCode.none) is ErrorCode.none}
+                for tp in sorted(remaining):
+                    if errors.get(tp) in GIVE_UP_MARKER_ERRORS:
+                        log.warning("transactional id %s: %s marker of producer %d epoch %d on %s-%d refused (%s): the "
+                                    "partition has a newer producer or coordinator epoch; counted as written",
+                                    markers.transactional_id, "COMMIT" if markers.committed else "ABORT",
+                                    markers.producer_id, markers.producer_epoch, tp[0], tp[1], errors[tp].name)
+                done = {tp for tp in remaining if errors.get(tp, ErrorCode.none) in (ErrorCode.none, *GIVE_UP_MARKER_ERRORS)}
                 self._settle_offsets(markers, done)
                 remaining -= done
                 if done:

@@ -6,9 +6,11 @@ running longer, ``--transactional-id-pattern`` filters by regular expression, as
 ``describe --transactional-id`` prints the coordinator's view of one id (state, producer id and
 epoch, timeout, start time and duration, partitions); ``abort`` writes an ABORT marker for a
 hanging transaction on one partition (``--topic --partition --producer-id --producer-epoch
---coordinator-epoch``; Admin.abortTransaction, WriteTxnMarkers). ``find-hanging`` is not offered yet:
-it needs DescribeProducers (the open transactions of each partition), which quafka does not serve;
-it is refused with a line saying so. ``abort --start-offset`` needs it too.
+--coordinator-epoch``, or ``--start-offset`` to take the producer from DescribeProducers;
+Admin.abortTransaction, WriteTxnMarkers); ``find-hanging`` (``--broker-id`` or ``--topic
+[--partition]``, ``--max-transaction-timeout`` minutes, default 15) lists the open transactions of
+the partitions (DescribeProducers) older than that which no coordinator knows as ongoing there
+(TransactionsCommand.FindHangingTransactionsCommand), with Kafka's columns.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ examples:
   quafka transactions describe --transactional-id orders-writer
   quafka transactions abort --topic orders --partition 0 --producer-id 4000 --producer-epoch 2 \\
       --coordinator-epoch 0
+  quafka transactions find-hanging --broker-id 1 --max-transaction-timeout 15
+  quafka transactions abort --topic orders --partition 0 --start-offset 1200
 """
 
 
@@ -54,13 +58,16 @@ def add_parser(sub) -> None:
     abort.add_argument("--producer-id", type=int, help="the producer id of the hanging transaction")
     abort.add_argument("--producer-epoch", type=int, help="its producer epoch")
     abort.add_argument("--coordinator-epoch", type=int, default=0, help="its coordinator epoch (default 0)")
-    abort.add_argument("--start-offset", type=int, help="not served: needs DescribeProducers")
+    abort.add_argument("--start-offset", type=int,
+                       help="the first offset of the hanging transaction (its producer from DescribeProducers)")
     kafka_parser_errors(abort)
-    hanging = commands.add_parser("find-hanging", help="not served yet (needs DescribeProducers)")
-    hanging.add_argument("--broker-id", type=int)
-    hanging.add_argument("--topic")
-    hanging.add_argument("--partition", type=int)
-    hanging.add_argument("--max-transaction-timeout", type=int, default=15)
+    hanging = commands.add_parser("find-hanging", help="find hanging transactions")
+    hanging.add_argument("--broker-id", type=int, help="the partitions this broker leads")
+    hanging.add_argument("--topic", help="the partitions of this topic")
+    hanging.add_argument("--partition", type=int, help="only this partition of --topic")
+    hanging.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
+                         help="transactions open longer than this are candidates (default 15, Kafka's "
+                              "transaction.max.timeout.ms)")
     kafka_parser_errors(hanging)
     kafka_parser_errors(p)
     p.set_defaults(func=run)
@@ -74,16 +81,12 @@ def _run(args: argparse.Namespace) -> int | None:
     op = args.transactions_command
     if op is None:
         raise ToolError("a command is required: list, describe or abort (see quafka transactions --help)")
-    if op == "find-hanging":
-        raise ToolError("find-hanging is not served: it needs DescribeProducers (the open transactions of each "
-                        "partition), which quafka does not serve yet; `quafka transactions list --duration-filter "
-                        "MS` lists the transactions running longer than MS")
-    if op == "abort":
-        if args.start_offset is not None:
-            raise ToolError("--start-offset needs DescribeProducers, which quafka does not serve yet: give "
-                            "--producer-id, --producer-epoch and --coordinator-epoch")
-        if args.producer_id is None or args.producer_epoch is None:
-            raise ToolError("abort needs --producer-id and --producer-epoch (and --coordinator-epoch)")
+    if op == "find-hanging" and args.broker_id is None and args.topic is None:
+        raise ToolError("find-hanging needs --broker-id or --topic")
+    if op == "find-hanging" and args.partition is not None and args.topic is None:
+        raise ToolError("--partition needs --topic")
+    if op == "abort" and args.start_offset is None and (args.producer_id is None or args.producer_epoch is None):
+        raise ToolError("abort needs --start-offset, or --producer-id and --producer-epoch (and --coordinator-epoch)")
     with open_admin(args) as admin:
         if op == "list":
             rows = admin.list_transactions(duration_ms=args.duration_filter,
@@ -100,9 +103,36 @@ def _run(args: argparse.Namespace) -> int | None:
                         [(d.coordinator_id, d.transactional_id, d.producer_id, d.producer_epoch, d.state,
                           d.transaction_timeout_ms, start, None if start is None else max(now_ms - start, 0),
                           ",".join(f"{t}-{p}" for t, p in d.topic_partitions))], (0,) * 9)
+        elif op == "find-hanging":
+            _find_hanging(admin, args)
         else:
-            admin.abort_transaction(args.topic, args.partition, args.producer_id, args.producer_epoch,
-                                    args.coordinator_epoch)
-            print(f"Aborted the transaction of producer {args.producer_id} (epoch {args.producer_epoch}) "
+            producer_id, producer_epoch, coordinator_epoch = args.producer_id, args.producer_epoch, args.coordinator_epoch
+            if args.start_offset is not None:  # TransactionsCommand.AbortTransactionCommand
+                states = admin.describe_producers([(args.topic, args.partition)])[(args.topic, args.partition)]
+                found = [s for s in states if s.current_transaction_start_offset == args.start_offset]
+                if not found:
+                    raise ToolError(f"Could not find any open transactions starting at offset {args.start_offset} "
+                                    f"on partition {args.topic}-{args.partition}")
+                producer_id, producer_epoch, coordinator_epoch = (found[0].producer_id, found[0].producer_epoch,
+                                                                  found[0].coordinator_epoch)
+            admin.abort_transaction(args.topic, args.partition, producer_id, producer_epoch, coordinator_epoch)
+            print(f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}) "
                   f"on {args.topic}-{args.partition}.")
     return None
+
+
+def _find_hanging(admin, args: argparse.Namespace) -> None:
+    if args.topic is not None:
+        described = admin.describe_topics([args.topic])[args.topic]
+        partitions = [(args.topic, p.partition) for p in described.partitions.values()
+                      if args.partition is None or p.partition == args.partition]
+    else:
+        partitions = [(name, p.partition) for name, t in sorted(admin.list_topics(include_internal=True).items())
+                      for p in t.partitions.values() if p.leader == args.broker_id]
+    now_ms = int(time.time() * 1000)
+    hanging = admin.find_hanging_transactions(partitions, args.max_transaction_timeout * 60_000, now_ms)
+    kafka_table(("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                 "LastTimestamp", "Duration(min)"),
+                [(h.topic, h.partition, h.producer.producer_id, h.producer.producer_epoch, h.producer.coordinator_epoch,
+                  h.producer.current_transaction_start_offset, h.producer.last_timestamp_ms,
+                  (now_ms - h.producer.last_timestamp_ms) // 60_000) for h in hanging], (0,) * 8)

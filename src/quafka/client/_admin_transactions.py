@@ -19,9 +19,11 @@ from quafka.protocol.errors import ErrorCode
 
 from .errors import error_for_code
 
-__all__ = ["ListedTransaction", "TransactionDescription", "TransactionsAdminMixin"]
+__all__ = ["HangingTransaction", "ListedTransaction", "ProducerState", "TransactionDescription",
+           "TransactionsAdminMixin"]
 
 COORDINATOR_TRANSACTION = 1
+DESCRIBE_PRODUCERS_KEY = 61
 WRITE_TXN_MARKERS_KEY = 27
 DESCRIBE_TRANSACTIONS_KEY = 65
 LIST_TRANSACTIONS_KEY = 66
@@ -45,6 +47,27 @@ class ListedTransaction:
     producer_id: int
     state: str
     coordinator_id: int
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """DescribeProducers' ProducerState: an active producer of a partition."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int  # -1: no open transaction
+
+
+@dataclass(frozen=True)
+class HangingTransaction:
+    """An open transaction on a partition that its coordinator does not know as ongoing there."""
+
+    topic: str
+    partition: int
+    producer: ProducerState
 
 
 def _ms(value) -> int:
@@ -113,3 +136,52 @@ class TransactionsAdminMixin:
                 for p in t.partitions:
                     if p.error_code != ErrorCode.none:
                         raise error_for_code(p.error_code, f"WriteTxnMarkers (abort) on {t.name}-{p.partition_index}")
+
+    async def describe_producers(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], list[ProducerState]]:
+        """The active producers of each partition, from its leader (DescribeProducers, as Kafka's
+        Admin.describeProducers): their epoch, last sequence and timestamp, and the first offset of
+        their open transaction (-1 when none)."""
+        cluster = await self._get_cluster()  # type: ignore[attr-defined]
+        out: dict[tuple[str, int], list[ProducerState]] = {}
+        for leader, tps in (await self._by_leader(list(partitions))).items():  # type: ignore[attr-defined]
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in tps:
+                by_topic.setdefault(topic, []).append(partition)
+            conn = await cluster.connection(leader)
+            response = await conn.call(DESCRIBE_PRODUCERS_KEY, {"topics": [
+                {"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]})
+            for t in response.topics:
+                for p in t.partitions:
+                    if p.error_code != ErrorCode.none:
+                        raise error_for_code(p.error_code, f"DescribeProducers of {t.name}-{p.partition_index}")
+                    out[(t.name, int(p.partition_index))] = [ProducerState(
+                        int(s.producer_id), int(s.producer_epoch), int(s.last_sequence), int(s.last_timestamp),
+                        int(s.coordinator_epoch), int(s.current_txn_start_offset)) for s in p.active_producers]
+        return out
+
+    async def find_hanging_transactions(self, partitions: Iterable[tuple[str, int]], max_transaction_timeout_ms: int,
+                                        now_ms: int) -> list[HangingTransaction]:
+        """Open transactions on `partitions` older than `max_transaction_timeout_ms` (from their
+        producer's last timestamp) that no coordinator knows as an ongoing transaction of that
+        producer and epoch including the partition — what kafka-transactions.sh find-hanging
+        reports (TransactionsCommand.FindHangingTransactionsCommand: DescribeProducers, then
+        ListTransactions by producer id, then DescribeTransactions)."""
+        candidates = [(tp, s) for tp, states in (await self.describe_producers(partitions)).items() for s in states
+                      if s.current_transaction_start_offset >= 0
+                      and now_ms - s.last_timestamp_ms > max_transaction_timeout_ms]
+        if not candidates:
+            return []
+        listed = await self.list_transactions(producer_ids=sorted({s.producer_id for _tp, s in candidates}))
+        ids_by_producer: dict[int, list[str]] = {}
+        for t in listed:
+            ids_by_producer.setdefault(t.producer_id, []).append(t.transactional_id)
+        described = await self.describe_transactions([i for ids in ids_by_producer.values() for i in ids]) \
+            if ids_by_producer else {}
+        hanging = []
+        for (topic, partition), s in sorted(candidates, key=lambda c: (c[0], c[1].producer_id)):
+            known = any(d.state == "Ongoing" and d.producer_id == s.producer_id and d.producer_epoch == s.producer_epoch
+                        and (topic, partition) in d.topic_partitions
+                        for i in ids_by_producer.get(s.producer_id, ()) if (d := described.get(i)) is not None)
+            if not known:
+                hanging.append(HangingTransaction(topic, partition, s))
+        return hanging

@@ -36,7 +36,13 @@ from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
 from ._admin_log_dirs import LogDirDescription, LogDirPartition, LogDirsAdminMixin
 from ._admin_scram import ScramAdminMixin, UserScramCredentialAlteration, UserScramCredentialsDescription
-from ._admin_transactions import ListedTransaction, TransactionDescription, TransactionsAdminMixin
+from ._admin_transactions import (
+    HangingTransaction,
+    ListedTransaction,
+    ProducerState,
+    TransactionDescription,
+    TransactionsAdminMixin,
+)
 from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._security import SECURITY_CONFIG
@@ -57,7 +63,7 @@ class FeatureMetadata(NamedTuple):
 
 __all__ = ["ADMIN_CONFIG", "AclBinding", "AclBindingFilter", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
            "ConfigSynonym", "ListedGroup", "LogDirDescription", "LogDirPartition", "NewTopic", "PartitionDescription",
-           "ListedTransaction", "ShareGroupDescription", "ShareMemberDescription", "TopicDescription",
+           "HangingTransaction", "ListedTransaction", "ProducerState", "ShareGroupDescription", "ShareMemberDescription", "TopicDescription",
            "TransactionDescription"]
 
 LIST_OFFSETS_KEY = 2
@@ -896,6 +902,13 @@ class Admin(SyncClient):
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), duration_ms: int = -1,
                           transactional_id_pattern: str | None = None) -> list[ListedTransaction]:
         return self._run(self._async.list_transactions(states, producer_ids, duration_ms, transactional_id_pattern))
+
+    def describe_producers(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], list[ProducerState]]:
+        return self._run(self._async.describe_producers(partitions))
+
+    def find_hanging_transactions(self, partitions: Iterable[tuple[str, int]], max_transaction_timeout_ms: int,
+                                  now_ms: int) -> list[HangingTransaction]:
+        return self._run(self._async.find_hanging_transactions(partitions, max_transaction_timeout_ms, now_ms))
 
     def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                           coordinator_epoch: int = 0) -> None:

@@ -259,3 +259,26 @@ def test_kafka_python_and_aiokafka_transactional_producers(txn_broker):
     finally:
         kp.close(1)
     assert state_of(txn_broker, "kp") in ("PrepareAbort", "CompleteAbort")
+
+
+def test_verify_produce_answers_as_the_produce_path_does(txn_broker):
+    """`server.transactions.verify_produce`, the produce path's KIP-890 question
+    (TransactionCoordinator.handleVerifyPartitionsInTransaction; errors as
+    AddPartitionsToTxnManager hands them to the produce path): a partition outside the
+    transaction is INVALID_TXN_STATE for a transaction version 1 client and added to the
+    transaction for a version 2 one; a stale epoch is INVALID_PRODUCER_EPOCH."""
+    import asyncio
+
+    p = producer(txn_broker.bootstrap_servers, "verified")
+    p.init_transactions(10)
+    meta = txn_broker.server.transactions.coordinator.metadata("verified")
+
+    def verify(epoch, tv=None):
+        coro = txn_broker.server.transactions.verify_produce("verified", meta.producer_id, epoch, [("in", 0)], tv)
+        return asyncio.run_coroutine_threadsafe(coro, txn_broker._loop).result(10)[("in", 0)]
+    assert verify(meta.producer_epoch) == ErrorCode.invalid_txn_state
+    assert verify(meta.producer_epoch - 1) == ErrorCode.invalid_producer_epoch
+    assert verify(meta.producer_epoch, 2) == ErrorCode.none
+    after = txn_broker.server.transactions.coordinator.metadata("verified")
+    assert (after.state.state_name, after.topic_partitions) == ("Ongoing", {("in", 0)})
+    assert verify(meta.producer_epoch) == ErrorCode.none  # now in the transaction

@@ -80,6 +80,21 @@ MARKER_RETRY_INITIAL_MS = 100
 MARKER_RETRY_MAX_MS = 5_000
 
 
+_RETRIABLE_FOR_PRODUCE = (ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator,
+                          ErrorCode.coordinator_not_available, ErrorCode.concurrent_transactions)
+
+
+def _produce_error(error: ErrorCode, tv2: bool) -> ErrorCode:
+    """A verification error as a produce answer (see `verify_produce`)."""
+    if error is ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if error is ErrorCode.transaction_abortable and not tv2:
+        return ErrorCode.invalid_txn_state
+    if error in _RETRIABLE_FOR_PRODUCE:
+        return ErrorCode.not_enough_replicas
+    return error
+
+
 class TransactionCoordinatorService:
     def __init__(self, server: "BrokerServices") -> None:
         self.server = server
@@ -280,8 +295,8 @@ class TransactionCoordinatorService:
 
     # ------------------------------------------------------------------ produce verification
     async def verify_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             topic_partitions: Iterable[TopicPartition],
-                             transaction_version: int | None = None) -> dict[TopicPartition, ErrorCode]:
+                             topic_partitions: Iterable[TopicPartition], transaction_version: int | None = None,
+                             *, for_produce: bool = True) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 part 1, for the produce path: is each partition in the ongoing transaction of
         (producer id, epoch)? Kafka's ReplicaManager asks the coordinator with a verify-only
         AddPartitionsToTxn (AddPartitionsToTxnManager); here the coordinator is local
@@ -290,7 +305,14 @@ class TransactionCoordinatorService:
         (AddPartitionsToTxn v5 from the leader, handleAddPartitionsToTransaction with
         clientTransactionVersion 2) when the transaction is ongoing or its producer starts a new
         one. `transaction_version` is the client's (Produce v12+ and TxnOffsetCommit v5+ mean 2, as
-        KafkaApis decides); None takes the one the transaction was started with."""
+        KafkaApis decides); None takes the one the transaction was started with.
+
+        `for_produce`: the errors as the produce path answers them (AddPartitionsToTxnManager's
+        handler: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE becomes
+        INVALID_TXN_STATE for clients below the latest produce version, i.e. not transaction
+        version 2; the coordinator's retriable COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
+        COORDINATOR_NOT_AVAILABLE and CONCURRENT_TRANSACTIONS become NOT_ENOUGH_REPLICAS, which
+        every producer retries)."""
         tps = tuple(topic_partitions)
         verified = self.coordinator.handle_verify_partitions(transactional_id, producer_id, producer_epoch, tps)
         result = verified.result
@@ -306,6 +328,9 @@ class TransactionCoordinatorService:
             added = await self.run(self.coordinator.handle_add_partitions(
                 transactional_id, producer_id, producer_epoch, missing, self._now_ms(), TV_2))
             errors.update(dict(added.partition_errors) or {tp: added.error for tp in missing})
+        if for_produce:
+            tv2 = transaction_version >= TV_2
+            errors = {tp: _produce_error(error, tv2) for tp, error in errors.items()}
         return errors
 
     # ------------------------------------------------------------------ timers

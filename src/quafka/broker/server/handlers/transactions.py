@@ -347,7 +347,8 @@ async def handle_txn_offset_commit(ctx, req):
         return fail_all(E.invalid_group_id)
     offsets_tp = (CONSUMER_OFFSETS_TOPIC, group_partition(req.group_id, transactions.coordinator.offsets_num_partitions))
     verified = await transactions.verify_produce(req.transactional_id, int(req.producer_id), int(req.producer_epoch),
-                                                 [offsets_tp], transaction_version=TV_2 if ctx.api_version >= 5 else TV_0)
+                                                 [offsets_tp], transaction_version=TV_2 if ctx.api_version >= 5 else TV_0,
+                                                 for_produce=False)
     error = verified.get(offsets_tp, E.none)
     if error is not E.none:
         for p in valid:

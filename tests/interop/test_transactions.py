@@ -2,14 +2,15 @@
 the transaction coordinator's side (Kafka's TransactionCoordinator, TransactionStateManager,
 KafkaApis' transaction handlers; OffsetMetadataManager for transactional offsets).
 
-What needs the log side's control batches (txn_markers.write_txn_markers: COMMIT/ABORT markers on
-the data partitions) is asserted where the marker is the end of the story: a committed offset
-appears, an aborted one is dropped, the transaction reaches CompleteCommit/CompleteAbort.
+With the log side's control batches (txn_markers.write_txn_markers), a transaction ends with its
+markers: committed offsets and records appear, aborted ones are dropped, and the coordinator
+reaches CompleteCommit/CompleteAbort.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 
 import confluent_kafka
 import pytest
@@ -146,9 +147,9 @@ def test_timeouts_and_coordinator_key_types(txn_broker):
     slow.begin_transaction()
     slow.send_offsets_to_transaction([TP("in", 0, 3)], consumer(bs, "g2").consumer_group_metadata(), 10)
     epoch = txn_broker.server.transactions.coordinator.metadata("slow").producer_epoch
-    wait_until(lambda: state_of(txn_broker, "slow") in ("PrepareAbort", "CompleteAbort"), 10,
-               message="the timed-out transaction aborted")
+    wait_until(lambda: state_of(txn_broker, "slow") == "CompleteAbort", 10, message="the timed-out transaction aborted")
     assert txn_broker.server.transactions.coordinator.metadata("slow").producer_epoch > epoch  # fenced
+    assert stable_fetch(bs, "g2", "in", 0) == (-1, ErrorCode.none)  # its offset dropped with the ABORT marker
     with RawClient(bs) as raw:
         resp = raw.request(FindCoordinatorRequest(key_type=1, coordinator_keys=("slow",)))
         assert resp.coordinators[0].error_code == ErrorCode.none
@@ -248,7 +249,8 @@ def test_kafka_python_and_aiokafka_transactional_producers(txn_broker):
         finally:
             await p.stop()
     asyncio.run(aiokafka_commits())
-    assert state_of(txn_broker, "aio") in ("PrepareCommit", "CompleteCommit")
+    wait_until(lambda: state_of(txn_broker, "aio") == "CompleteCommit", 10, message="aiokafka's commit")
+    assert stable_fetch(bs, "g-aio", "in", 0) == (4, ErrorCode.none)
     kp = KafkaProducer(bootstrap_servers=bs, transactional_id="kp")
     try:
         kp.init_transactions()
@@ -258,7 +260,82 @@ def test_kafka_python_and_aiokafka_transactional_producers(txn_broker):
         kp.abort_transaction()
     finally:
         kp.close(1)
-    assert state_of(txn_broker, "kp") in ("PrepareAbort", "CompleteAbort")
+    wait_until(lambda: state_of(txn_broker, "kp") == "CompleteAbort", 10, message="kafka-python's abort")
+    assert stable_fetch(bs, "g-kp", "in", 0) == (-1, ErrorCode.none)
+
+
+def test_commit_and_abort_write_markers_end_to_end(txn_broker, capsys):
+    """EndTxn with markers (TransactionCoordinator.handleEndTransaction, then
+    TransactionMarkerChannelManager): the records and the offsets of a committed transaction are
+    visible to read_committed readers and the group, those of an aborted one are not; the
+    coordinator reaches CompleteCommit/CompleteAbort. `quafka transactions abort` writes an ABORT
+    marker through WriteTxnMarkers."""
+    bs = txn_broker.bootstrap_servers
+    p = producer(bs, "e2e")
+    p.init_transactions(10)
+    group = consumer(bs, "g-e2e")
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("in", value=b"committed-%d" % i, partition=0)
+    p.send_offsets_to_transaction([TP("in", 0, 10)], group.consumer_group_metadata(), 10)
+    p.commit_transaction(10)
+    wait_until(lambda: state_of(txn_broker, "e2e") == "CompleteCommit", 10, message="CompleteCommit")
+    assert stable_fetch(bs, "g-e2e", "in", 0) == (10, ErrorCode.none)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce("in", value=b"aborted-%d" % i, partition=0)
+    p.send_offsets_to_transaction([TP("in", 0, 20)], group.consumer_group_metadata(), 10)
+    p.abort_transaction(10)
+    wait_until(lambda: state_of(txn_broker, "e2e") == "CompleteAbort", 10, message="CompleteAbort")
+    assert stable_fetch(bs, "g-e2e", "in", 0) == (10, ErrorCode.none)
+    reader = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "reader", "isolation.level": "read_committed",
+                                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    reader.assign([TP("in", 0, 0)])
+    values = []
+    deadline = time.monotonic() + 10
+    while len(values) < 3 and time.monotonic() < deadline:
+        m = reader.poll(0.2)
+        if m is not None and m.error() is None:
+            values.append(m.value())
+    assert values == [b"committed-0", b"committed-1", b"committed-2"]
+    assert reader.poll(0.5) is None  # the aborted records are never delivered
+    reader.close()
+    code, out, err = cli(capsys, "transactions", "--bootstrap-server", bs, "abort", "--topic", "in", "--partition", "0",
+                         "--producer-id", "999999", "--producer-epoch", "0", "--coordinator-epoch", "0")
+    assert code == 0, err
+    assert "Aborted" in out
+
+
+def test_find_hanging_and_abort_a_hanging_transaction(txn_broker, capsys):
+    """A transaction open on a partition that no coordinator knows (written below the produce
+    path's verification, as a lost coordinator would leave it): `quafka transactions
+    find-hanging` lists it (DescribeProducers, then ListTransactions and DescribeTransactions:
+    TransactionsCommand.FindHangingTransactionsCommand) and `abort --start-offset` closes it with an
+    ABORT marker (WriteTxnMarkers), after which it is no longer listed and the LSO moves on."""
+    from quafka.broker.server.handlers.produce import produce_to_partition
+
+    bs = txn_broker.bootstrap_servers
+    topic = txn_broker.server.state.topics["in"]
+    two_hours_ago = int(time.time() * 1000) - 7_200_000
+    batch = build_batch([(None, b"hanging")], producer_id=777_777, producer_epoch=3, base_sequence=0,
+                        base_timestamp=two_hours_ago, attributes=TRANSACTIONAL_FLAG)
+    result = txn_broker.call(lambda: produce_to_partition(topic, topic.partitions[0], batch, two_hours_ago, 9,
+                                                          transactional_id="lost"))
+    assert result.error_code == 0
+    start = result.base_offset
+    code, out, err = cli(capsys, "transactions", "--bootstrap-server", bs, "find-hanging", "--topic", "in",
+                         "--max-transaction-timeout", "1")
+    assert code == 0, err
+    rows = [line.split() for line in out.strip().splitlines()]
+    assert rows[0][:6] == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset"]
+    assert [r[:6] for r in rows[1:]] == [["in", "0", "777777", "3", "-1", str(start)]]
+    code, out, err = cli(capsys, "transactions", "--bootstrap-server", bs, "abort", "--topic", "in", "--partition", "0",
+                         "--start-offset", str(start))
+    assert code == 0 and "777777" in out, err
+    code, out, err = cli(capsys, "transactions", "--bootstrap-server", bs, "find-hanging", "--broker-id",
+                         str(txn_broker.server.state.node_id), "--max-transaction-timeout", "1")
+    assert code == 0 and len(out.strip().splitlines()) == 1, out  # the header alone
+    assert topic.partitions[0].last_stable_offset == topic.partitions[0].log.log_end_offset
 
 
 def test_verify_produce_answers_as_the_produce_path_does(txn_broker):
@@ -282,3 +359,33 @@ def test_verify_produce_answers_as_the_produce_path_does(txn_broker):
     after = txn_broker.server.transactions.coordinator.metadata("verified")
     assert (after.state.state_name, after.topic_partitions) == ("Ongoing", {("in", 0)})
     assert verify(meta.producer_epoch) == ErrorCode.none  # now in the transaction
+
+
+def test_transaction_version_2_on_the_wire(txn_broker):
+    """KIP-890 part 2 as a Kafka 4.x client speaks it: Produce v12 adds the partition to the
+    transaction implicitly (no AddPartitionsToTxn), EndTxn v5 answers the bumped epoch, and the
+    COMMIT marker makes the records stable; a batch at the old epoch is then refused."""
+    from support.acl_fixtures import kreq
+
+    bs = txn_broker.bootstrap_servers
+    with RawClient(bs) as raw:
+        init = raw.request(kreq(22, 5, transactional_id="tv2", transaction_timeout=60000, producer_id=-1,
+                                producer_epoch=-1))
+        assert init.error_code == ErrorCode.none
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def produce(sequence: int, at_epoch: int):
+            batch = build_batch([(None, b"tv2-%d" % sequence)], producer_id=pid, producer_epoch=at_epoch,
+                                base_sequence=sequence, attributes=TRANSACTIONAL_FLAG)
+            resp = raw.request(kreq(0, 12, transactional_id="tv2", acks=-1, timeout=10000, topic_data=[
+                {"name": "in", "partition_data": [{"index": 0, "records": batch}]}]))
+            return resp.responses[0].partition_responses[0].error_code
+        assert produce(0, epoch) == ErrorCode.none
+        meta = txn_broker.server.transactions.coordinator.metadata("tv2")
+        assert (meta.state.state_name, meta.topic_partitions) == ("Ongoing", {("in", 0)})
+        ended = raw.request(kreq(26, 5, transactional_id="tv2", producer_id=pid, producer_epoch=epoch, committed=True))
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (ErrorCode.none, pid, epoch + 1)
+        wait_until(lambda: state_of(txn_broker, "tv2") == "CompleteCommit", 10, message="CompleteCommit")
+        part = txn_broker.server.state.topics["in"].partitions[0]
+        assert part.last_stable_offset == part.log.log_end_offset
+        assert produce(1, epoch) != ErrorCode.none  # the old epoch is fenced

@@ -156,7 +156,7 @@ def test_transactional_produce_needs_write_on_the_transactional_id(env):
         env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-txid")
         assert ask() == E.none
     finally:
-        env.broker.call(setattr, env.broker.server, "transactions", None)
+        env.broker.call(delattr, env.broker.server.transactions, "verify_produce")  # the coordinator's own again
 
 
 def fetch_req(topic: str, version: int = 12, topic_id=None):

@@ -264,8 +264,10 @@ async def _verify_transactional(ctx, req, version: int, writable: set | None) ->
                 groups.setdefault((h.producer_id, h.producer_epoch), []).append((topic.name, pd.index))
     verdicts: dict = {}
     for (producer_id, producer_epoch), tps in groups.items():
+        # Produce v12+ is transaction version 2: the partition joins the transaction implicitly
+        # (AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation)
         verdicts.update(await ctx.server.transactions.verify_produce(req.transactional_id, producer_id,
-                                                                     producer_epoch, tps))
+                                                                     producer_epoch, tps, 2 if version >= 12 else None))
     return verdicts
 
 

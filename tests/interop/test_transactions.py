@@ -9,6 +9,7 @@ reaches CompleteCommit/CompleteAbort.
 
 from __future__ import annotations
 
+import errno
 import struct
 import time
 
@@ -389,3 +390,30 @@ def test_transaction_version_2_on_the_wire(txn_broker):
         part = txn_broker.server.state.topics["in"].partitions[0]
         assert part.last_stable_offset == part.log.log_end_offset
         assert produce(1, epoch) != ErrorCode.none  # the old epoch is fenced
+
+
+def test_a_failed_transaction_log_append_changes_nothing(txn_broker):
+    """Records are the truth: an append to __transaction_state that fails answers the request
+    with the coordinator's mapping of the storage error (TransactionStateManager.appendTransactionToLog:
+    KAFKA_STORAGE_ERROR -> NOT_COORDINATOR, which clients retry) and leaves the coordinator as it
+    was; the retry once the log takes appends again succeeds."""
+    from support.acl_fixtures import kreq
+
+    def init(txn_id):
+        with RawClient(txn_broker.bootstrap_servers) as raw:
+            return raw.request(kreq(22, 4, transactional_id=txn_id, transaction_timeout=60000, producer_id=-1,
+                                    producer_epoch=-1)).error_code
+    assert init("first") == ErrorCode.none  # __transaction_state exists now
+    logs = [p.log for p in txn_broker.server.state.topics["__transaction_state"].partitions]
+
+    def failing_append(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+    txn_broker.call(lambda: [setattr(plog, "append", failing_append) for plog in logs])
+    try:
+        assert init("second") == ErrorCode.not_coordinator
+        assert txn_broker.server.transactions.coordinator.metadata("second") is None
+        assert not txn_broker.server.transactions.coordinator.has_pending("second")
+    finally:
+        txn_broker.call(lambda: [plog.__dict__.pop("append", None) for plog in logs])
+    assert init("second") == ErrorCode.none
+    assert state_of(txn_broker, "second") == "Empty"

@@ -77,6 +77,7 @@ TRANSACTION_VERSION_FEATURE = "transaction.version"
 # be ignored); quafka counts the partition as written, so the transaction still completes.
 GIVE_UP_MARKER_ERRORS = (ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced)
 MARKER_RETRY_INITIAL_MS = 100
+WRITE_RETRY_BACKOFF_MS = 100
 MARKER_RETRY_MAX_MS = 5_000
 
 
@@ -231,12 +232,20 @@ class TransactionCoordinatorService:
                                          self._now_ms())
                     if plog.config.flush_messages < MAX_LONG:
                         await self.server.flusher.flush(plog, end)
-                except OSError as exc:
-                    log.error("%s-%d: appending %d record(s) failed: %s", TRANSACTION_STATE_TOPIC, partition,
-                              len(writes), exc)
+                except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
+                    if isinstance(exc, OSError):
+                        log.error("%s-%d: appending %d record(s) failed: %s", TRANSACTION_STATE_TOPIC, partition,
+                                  len(writes), exc)
+                        error = ErrorCode.kafka_storage_error
+                    else:
+                        log.exception("%s-%d: appending %d record(s) failed", TRANSACTION_STATE_TOPIC, partition,
+                                      len(writes))
+                        error = ErrorCode.unknown_server_error
                     for w in writes:
-                        self._answer(w.write_id, self.coordinator.on_write_failed(
-                            w.write_id, ErrorCode.kafka_storage_error, self._now_ms()))
+                        self._answer(w.write_id, self.coordinator.on_write_failed(w.write_id, error, self._now_ms()))
+                    # a complete record is written again (its markers are in): not in a tight loop,
+                    # and letting the loop run (a failed log directory stops the broker)
+                    await asyncio.sleep(WRITE_RETRY_BACKOFF_MS / 1000.0)
                     continue
                 self.writes += len(writes)
                 for i, w in enumerate(writes):

@@ -417,3 +417,40 @@ def test_a_failed_transaction_log_append_changes_nothing(txn_broker):
         txn_broker.call(lambda: [plog.__dict__.pop("append", None) for plog in logs])
     assert init("second") == ErrorCode.none
     assert state_of(txn_broker, "second") == "Empty"
+
+
+def test_markers_are_written_again_after_a_restart_in_prepare_commit(tmp_path):
+    """A transaction whose COMMIT marker could not be written to one of its partitions stays in
+    PrepareCommit (the marker retried with backoff); after a restart the coordinator finds it in
+    PrepareCommit while loading and writes its markers again
+    (TransactionStateManager.loadTransactionsForTxnTopicPartition), so it completes: the record
+    becomes stable and the offset committed."""
+    data = str(tmp_path / "data")
+    with EmbeddedBroker(data_dir=data, config=CONFIG) as b:
+        bs = b.bootstrap_servers
+        with Admin({"bootstrap.servers": bs}) as admin:
+            admin.create_topics({"in": (1, 1)})
+        p = producer(bs, "resumed")
+        p.init_transactions(10)
+        p.begin_transaction()
+        p.produce("in", value=b"resumed", partition=0)
+        p.send_offsets_to_transaction([TP("in", 0, 11)], consumer(bs, "g-resumed").consumer_group_metadata(), 10)
+        p.flush(10)
+        plog = b.server.state.topics["in"].partitions[0].log
+
+        def failing_append(*_args, **_kwargs):
+            raise OSError(errno.EIO, "I/O error (injected)")
+        b.call(setattr, plog, "append", failing_append)
+        p.commit_transaction(10)  # answered once PrepareCommit is durable
+        assert state_of(b, "resumed") == "PrepareCommit"
+        wait_until(lambda: stable_fetch(bs, "g-resumed", "in", 0) == (11, ErrorCode.none), 10,
+                   message="the marker on __consumer_offsets")  # that partition took its marker
+        assert state_of(b, "resumed") == "PrepareCommit"  # "in" did not
+        part = b.server.state.topics["in"].partitions[0]
+        assert part.last_stable_offset < plog.log_end_offset
+        # stopped with the marker still failing: the restart must write it
+    with EmbeddedBroker(data_dir=data, config=CONFIG) as again:
+        wait_until(lambda: state_of(again, "resumed") == "CompleteCommit", 10, message="markers resumed")
+        part = again.server.state.topics["in"].partitions[0]
+        assert part.last_stable_offset == part.log.log_end_offset
+        assert stable_fetch(again.bootstrap_servers, "g-resumed", "in", 0) == (11, ErrorCode.none)

@@ -44,7 +44,7 @@ DEFAULT_TIMEOUT_S = 120.0
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)[ \t]*$")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*snippet:\s*(?P<key>[\w-]+)\s*(?::\s*(?P<value>.*?))?\s*-->\s*$")
 _DIRECTIVE_KEYS = {"skip", "background", "continues", "before", "timeout"}
-_TOOLS = r"(?:topics|configs|share-groups|consumer-groups|console-share-consumer|console-producer|perf[ \t]+(?:producer|share-consumer))"
+_TOOLS = r"(?:topics|configs|share-groups|consumer-groups|transactions|console-share-consumer|console-producer|perf[ \t]+(?:producer|share-consumer))"
 _QUAFKA = r"(?:(?:\S*/)?quafka|(?:\S*/)?python3?[ \t]+-m[ \t]+quafka)"
 _TOOL_CALL = re.compile(rf"(?P<call>{_QUAFKA}[ \t]+{_TOOLS})(?=\s|$)")
 _BROKER_CALL = re.compile(rf"(?P<call>{_QUAFKA}[ \t]+broker)(?=\s|$)")

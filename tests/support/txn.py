@@ -1,9 +1,9 @@
 """Helpers for the log side of transactions (tests only): raw transactional batches, markers
 written on an embedded broker's loop, read_committed fetches and ListOffsets.
 
-Until the transaction coordinator's shell is wired (issue 31), a test stands in for its produce
-verification with `AcceptingVerifier` (every partition is in the transaction) and writes markers
-with `quafka.broker.server.txn_markers.write_txn_markers`, the call the coordinator makes.
+A test of the log side alone stands in for the transaction coordinator's produce verification with
+`AcceptingVerifier` (every partition is in the transaction) and writes markers with
+`quafka.broker.server.txn_markers.write_txn_markers`, the call the coordinator makes.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ class AcceptingVerifier:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    async def verify_produce(self, transactional_id, producer_id, producer_epoch, topic_partitions):
+    async def verify_produce(self, transactional_id, producer_id, producer_epoch, topic_partitions,
+                             transaction_version=None):
         self.calls.append((transactional_id, producer_id, producer_epoch, tuple(topic_partitions)))
         return {tp: ErrorCode.none for tp in topic_partitions}
 
@@ -88,6 +89,8 @@ def write_markers(broker, producer_id: int, epoch: int, committed: bool, partiti
 
 
 def install_verifier(broker, verifier=None):
+    """The transaction coordinator's produce verification answered by `verifier` (the rest of the
+    coordinator stays: its timers, its close at shutdown)."""
     verifier = verifier if verifier is not None else AcceptingVerifier()
-    broker.call(setattr, broker.server, "transactions", verifier)
+    broker.call(setattr, broker.server.transactions, "verify_produce", verifier.verify_produce)
     return verifier

@@ -547,6 +547,22 @@ _BROKER = [
     _key("share.fetch.purgatory.purge.interval.requests", "int", 1000, _any(),
          "Requests between two purges of the share fetch purgatory.",
          note=_NO_EFFECT + " (parked share fetches are removed as they complete)"),
+    # -- transactions: the transaction coordinator (Kafka's TransactionStateManagerConfig, TransactionLogConfig)
+    _key("transaction.state.log.num.partitions", "int", 50, _at_least(1),
+         "Partition count of __transaction_state; fixed once the topic exists."),
+    _key("transaction.state.log.segment.bytes", "int", 104857600, _at_least(1048576),
+         "Segment size of the __transaction_state partitions."),
+    _key("transaction.state.log.load.buffer.size", "int", 5242880, _at_least(1),
+         "Bytes read at a time while replaying __transaction_state on start-up."),
+    _key("transaction.max.timeout.ms", "int", 900000, _at_least(1),
+         "Longest transaction.timeout.ms a producer may ask for in InitProducerId; a longer one gets "
+         "INVALID_TRANSACTION_TIMEOUT."),
+    _key("transactional.id.expiration.ms", "int", 604800000, _at_least(1),
+         "How long a transactional id may stay idle (no transaction) before the coordinator forgets it."),
+    _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, _at_least(1),
+         "How often transactions running past their timeout are aborted."),
+    _key("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, _at_least(1),
+         "How often transactional ids idle past transactional.id.expiration.ms are removed."),
     # -- share groups: the share coordinator (Kafka's ShareCoordinatorConfig)
     _key("share.coordinator.state.topic.num.partitions", "int", 50, _at_least(1),
          "Partition count of __share_group_state; never change it once the topic exists."),

@@ -1,6 +1,7 @@
 """`quafka features`: describe, upgrade and downgrade feature levels, as kafka-features.sh.
 
-quafka has one feature, `share.version` (1: share groups; 2: their dead-letter queues, Kafka 4.4).
+quafka has two features: `share.version` (1: share groups; 2: their dead-letter queues, Kafka 4.4)
+and `transaction.version` (2: KIP-890 transactions, as Kafka 4.2 formats; 0/1: the KIP-98 protocol).
 Output follows Kafka 4.4's FeatureCommand: ``describe`` prints one line per supported feature,
 ``Feature: F<TAB>SupportedMinVersion: a<TAB>SupportedMaxVersion: b<TAB>FinalizedVersionLevel: n
 <TAB>Epoch: e``; ``upgrade``/``downgrade`` print ``F was upgraded to N.`` (``F can be upgraded to

@@ -9,8 +9,8 @@ import sys
 from ._common import kafka_parser_errors
 
 #: Subcommand modules, in --help order.
-COMMANDS = ("broker", "topics", "configs", "features", "acls", "consumer_groups", "share_groups", "console_share_consumer",
-            "console_producer", "perf", "worker", "enqueue", "demo", "dashboard")
+COMMANDS = ("broker", "topics", "configs", "features", "acls", "consumer_groups", "share_groups", "transactions",
+            "console_share_consumer", "console_producer", "perf", "worker", "enqueue", "demo", "dashboard")
 
 
 def main(argv: list[str] | None = None) -> int:

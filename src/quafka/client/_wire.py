@@ -38,6 +38,7 @@ from quafka.protocol.errors import ErrorCode
 from quafka.protocol.fallback import fallback_entity_reader
 from quafka.protocol.framing import DECODE_ERRORS
 
+from ._kio_overrides import RESPONSE_OVERRIDES
 from .errors import KafkaException
 
 __all__ = [
@@ -96,6 +97,8 @@ def request_class(api_key: int, version: int) -> type:
 def response_class(api_key: int, version: int) -> type:
     if (api_key, version) in extensions.RESPONSES:
         return extensions.RESPONSES[(api_key, version)]
+    if (api_key, version) in RESPONSE_OVERRIDES:
+        return RESPONSE_OVERRIDES[(api_key, version)]
     try:
         return load_response_schema(api_key, version)
     except (UnknownAPIKey, UnknownEntity):

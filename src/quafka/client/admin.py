@@ -36,6 +36,13 @@ from ._admin_groups import ConsumerGroupOffsetsMixin
 from ._admin_in_flight import AlterInFlightResult, InFlightAdminMixin, InFlightPartitionView
 from ._admin_log_dirs import LogDirDescription, LogDirPartition, LogDirsAdminMixin
 from ._admin_scram import ScramAdminMixin, UserScramCredentialAlteration, UserScramCredentialsDescription
+from ._admin_transactions import (
+    HangingTransaction,
+    ListedTransaction,
+    ProducerState,
+    TransactionDescription,
+    TransactionsAdminMixin,
+)
 from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._security import SECURITY_CONFIG
@@ -56,7 +63,8 @@ class FeatureMetadata(NamedTuple):
 
 __all__ = ["ADMIN_CONFIG", "AclBinding", "AclBindingFilter", "Admin", "AsyncAdmin", "BrokerDescription", "ClusterDescription", "ConfigEntry",
            "ConfigSynonym", "ListedGroup", "LogDirDescription", "LogDirPartition", "NewTopic", "PartitionDescription",
-           "ShareGroupDescription", "ShareMemberDescription", "TopicDescription"]
+           "HangingTransaction", "ListedTransaction", "ProducerState", "ShareGroupDescription", "ShareMemberDescription", "TopicDescription",
+           "TransactionDescription"]
 
 LIST_OFFSETS_KEY = 2
 CREATE_TOPICS_KEY = 19
@@ -206,7 +214,7 @@ def _offset_spec(spec: Any, where: str) -> int:
 
 
 class AsyncAdmin(ConsumerGroupOffsetsMixin, InFlightAdminMixin, LogDirsAdminMixin, AclAdminMixin, ScramAdminMixin,
-                 AsyncClient):
+                 TransactionsAdminMixin, AsyncClient):
     """The asyncio admin client; see the module docstring. Use ``async with``."""
 
     CONFIG = ADMIN_CONFIG
@@ -887,6 +895,25 @@ class Admin(SyncClient):
         return self._run(self._async.alter_in_flight(
             group_id, topic, partition, action, first_offset=first_offset, last_offset=last_offset,
             reset_delivery_count=reset_delivery_count, key=key, validate_only=validate_only))
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        return self._run(self._async.describe_transactions(transactional_ids))
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), duration_ms: int = -1,
+                          transactional_id_pattern: str | None = None) -> list[ListedTransaction]:
+        return self._run(self._async.list_transactions(states, producer_ids, duration_ms, transactional_id_pattern))
+
+    def describe_producers(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], list[ProducerState]]:
+        return self._run(self._async.describe_producers(partitions))
+
+    def find_hanging_transactions(self, partitions: Iterable[tuple[str, int]], max_transaction_timeout_ms: int,
+                                  now_ms: int) -> list[HangingTransaction]:
+        return self._run(self._async.find_hanging_transactions(partitions, max_transaction_timeout_ms, now_ms))
+
+    def abort_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int = 0) -> None:
+        return self._run(self._async.abort_transaction(topic, partition, producer_id, producer_epoch,
+                                                       coordinator_epoch))
 
     def list_dead_letters(self, group_id: str, dlq_topic: str | None = None,
                           topic: str | None = None, limit: int | None = None) -> list[DeadLetterRecord]:

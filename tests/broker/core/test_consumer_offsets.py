@@ -235,3 +235,40 @@ def test_consumer_group_offset_delete_refuses_only_subscribed_topics():
     assert plan.error is E.none
     assert plan.errors == {("orders", 0): E.group_subscribed_to_topic, ("old", 0): E.none}
     assert plan.records == [(OffsetCommitKey("g", "old", 0), None)]
+
+
+TXN_CONSUMER = GroupView(GroupKind.CONSUMER, member_epochs={"m1": 4})
+
+
+@pytest.mark.parametrize("view, shape, expected", [
+    (NO_GROUP, SIMPLE, E.none), (NO_GROUP, MEMBER, E.illegal_generation), (STABLE, MEMBER, E.none),
+    (STABLE, STALE, E.illegal_generation), (STABLE, STRANGER, E.unknown_member_id),
+    (TXN_CONSUMER, dict(generation=4, member_id="m1"), E.none),
+    (TXN_CONSUMER, dict(generation=3, member_id="m1"), E.illegal_generation),  # a stale member epoch
+    (SHARE, SIMPLE, E.group_id_not_found),  # ShareGroup.validateOffsetCommit
+])
+def test_transactional_commit_validation(view, shape, expected):
+    """OffsetMetadataManager.validateTransactionalOffsetCommit: no group with a generation, and a
+    stale member epoch (STALE_MEMBER_EPOCH for OffsetCommit), answer ILLEGAL_GENERATION."""
+    request = CommitRequest("g", partitions=(CommitPartition("t", 0, 1),), **shape)
+    plan = ConsumerOffsets().prepare_txn_commit(request, view, now_ms=1)
+    assert plan.errors == {("t", 0): expected}
+    assert bool(plan.records) == (expected is E.none)
+
+
+def test_transactional_offsets_are_pending_until_their_producers_marker():
+    """Pending per (offsets partition, producer id) until its marker (replayEndTransactionMarker):
+    COMMIT makes them the group's offsets, ABORT drops them; RequireStable sees them meanwhile."""
+    offsets = ConsumerOffsets()
+    offsets.replay(OffsetCommitKey("g", "t", 0), OffsetCommitValue(3))
+    offsets.replay_transactional(0, 100, OffsetCommitKey("g", "t", 0), OffsetCommitValue(9))
+    offsets.replay_transactional(0, 200, OffsetCommitKey("g", "t", 1), OffsetCommitValue(4))
+    assert offsets.fetch("g", NO_GROUP, [("t", 0)]) == {("t", 0): FetchedOffset(3)}
+    assert offsets.fetch("g", NO_GROUP, [("t", 0), ("t", 2)], require_stable=True) == {
+        ("t", 0): FetchedOffset(error=E.unstable_offset_commit), ("t", 2): FetchedOffset()}
+    assert offsets.replay_end_transaction(1, 100, committed=True) == 0  # another partition's marker
+    assert offsets.replay_end_transaction(0, 100, committed=True) == 1
+    assert offsets.fetch("g", NO_GROUP, [("t", 0)], require_stable=True) == {("t", 0): FetchedOffset(9)}
+    assert offsets.replay_end_transaction(0, 200, committed=False) == 1
+    assert offsets.fetch("g", NO_GROUP, [("t", 1)], require_stable=True) == {("t", 1): FetchedOffset()}
+    assert offsets.pending_producers() == []

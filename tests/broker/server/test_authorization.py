@@ -156,7 +156,7 @@ def test_transactional_produce_needs_write_on_the_transactional_id(env):
         env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-txid")
         assert ask() == E.none
     finally:
-        env.broker.call(setattr, env.broker.server, "transactions", None)
+        env.broker.call(delattr, env.broker.server.transactions, "verify_produce")  # the coordinator's own again
 
 
 def fetch_req(topic: str, version: int = 12, topic_id=None):
@@ -267,7 +267,8 @@ def _find_coordinator(env):
     env.grant(Op.DESCRIBE, Rt.TRANSACTIONAL_ID, "az-tx")
     found = ask(0, "az-fc")
     assert found.error_code == E.none and found.node_id == env.broker.server.state.node_id
-    assert ask(1, "az-tx").error_code == E.coordinator_not_available  # no transactions in quafka
+    found = ask(1, "az-tx")
+    assert found.error_code == E.none and found.node_id == env.broker.server.state.node_id
 
 
 def join(env, group: str, member_id: str = ""):
@@ -416,7 +417,7 @@ def _delete_records(env):
 
 
 @case(22, "InitProducerId", "IDEMPOTENT_WRITE on the CLUSTER, or WRITE on any TOPIC (transactional ids: "
-      "WRITE on the TRANSACTIONAL_ID; quafka has no transactions)",
+      "WRITE on the TRANSACTIONAL_ID)",
       "CLUSTER_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)")
 def _init_producer_id(env):
     def ask(txn=None):
@@ -430,6 +431,117 @@ def _init_producer_id(env):
     env.grant(Op.IDEMPOTENT_WRITE, Rt.CLUSTER)
     assert ask().error_code == E.none
     assert ask("az-txn").error_code == E.transactional_id_authorization_failed
+    env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-txn")
+    got = ask("az-txn")
+    assert got.error_code == E.none and got.producer_id >= 0
+
+
+def txn_errors(resp) -> set:
+    return {p.partition_error_code for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+@case(24, "AddPartitionsToTxn", "WRITE on the TRANSACTIONAL_ID, WRITE on the TOPIC (v4+, from brokers: "
+      "CLUSTER_ACTION on the CLUSTER)", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition; "
+      "TOPIC_AUTHORIZATION_FAILED per partition, the others OPERATION_NOT_ATTEMPTED (v4+: "
+      "CLUSTER_AUTHORIZATION_FAILED)")
+def _add_partitions_to_txn(env):
+    env.topic("az-ap")
+
+    def add():
+        return env.req(kreq(24, 3, v3_and_below_transactional_id="az-ap-t", v3_and_below_producer_id=1,
+                            v3_and_below_producer_epoch=0, v3_and_below_topics=[{"name": "az-ap", "partitions": [0]}]))
+    assert txn_errors(add()) == {E.transactional_id_authorization_failed}
+    env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-ap-t")
+    assert txn_errors(add()) == {E.topic_authorization_failed}
+    env.grant(Op.WRITE, Rt.TOPIC, "az-ap")
+    assert txn_errors(add()) == {E.invalid_producer_id_mapping}  # served: no such producer
+    batched = kreq(24, 4, transactions=[{"transactional_id": "az-ap-t", "producer_id": 1, "producer_epoch": 0,
+                                         "verify_only": True, "topics": [{"name": "az-ap", "partitions": [0]}]}])
+    assert env.req(batched).error_code == E.cluster_authorization_failed
+    env.grant(Op.CLUSTER_ACTION, Rt.CLUSTER)
+    served = env.req(batched)
+    assert served.error_code == E.none
+    assert served.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == \
+        E.invalid_producer_id_mapping
+
+
+@case(25, "AddOffsetsToTxn", "WRITE on the TRANSACTIONAL_ID, READ on the GROUP",
+      "TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED")
+def _add_offsets_to_txn(env):
+    def add():
+        return env.req(kreq(25, 3, transactional_id="az-ao-t", producer_id=1, producer_epoch=0,
+                            group_id="az-ao-g")).error_code
+    assert add() == E.transactional_id_authorization_failed
+    env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-ao-t")
+    assert add() == E.group_authorization_failed
+    env.grant(Op.READ, Rt.GROUP, "az-ao-g")
+    assert add() == E.invalid_producer_id_mapping  # served: no such producer
+
+
+@case(26, "EndTxn", "WRITE on the TRANSACTIONAL_ID", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+def _end_txn(env):
+    def end():
+        return env.req(kreq(26, 4, transactional_id="az-et-t", producer_id=1, producer_epoch=0,
+                            committed=True)).error_code
+    assert end() == E.transactional_id_authorization_failed
+    env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-et-t")
+    assert end() == E.invalid_producer_id_mapping  # served: no such producer
+
+
+@case(27, "WriteTxnMarkers", "CLUSTER_ACTION on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED per partition")
+def _write_txn_markers(env):
+    def write():
+        resp = env.req(kreq(27, 1, markers=[{"producer_id": 1, "producer_epoch": 0, "transaction_result": False,
+                                             "coordinator_epoch": 0,
+                                             "topics": [{"name": "az-no-such-topic", "partition_indexes": [0]}]}]))
+        return resp.markers[0].topics[0].partitions[0].error_code
+    assert write() == E.cluster_authorization_failed
+    env.grant(Op.CLUSTER_ACTION, Rt.CLUSTER)
+    assert write() == E.unknown_topic_or_partition  # served
+
+
+@case(28, "TxnOffsetCommit", "WRITE on the TRANSACTIONAL_ID, READ on the GROUP, READ on the TOPIC",
+      "TRANSACTIONAL_ID_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED on every partition; "
+      "TOPIC_AUTHORIZATION_FAILED per partition")
+def _txn_offset_commit(env):
+    env.topic("az-toc")
+
+    def commit():
+        resp = env.req(kreq(28, 3, transactional_id="az-toc-t", group_id="az-toc-g", producer_id=1, producer_epoch=0,
+                            generation_id=-1, member_id="", topics=[
+                                {"name": "az-toc", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]))
+        return {p.error_code for t in resp.topics for p in t.partitions}
+    assert commit() == {E.transactional_id_authorization_failed}
+    env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-toc-t")
+    assert commit() == {E.group_authorization_failed}
+    env.grant(Op.READ, Rt.GROUP, "az-toc-g")
+    assert commit() == {E.topic_authorization_failed}
+    env.grant(Op.READ, Rt.TOPIC, "az-toc")
+    assert commit() == {E.invalid_producer_id_mapping}  # served: no such producer
+
+
+@case(65, "DescribeTransactions", "DESCRIBE on the TRANSACTIONAL_ID (partitions: DESCRIBE on the TOPIC)",
+      "TRANSACTIONAL_ID_AUTHORIZATION_FAILED per id (partitions left out)")
+def _describe_transactions(env):
+    def describe():
+        return env.req(kreq(65, 0, transactional_ids=["az-dt-t"])).transaction_states[0].error_code
+    assert describe() == E.transactional_id_authorization_failed
+    env.grant(Op.DESCRIBE, Rt.TRANSACTIONAL_ID, "az-dt-t")
+    assert describe() == E.transactional_id_not_found  # served
+
+
+@case(66, "ListTransactions", "DESCRIBE on the TRANSACTIONAL_ID", "left out")
+def _list_transactions(env):
+    with env.acl_lifted():
+        assert env.req(kreq(22, 4, transactional_id="az-lt-t", transaction_timeout=60000, producer_id=-1,
+                            producer_epoch=-1)).error_code == E.none
+
+    def listed():
+        return [t.transactional_id for t in env.req(kreq(66, 1, state_filters=[], producer_id_filters=[],
+                                                         duration_filter=-1)).transaction_states]
+    assert "az-lt-t" not in listed()
+    env.grant(Op.DESCRIBE, Rt.TRANSACTIONAL_ID, "az-lt-t")
+    assert "az-lt-t" in listed()
 
 
 ANY_ACL = {"pattern_type_filter": int(Pt.ANY), "operation": int(Op.ANY), "permission_type": int(Perm.ANY)}

@@ -33,8 +33,8 @@ def update(raw: RawClient, feature: str, level: int, upgrade_type: int = 1, vali
 def test_a_new_cluster_is_at_share_version_2(broker):
     with RawClient(broker.bootstrap_servers) as raw:
         supported, finalized, epoch = features(raw)
-    assert supported == {"share.version": (1, 2)}
-    assert finalized == {"share.version": (2, 2)}
+    assert supported == {"share.version": (1, 2), "transaction.version": (0, 2)}
+    assert finalized == {"share.version": (2, 2), "transaction.version": (2, 2)}
     assert epoch == 0
 
 
@@ -45,15 +45,15 @@ def test_downgrade_needs_a_downgrade_type_and_is_durable(make_broker, tmp_path):
         assert refused.results[0].error_code == ErrorCode.invalid_update_version
         assert "downgrade" in refused.results[0].error_message
         assert update(raw, "share.version", 1, upgrade_type=2, validate_only=True).results[0].error_code == 0
-        assert features(raw)[1] == {"share.version": (2, 2)}  # validate_only changed nothing
+        assert features(raw)[1]["share.version"] == (2, 2)  # validate_only changed nothing
         assert update(raw, "share.version", 1, upgrade_type=2).results[0].error_code == ErrorCode.none
-        assert features(raw)[1:] == ({"share.version": (1, 1)}, 1)
+        assert (features(raw)[1]["share.version"], features(raw)[2]) == ((1, 1), 1)
     broker.stop()
     again = make_broker(data_dir=str(tmp_path))
     with RawClient(again.bootstrap_servers) as raw:
-        assert features(raw)[1:] == ({"share.version": (1, 1)}, 1)
+        assert (features(raw)[1]["share.version"], features(raw)[2]) == ((1, 1), 1)
         assert update(raw, "share.version", 2).results[0].error_code == ErrorCode.none
-        assert features(raw)[1:] == ({"share.version": (2, 2)}, 2)
+        assert (features(raw)[1]["share.version"], features(raw)[2]) == ((2, 2), 2)
 
 
 def test_bad_updates_are_refused_all_or_nothing(broker):
@@ -77,7 +77,7 @@ def test_bad_updates_are_refused_all_or_nothing(broker):
             UpdateV1(feature="share.version", max_version_level=1, upgrade_type=2),
             UpdateV1(feature="share.version", max_version_level=1, upgrade_type=2))))
         assert twice.error_code == ErrorCode.invalid_request and "more than once" in twice.error_message
-        assert features(raw)[1:] == ({"share.version": (2, 2)}, 0)
+        assert (features(raw)[1]["share.version"], features(raw)[2]) == ((2, 2), 0)
 
 
 def test_the_epoch_survives_journal_compaction():
@@ -89,5 +89,5 @@ def test_the_epoch_survives_journal_compaction():
     again = ClusterMetadata("c", 1)
     for record in image.snapshot_records():
         again.replay(record)
-    assert (again.feature_levels, again.feature_epoch) == ({"share.version": 1}, 3)
+    assert (again.feature_levels, again.feature_epoch) == ({"share.version": 1, "transaction.version": 2}, 3)
     assert ClusterMetadata("c", 1).snapshot_records() == [{"type": "producer_ids", "next": 0}]

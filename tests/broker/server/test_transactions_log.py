@@ -188,13 +188,13 @@ def test_confluent_read_committed_consumer_sees_committed_records_only_in_order(
     assert kafka_python("read_uncommitted") == [b"a0", b"b0", b"a1", b"b1", b"b2", b"c0"]
 
 
-def test_produce_refuses_client_control_batches_and_transactions_without_a_coordinator(broker):
+def test_produce_refuses_client_control_batches_and_producers_the_coordinator_does_not_know(broker):
     create(broker, "refuse")
     with RawClient(broker.bootstrap_servers) as raw:
         pid = init_producer_id(raw)
-        # no coordinator (server.transactions is None): a transactional producer is refused, as before
-        no_coordinator = produce(raw, "refuse", txn_batch([b"v"], pid, 0))
-        assert no_coordinator.error_code == ErrorCode.transactional_id_authorization_failed
+        # a producer id the transaction coordinator does not know for this transactional id: refused
+        unknown = produce(raw, "refuse", txn_batch([b"v"], pid, 0))
+        assert unknown.error_code == ErrorCode.invalid_producer_id_mapping
         install_verifier(broker)
         control = build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], producer_id=pid,
                               producer_epoch=0, attributes=0x30)
@@ -213,7 +213,8 @@ def test_verification_refusal_refuses_the_partition(broker):
     create(broker, "verify")
 
     class Refusing:
-        async def verify_produce(self, transactional_id, producer_id, producer_epoch, topic_partitions):
+        async def verify_produce(self, transactional_id, producer_id, producer_epoch, topic_partitions,
+                                 transaction_version=None):
             return {tp: ErrorCode.invalid_txn_state for tp in topic_partitions}
 
     install_verifier(broker, Refusing())

@@ -37,6 +37,18 @@ is the commit time for a simple group and the time the group became empty for a 
 with a protocol (`empty_since_ms`). A consumer group's offsets expire from their commit time,
 except those of topics a member subscribes to (`ConsumerGroup.offsetExpirationCondition`,
 `OffsetMetadataManager.cleanupExpiredOffsets`).
+
+Transactional offsets (TxnOffsetCommit, KIP-98): `prepare_txn_commit` validates as
+`OffsetMetadataManager.validateTransactionalOffsetCommit` does (no group: generation < 0 makes a
+simple group, else ILLEGAL_GENERATION; a consumer group member's stale epoch is
+ILLEGAL_GENERATION) and computes the records, which the shell writes in a transactional batch of
+the producer. Replayed with `replay_transactional`, they stay *pending* for (offsets partition,
+producer id) until the COMMIT or ABORT marker of that producer on that partition is replayed
+(`replay_end_transaction`, Kafka's `replayEndTransactionMarker`): committed, they become the
+group's offsets; aborted, they are dropped. A partition with a pending offset answers an
+OffsetFetch with RequireStable UNSTABLE_OFFSET_COMMIT (`has_pending`). Departure: Kafka keeps a
+non-transactional commit written after the transactional one when the marker comes
+(it compares record offsets); quafka applies the transactional offsets at the marker.
 """
 
 from __future__ import annotations
@@ -203,6 +215,8 @@ class ConsumerOffsets:
     def __init__(self, max_metadata_chars: int = DEFAULT_MAX_METADATA_CHARS) -> None:
         self.max_metadata_chars = max_metadata_chars
         self._offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        # (offsets partition, producer id) -> {(group id, topic, partition): value}
+        self._pending: dict[tuple[int, int], dict[tuple[str, str, int], OffsetCommitValue | None]] = {}
 
     # -- replay: the only way state changes ----------------------------------------------------
 
@@ -219,6 +233,29 @@ class ConsumerOffsets:
             group = self._offsets[key.group_id] = {}
         group[tp] = value
 
+    def replay_transactional(self, offsets_partition: int, producer_id: int, key: OffsetCommitKey,
+                             value: OffsetCommitValue | None) -> None:
+        """An offset record of a transactional batch: pending until its producer's marker."""
+        self._pending.setdefault((offsets_partition, producer_id), {})[(key.group_id, key.topic, key.partition)] = value
+
+    def replay_end_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> int:
+        """The producer's COMMIT or ABORT marker on the offsets partition: its pending offsets
+        become committed or are dropped. Returns how many there were."""
+        pending = self._pending.pop((offsets_partition, producer_id), {})
+        if committed:
+            for (group_id, topic, partition), value in pending.items():
+                self.replay(OffsetCommitKey(group_id, topic, partition), value)
+        return len(pending)
+
+    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        """OffsetMetadataManager.hasPendingTransactionalOffsets."""
+        key = (group_id, tp[0], tp[1])
+        return any(key in offsets for offsets in self._pending.values())
+
+    def pending_producers(self) -> list[tuple[int, int]]:
+        """(offsets partition, producer id) with pending transactional offsets."""
+        return sorted(self._pending)
+
     # -- reads -----------------------------------------------------------------------------------
 
     def group_ids(self) -> list[str]:
@@ -231,10 +268,12 @@ class ConsumerOffsets:
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetCommitValue]:
         return dict(self._offsets.get(group_id, {}))
 
-    def fetch(self, group_id: str, view: GroupView,
-              partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, FetchedOffset]:
+    def fetch(self, group_id: str, view: GroupView, partitions: Iterable[TopicPartition] | None = None,
+              require_stable: bool = False) -> dict[TopicPartition, FetchedOffset]:
         """OffsetFetch for one group: the requested partitions (None: every partition with an
-        offset). Unknown groups and partitions answer -1 with no error; so does a share group's id."""
+        offset). Unknown groups and partitions answer -1 with no error; so does a share group's id.
+        With `require_stable`, a partition with a pending transactional offset answers -1 and
+        UNSTABLE_OFFSET_COMMIT (OffsetMetadataManager.fetchOffsets)."""
         stored = {} if view.kind is GroupKind.SHARE else self._offsets.get(group_id, {})
         if partitions is None:
             wanted = sorted(stored)
@@ -244,6 +283,8 @@ class ConsumerOffsets:
         for tp in wanted:
             value = stored.get(tp)
             out[tp] = FetchedOffset() if value is None else FetchedOffset(value.offset, value.leader_epoch, value.metadata)
+            if require_stable and self._pending and self.has_pending(group_id, tp):
+                out[tp] = FetchedOffset(error=ErrorCode.unstable_offset_commit)
         return out
 
     # -- writes, computed: the shell appends the records, then replays them ----------------------
@@ -265,6 +306,20 @@ class ConsumerOffsets:
             records.append((OffsetCommitKey(request.group_id, p.topic, p.partition),
                             OffsetCommitValue(p.offset, metadata, now_ms, p.leader_epoch, expire_ms, p.topic_id)))
         return CommitPlan(errors, records)
+
+    def prepare_txn_commit(self, request: CommitRequest, view: GroupView, now_ms: int) -> CommitPlan:
+        """TxnOffsetCommit: `OffsetMetadataManager.validateTransactionalOffsetCommit`, then the
+        records as `prepare_commit` makes them."""
+        if view.kind is GroupKind.NONE and request.generation >= 0:
+            error = ErrorCode.illegal_generation
+        else:
+            error = validate_commit(view, request)
+            if error is ErrorCode.stale_member_epoch:
+                error = ErrorCode.illegal_generation
+        if error is not ErrorCode.none:
+            return CommitPlan({(p.topic, p.partition): error for p in request.partitions}, [])
+        # validated: the records as for a simple group's commit
+        return self.prepare_commit(CommitRequest(request.group_id, partitions=request.partitions), NO_GROUP, now_ms)
 
     def prepare_delete(self, group_id: str, view: GroupView, partitions: Iterable[TopicPartition]) -> DeletePlan:
         """OffsetDelete (`ClassicGroup.validateOffsetDelete`, `OffsetMetadataManager.deleteOffsets`)."""

@@ -56,8 +56,10 @@ METADATA_RECORD_TYPES = (
 # Finalized feature levels of a new cluster (Kafka 4.4 formats with share.version 2: ShareVersion
 # LATEST_PRODUCTION = SV_2), and the range this broker supports (ApiVersions SupportedFeatures).
 # quafka serves share groups whatever the level, so share.version 0 is refused (docs/dead-letters.md).
-DEFAULT_FEATURE_LEVELS = {"share.version": 2}
-SUPPORTED_FEATURES = {"share.version": (1, 2)}
+# transaction.version (Kafka's TransactionVersion): 2 (KIP-890 part 2: EndTxn v5 bumps the epoch,
+# partitions join a transaction implicitly) as Kafka 4.2 formats; 0 and 1 are the KIP-98 protocol.
+DEFAULT_FEATURE_LEVELS = {"share.version": 2, "transaction.version": 2}
+SUPPORTED_FEATURES = {"share.version": (1, 2), "transaction.version": (0, 2)}
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 

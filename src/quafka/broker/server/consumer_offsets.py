@@ -18,6 +18,11 @@ generation -1 then makes a *simple* group that exists through its offsets, as in
 
 Expiry runs every `offsets.retention.check.interval.ms`: offsets older than
 `offsets.retention.minutes` (from their commit time for simple groups) are tombstoned.
+
+Transactional offsets (TxnOffsetCommit): written in a transactional batch of the producer and
+pending until its COMMIT or ABORT marker on the same partition (`on_txn_marker`, called by the
+transaction coordinator once the marker is written; on start-up the markers are replayed with the
+batches, as Kafka's CoordinatorLoaderImpl does).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from quafka.protocol.offset_commit_records import (
 
 from ._services import BrokerServices
 from .coordinator_shell import CoordinatorShell
-from .internal_log import append_records, group_offsets_log, verified_records
+from .internal_log import CONTROL_COMMIT, append_records, group_offsets_log, verified_batches
 
 if TYPE_CHECKING:
     from .classic_groups import ClassicGroupService
@@ -111,8 +116,31 @@ class ConsumerOffsetsService(CoordinatorShell):
                         for tp, error in plan.errors.items()}
         return plan.errors
 
-    def fetch(self, group_id: str, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, FetchedOffset]:
-        return self.offsets.fetch(group_id, self.view(group_id), partitions)
+    def fetch(self, group_id: str, partitions: Iterable[TopicPartition] | None,
+              require_stable: bool = False) -> dict[TopicPartition, FetchedOffset]:
+        return self.offsets.fetch(group_id, self.view(group_id), partitions, require_stable)
+
+    async def txn_commit(self, request: CommitRequest, producer_id: int,
+                         producer_epoch: int) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: the records go in a transactional batch of the producer on the group's
+        partition, pending until the producer's marker there (`on_txn_marker`)."""
+        plan = self.offsets.prepare_txn_commit(request, self.view(request.group_id), self._now_ms())
+        if plan.records:
+            try:
+                end = self._write(request.group_id, plan.records, (producer_id, producer_epoch))
+                await self._durable(request.group_id, end)
+            except OSError:
+                return {tp: ErrorCode.not_coordinator if error is ErrorCode.none else error
+                        for tp, error in plan.errors.items()}
+        return plan.errors
+
+    def on_txn_marker(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """The producer's COMMIT/ABORT marker is in `__consumer_offsets` partition
+        `offsets_partition` (written by the transaction coordinator): settle its pending offsets."""
+        count = self.offsets.replay_end_transaction(offsets_partition, producer_id, committed)
+        if count:
+            log.info("%s-%d: %d transactional offset(s) of producer %d %s", CONSUMER_OFFSETS_TOPIC,
+                     offsets_partition, count, producer_id, "committed" if committed else "aborted")
 
     async def delete(self, group_id: str, partitions: Iterable[TopicPartition]) -> DeletePlan:
         plan = self.offsets.prepare_delete(group_id, self.view(group_id), list(partitions))
@@ -137,20 +165,24 @@ class ConsumerOffsetsService(CoordinatorShell):
         return ErrorCode.none
 
     # ------------------------------------------------------------------ records
-    def _write(self, group_id: str, records: list[OffsetRecord]) -> int:
+    def _write(self, group_id: str, records: list[OffsetRecord], producer: tuple[int, int] | None = None) -> int:
         """Append, then replay (no await between): the log end offset to make durable. An append
-        that fails raises OSError and leaves the machine untouched."""
+        that fails raises OSError and leaves the machine untouched. `producer` (id, epoch): a
+        transactional batch, whose offsets stay pending."""
         plog = group_offsets_log(self.server.state, group_id)
         if not plog.health.online:
             raise plog.health.offline_error()
         encoded = [(encode_offset_commit_key(key), encode_offset_commit_value(value)) for key, value in records]
         try:
-            end = append_records(plog, encoded, self._now_ms())
+            end = append_records(plog, encoded, self._now_ms(), producer)
         except OSError as exc:
             log.error("group %s: appending %d offset record(s) failed (%s)", group_id, len(records), exc)
             raise
         for key, value in records:
-            self.offsets.replay(key, value)
+            if producer is None:
+                self.offsets.replay(key, value)
+            else:
+                self.offsets.replay_transactional(plog.partition, producer[0], key, value)
         return end
 
     def load(self) -> None:
@@ -158,8 +190,17 @@ class ConsumerOffsetsService(CoordinatorShell):
         topic = self.server.state.topics.get(CONSUMER_OFFSETS_TOPIC)
         if topic is not None:
             for part in topic.partitions:
-                for _offset, (key, value) in verified_records(part.log, decode_offset_commit_record):
-                    self.offsets.replay(key, value)
+                for header, records in verified_batches(part.log, decode_offset_commit_record):
+                    if header.is_control:  # a transaction marker (CoordinatorLoaderImpl)
+                        for _offset, control_type in records:
+                            self.offsets.replay_end_transaction(part.index, header.producer_id,
+                                                                control_type == CONTROL_COMMIT)
+                    elif header.is_transactional:
+                        for _offset, (key, value) in records:
+                            self.offsets.replay_transactional(part.index, header.producer_id, key, value)
+                    else:
+                        for _offset, (key, value) in records:
+                            self.offsets.replay(key, value)
             if self.offsets.group_ids():
                 log.info("loaded the committed offsets of %d group(s) from %s", len(self.offsets.group_ids()),
                          CONSUMER_OFFSETS_TOPIC)

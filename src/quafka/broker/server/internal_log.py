@@ -10,24 +10,41 @@ the broker from starting over it.
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Callable, Iterator, Sequence, TypeVar
 
 from quafka.broker.storage import Log
 from quafka.protocol.coordinator_record_codec import CONSUMER_OFFSETS_TOPIC, CorruptRecord, UnknownRecordType
 from quafka.protocol.partition_placement import group_partition
-from quafka.protocol.record_batch import batch_crc_ok, build_batch, iter_headers, iter_records, read_header
+from quafka.protocol.record_batch import (
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    batch_crc_ok,
+    build_batch,
+    iter_headers,
+    iter_records,
+    read_header,
+)
 
 log = logging.getLogger("quafka.internal_log")
 
 T = TypeVar("T")
 
-__all__ = ["append_records", "group_offsets_log", "verified_records"]
+__all__ = ["CONTROL_ABORT", "CONTROL_COMMIT", "append_records", "group_offsets_log", "verified_batches",
+           "verified_records"]
 
 
-def append_records(plog: Log, encoded: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> int:
+def append_records(plog: Log, encoded: Sequence[tuple[bytes, bytes | None]], now_ms: int,
+                   producer: tuple[int, int] | None = None) -> int:
     """Append (key, value) records as one uncompressed batch, without the log's own fsync (the
-    caller decides when to fsync); returns the log end offset after it."""
-    buf = bytearray(build_batch(list(encoded), base_timestamp=now_ms))
+    caller decides when to fsync); returns the log end offset after it. `producer` (producer id,
+    epoch) makes it a transactional batch (TxnOffsetCommit: Kafka's CoordinatorRuntime writes the
+    records of a transactional offset commit so, with no sequence)."""
+    if producer is None:
+        buf = bytearray(build_batch(list(encoded), base_timestamp=now_ms))
+    else:
+        buf = bytearray(build_batch(list(encoded), base_timestamp=now_ms, producer_id=producer[0],
+                                    producer_epoch=producer[1], attributes=TRANSACTIONAL_FLAG))
     plog.append(buf, [(0, read_header(buf))], now_ms, defer_flush=True)
     return plog.log_end_offset
 
@@ -44,7 +61,24 @@ def group_offsets_log(state, group_id: str) -> Log:
 def verified_records(plog: Log, decode: Callable[[bytes, bytes | None], T], *,
                      chunk_bytes: int = 1 << 20) -> Iterator[tuple[int, T]]:
     """(offset, decoded record) of every record from the log start offset to the log end, batch
-    by batch; records of unknown types (other coordinators' records) are skipped."""
+    by batch; records of unknown types (other coordinators' records) and control batches
+    (transaction markers) are skipped."""
+    for header, records in verified_batches(plog, decode, chunk_bytes=chunk_bytes):
+        if not header.is_control:
+            yield from records
+
+
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1  # ControlRecordType: the int16 after the version in a control key
+
+
+def verified_batches(plog: Log, decode: Callable[[bytes, bytes | None], T], *,
+                     chunk_bytes: int = 1 << 20) -> Iterator[tuple[BatchHeader, list]]:
+    """(batch header, records) of every batch that passes its CRC, from the log start offset to
+    the log end: for a data batch its decoded records as (offset, record); for a control batch
+    (`header.is_control`) one (offset, control type) — CONTROL_COMMIT or CONTROL_ABORT — from its
+    control record's key (Kafka's ControlRecordType). What a loader of transactional records
+    needs: the producer id of each batch and the markers that end its transactions
+    (Kafka's CoordinatorLoaderImpl)."""
     offset, end = plog.log_start_offset, plog.log_end_offset
     where = f"{plog.topic}-{plog.partition}"
     while offset < end:
@@ -61,10 +95,14 @@ def verified_records(plog: Log, decode: Callable[[bytes, bytes | None], T], *,
                 log.error("%s: batch at offsets %d-%d fails its CRC; dropped (%d bytes)", where,
                           header.base_offset, header.last_offset, size)
                 continue
-            decoded: list[tuple[int, T]] = []
+            decoded: list = []
             try:
                 for record in iter_records(data[pos:pos + size]):
                     if record.offset < offset or record.key is None:
+                        continue
+                    if header.is_control:
+                        if len(record.key) >= 4:
+                            decoded.append((record.offset, struct.unpack_from(">h", record.key, 2)[0]))
                         continue
                     try:
                         decoded.append((record.offset, decode(record.key, record.value)))
@@ -74,7 +112,7 @@ def verified_records(plog: Log, decode: Callable[[bytes, bytes | None], T], *,
                 log.error("%s: batch at offsets %d-%d does not decode (%s); dropped (%d bytes)", where,
                           header.base_offset, header.last_offset, exc, size)
                 continue
-            yield from decoded
+            yield header, decoded
         if next_offset <= offset:
             return
         offset = next_offset

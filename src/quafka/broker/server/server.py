@@ -33,6 +33,7 @@ from .consumer_offsets import ConsumerOffsetsService
 from .share_groups import ShareGroupService
 from .share_partitions import SharePartitionManager
 from .share_coordinator import ShareCoordinatorService
+from .transactions import TransactionCoordinatorService
 from .state import BrokerState
 from .tls import listener_contexts
 from .tls_accept import TlsListener
@@ -120,9 +121,7 @@ class BrokerServer:
         self.consumer_offsets: ConsumerOffsetsService | None = None
         self.classic_groups: ClassicGroupService | None = None
         self.consumer_groups: ConsumerGroupService | None = None
-        # the transaction coordinator's produce verification (handlers/produce.py's KIP-890 hook,
-        # `verify_produce`); None: no coordinator, transactional producers are refused
-        self.transactions = None
+        self.transactions: TransactionCoordinatorService | None = None  # transactions.py
         self.quotas = QuotaService(self.state, wall_clock_ms)  # client quotas (quotas.py)
         self.connection_limits = ConnectionLimits(self.state)  # max.connections* (connection_limits.py)
         # authorization.py: None allows everything (no authorizer.class.name); else authorizer.py's
@@ -172,6 +171,7 @@ class BrokerServer:
         self.consumer_offsets = ConsumerOffsetsService(self)
         self.classic_groups = ClassicGroupService(self)
         self.consumer_groups = ConsumerGroupService(self)
+        self.transactions = TransactionCoordinatorService(self)
         self.state.topic_listeners.append(self._on_topic_event)
         self.state.group_config_listeners.append(self.share_partitions.on_group_config_changed)
         await self._start_metrics()
@@ -200,6 +200,7 @@ class BrokerServer:
         self.classic_groups.load()
         self.consumer_groups.load()
         self.consumer_offsets.load()
+        await self.transactions.load()
         self._loaded.set()
         log.info(
             "quafka broker %d (cluster %s) listening on %s, data in %s",
@@ -361,6 +362,8 @@ class BrokerServer:
             self.consumer_groups.close()
         if self.share_coordinator is not None:
             await self.share_coordinator.close()
+        if self.transactions is not None:
+            await self.transactions.close()
         for server in self._servers:
             server.close()
         if self.metrics_server is not None:

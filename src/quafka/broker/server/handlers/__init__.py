@@ -38,6 +38,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         share_group,
         share_offsets,
         topics,
+        transactions,
     )
 
     return REGISTRY

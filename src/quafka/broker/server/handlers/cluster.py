@@ -1,7 +1,8 @@
 """DescribeCluster (key 60) and FindCoordinator (key 10).
 
-On one node the broker is the controller and the coordinator of every group. Transactions are not
-implemented, so a transaction coordinator lookup answers COORDINATOR_NOT_AVAILABLE.
+On one node the broker is the controller, the coordinator of every group and the transaction
+coordinator of every transactional id (server/transactions.py). Any other key type is refused at
+once with INVALID_REQUEST, which clients do not retry.
 """
 
 from __future__ import annotations
@@ -62,11 +63,11 @@ def _coordinator_for(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | Non
             return ErrorCode.transactional_id_authorization_failed, None
         if key_type == KEY_TYPE_SHARE and ctx.api_version >= 6 and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
             return ErrorCode.cluster_authorization_failed, None
-    if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.coordinator_not_available, "quafka does not implement transactions"
     if key_type == KEY_TYPE_SHARE and ctx.api_version < 6:
         return ErrorCode.invalid_request, "key type SHARE (2) needs FindCoordinator v6 or later"
-    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_SHARE):
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE):
+        # fail fast: a key type quafka cannot serve gets a non-retriable error at once (Kafka's
+        # FindCoordinatorRequest.CoordinatorType.forId throws, and KafkaApis answers INVALID_REQUEST)
         return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}"
     return ErrorCode.none, None
 

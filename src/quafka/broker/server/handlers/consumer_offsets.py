@@ -7,8 +7,9 @@ does: an empty group id (INVALID_GROUP_ID), the coordinator still loading
 exist gets UNKNOWN_TOPIC_OR_PARTITION (v10, by topic id: UNKNOWN_TOPIC_ID) and is not passed on.
 OffsetCommit has no top-level error: a group-level error is answered on every partition.
 OffsetFetch answers -1 with no error for partitions and groups that have no offset; `topics` null
-(v2+) means every partition the group has an offset for. RequireStable is accepted: quafka has no
-transactional offset commits, so no offset is ever pending (UNSTABLE_OFFSET_COMMIT never applies).
+(v2+) means every partition the group has an offset for. RequireStable (v7+): a partition with a
+pending transactional offset (TxnOffsetCommit whose transaction has not ended) answers
+UNSTABLE_OFFSET_COMMIT, as Kafka's OffsetMetadataManager.fetchOffsets does.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ async def handle_offset_commit(ctx, req):
 
 
 def _fetch_group(ctx, group_id: str, topics, by_id: bool, topic_cls, part_cls, member_id: str | None = None,
-                 member_epoch: int = -1) -> tuple[ErrorCode, tuple]:
+                 member_epoch: int = -1, require_stable: bool = False) -> tuple[ErrorCode, tuple]:
     """(group error, topics) of one group of an OffsetFetch; v9+ carries the member id and epoch of a
     consumer-group member, checked as ConsumerGroup.validateOffsetFetch does."""
     server = ctx.server
@@ -116,7 +117,7 @@ def _fetch_group(ctx, group_id: str, topics, by_id: bool, topic_cls, part_cls, m
     if member_error is not ErrorCode.none:
         return member_error, ()
     if topics is None:
-        fetched = server.consumer_offsets.fetch(group_id, None)
+        fetched = server.consumer_offsets.fetch(group_id, None, require_stable)
         wanted: dict[str, list[int]] = {}
         for (name, partition) in fetched:
             wanted.setdefault(name, []).append(partition)
@@ -136,7 +137,7 @@ def _fetch_group(ctx, group_id: str, topics, by_id: bool, topic_cls, part_cls, m
             filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                               [name for name, _id, _ps in requested if name is not None])
         known = [(name, p) for name, _id, ps in requested if name is not None and name not in denied for p in ps]
-        fetched = server.consumer_offsets.fetch(group_id, known)
+        fetched = server.consumer_offsets.fetch(group_id, known, require_stable)
     out = []
     for name, topic_id, partitions in requested:
         parts = []
@@ -168,12 +169,14 @@ async def handle_offset_fetch(ctx, req):
         groups = []
         for g in req.groups:
             error, topics = _fetch_group(ctx, g.group_id, g.topics, by_id, topic_cls, part_cls,
-                                         getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)))
+                                         getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)),
+                                         bool(req.require_stable))
             groups.append(make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
         return make(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
     topic_cls = item_class(resp_cls, "topics")
     part_cls = item_class(topic_cls, "partitions")
-    error, topics = _fetch_group(ctx, req.group_id, req.topics, False, topic_cls, part_cls)
+    error, topics = _fetch_group(ctx, req.group_id, req.topics, False, topic_cls, part_cls,
+                                 require_stable=bool(getattr(req, "require_stable", False)))
     if error is not ErrorCode.none and ctx.api_version < 2:  # v1 has no top-level error: per partition
         topics = tuple(make(topic_cls, name=t.name, partitions=tuple(
             make(part_cls, partition_index=p, committed_offset=-1, metadata="", error_code=error)

@@ -1,7 +1,9 @@
 """UpdateFeatures (key 57): `kafka-features.sh upgrade|downgrade` for the features quafka has.
 
-quafka has one feature, `share.version` (Kafka's ShareVersion): 1 serves share groups (KIP-932),
-2 adds their dead-letter queues (KIP-1191, Kafka 4.4). A new cluster starts at 2, as a Kafka 4.4
+quafka has two features. `share.version` (Kafka's ShareVersion): 1 serves share groups (KIP-932),
+2 adds their dead-letter queues (KIP-1191, Kafka 4.4). `transaction.version` (Kafka's
+TransactionVersion): 2 lets clients use KIP-890 part 2 (EndTxn v5, implicit AddPartitionsToTxn);
+0 and 1 keep them on the KIP-98 protocol. A new cluster starts at 2 for both, as a Kafka 4.4
 cluster is formatted. ApiVersions advertises the supported range and the finalized level, which is
 where clients (`kafka-features.sh describe`, `Admin.describeFeatures`) read it.
 
@@ -34,7 +36,8 @@ def _check(state, feature: str, level: int, upgrade_type: int) -> str | None:
         return f"Invalid upgrade type {upgrade_type} for feature {feature}."
     lo, hi = supported
     if not lo <= level <= hi:
-        extra = " (quafka serves share groups at every level; 0 cannot be set)" if level == 0 else ""
+        extra = " (quafka serves share groups at every level; 0 cannot be set)" \
+            if level == 0 and feature == "share.version" else ""
         return (f"Invalid update version {level} for feature {feature}. Local controller {state.node_id} only "
                 f"supports versions {lo}-{hi}{extra}")
     current = state.feature_level(feature)

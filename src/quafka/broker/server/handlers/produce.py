@@ -33,7 +33,7 @@ sets `server.transactions` to an object with
 an answer other than NONE refuses that partition with the error, e.g. INVALID_TXN_STATE). While
 `server.transactions` is None (no coordinator yet) a request with a transactional id is refused
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as before transactions existed. A transactional
-InitProducerId is refused the same way here until the coordinator's handler takes it over.
+InitProducerId is the transaction coordinator's (handlers/transactions.py).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from ..registry import handles
 from ..clock import wall_clock_ms
 from ..state import PartitionState, TopicState
 from ._util import NO_THROTTLE, make, response_class
+from .transactions import init_transactional_producer_id
 
 _ERR_NONE = int(ErrorCode.none)
 DUPLICATE: list = []  # record_errors of a duplicate's answer (identity-compared; encodes as none)
@@ -263,8 +264,10 @@ async def _verify_transactional(ctx, req, version: int, writable: set | None) ->
                 groups.setdefault((h.producer_id, h.producer_epoch), []).append((topic.name, pd.index))
     verdicts: dict = {}
     for (producer_id, producer_epoch), tps in groups.items():
+        # Produce v12+ is transaction version 2: the partition joins the transaction implicitly
+        # (AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation)
         verdicts.update(await ctx.server.transactions.verify_produce(req.transactional_id, producer_id,
-                                                                     producer_epoch, tps))
+                                                                     producer_epoch, tps, 2 if version >= 12 else None))
     return verdicts
 
 
@@ -272,11 +275,8 @@ async def _verify_transactional(ctx, req, version: int, writable: set | None) ->
 async def handle_init_producer_id(ctx, req):
     state = ctx.server.state
     resp_cls = response_class(22, ctx.api_version)
-    if req.transactional_id is not None:
-        # KafkaApis.handleInitProducerIdRequest asks WRITE on the TRANSACTIONAL_ID first; quafka has no
-        # transactions, so the answer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED either way
-        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed,
-                    producer_id=-1, producer_epoch=-1)
+    if req.transactional_id is not None:  # the transaction coordinator's (handlers/transactions.py)
+        return await init_transactional_producer_id(ctx, req)
     # KafkaApis.handleInitProducerIdRequest: an idempotent producer needs IDEMPOTENT_WRITE on the
     # CLUSTER or WRITE on any TOPIC (authorizeByResourceType), else CLUSTER_AUTHORIZATION_FAILED
     if ctx.server.authorizer is not None and not authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE) and \

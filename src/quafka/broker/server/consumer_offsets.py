@@ -47,7 +47,7 @@ from quafka.protocol.offset_commit_records import (
 
 from ._services import BrokerServices
 from .coordinator_shell import CoordinatorShell
-from .internal_log import append_records, group_offsets_log, verified_records
+from .internal_log import append_records, ensure_consumer_offsets_compacted, group_offsets_log, verified_records
 
 if TYPE_CHECKING:
     from .classic_groups import ClassicGroupService
@@ -163,6 +163,7 @@ class ConsumerOffsetsService(CoordinatorShell):
             if self.offsets.group_ids():
                 log.info("loaded the committed offsets of %d group(s) from %s", len(self.offsets.group_ids()),
                          CONSUMER_OFFSETS_TOPIC)
+        ensure_consumer_offsets_compacted(self.server.state)
         self.loaded = True
         self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="offset expiry")
 

@@ -23,6 +23,7 @@ from .connection_limits import ConnectionLimits
 from .quotas import QuotaService
 from .disk_space import DiskSpaceMonitor
 from .flusher import LogFlusher
+from .log_cleaner import LogCleanerService
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .handlers import advertised_ranges, load_handlers
 from .registry import HandlerSpec
@@ -120,6 +121,7 @@ class BrokerServer:
         self.consumer_offsets: ConsumerOffsetsService | None = None
         self.classic_groups: ClassicGroupService | None = None
         self.consumer_groups: ConsumerGroupService | None = None
+        self.log_cleaner: LogCleanerService | None = None  # compaction (log_cleaner.py)
         self.quotas = QuotaService(self.state, wall_clock_ms)  # client quotas (quotas.py)
         self.connection_limits = ConnectionLimits(self.state)  # max.connections* (connection_limits.py)
         # authorization.py: None allows everything (no authorizer.class.name); else authorizer.py's
@@ -197,6 +199,8 @@ class BrokerServer:
         self.classic_groups.load()
         self.consumer_groups.load()
         self.consumer_offsets.load()
+        self.log_cleaner = LogCleanerService(self)
+        self.log_cleaner.start()
         self._loaded.set()
         log.info(
             "quafka broker %d (cluster %s) listening on %s, data in %s",
@@ -356,6 +360,8 @@ class BrokerServer:
             self.classic_groups.close()
         if self.consumer_groups is not None:
             self.consumer_groups.close()
+        if self.log_cleaner is not None:
+            await self.log_cleaner.close()
         if self.share_coordinator is not None:
             await self.share_coordinator.close()
         for server in self._servers:

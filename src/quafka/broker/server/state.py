@@ -59,6 +59,7 @@ class TopicState:
     # compression.type other than producer: the codec batches are rewritten into (protocol.compression)
     compression: TargetCompression | None = None
     dlq_enabled: bool = False  # errors.deadletterqueue.group.enable: share groups may dead-letter here
+    compacted: bool = False  # cleanup.policy holds compact: every record needs a key (produce.py)
 
     @property
     def internal(self) -> bool:
@@ -221,6 +222,7 @@ class BrokerState:
                                                int(values["compression.lz4.level"]),
                                                int(values["compression.zstd.level"]))
         topic.dlq_enabled = values["errors.deadletterqueue.group.enable"] in (True, "true")
+        topic.compacted = "compact" in str(values["cleanup.policy"] or "").split(",")
 
     def _apply_dynamic_broker_configs(self) -> None:
         assert self.metadata is not None

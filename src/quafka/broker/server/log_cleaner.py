@@ -54,7 +54,7 @@ from quafka.protocol.record_filter import delete_horizon_ms, empty_batch, parse_
 from .clock import wall_clock_ms
 
 if TYPE_CHECKING:
-    from .server import BrokerServer
+    from ._services import BrokerServices
     from .state import PartitionState
 
 log = logging.getLogger("quafka.log_cleaner")
@@ -114,7 +114,7 @@ class _Plan:
 
 
 class LogCleanerService:
-    def __init__(self, server: "BrokerServer") -> None:
+    def __init__(self, server: "BrokerServices") -> None:
         self.server = server
         self.state = server.state
         self._executor: ThreadPoolExecutor | None = None

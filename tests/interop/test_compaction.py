@@ -119,6 +119,32 @@ def test_compaction_keeps_the_latest_value_per_key_and_tombstones_for_delete_ret
     assert all(v is not None for _, _, v in final)
 
 
+def test_the_records_that_supersede_are_durable_before_the_swap_removes_what_they_supersede(make_broker):
+    """A cleaned segment is fsynced and swapped in durably; the records it drops are superseded by
+    later ones that, with the default flush settings, may still be only in the page cache. The
+    cleaner fsyncs the log up to the end of what it mapped before the first swap, so that a power
+    loss after the swap cannot leave a key with neither value (Kafka flushes a segment when it is
+    rolled, UnifiedLog.roll, and cleans only below the last stable offset, which the high watermark
+    bounds: LogCleanerManager.cleanableOffsets). Found with the simulator's power losses."""
+    broker = make_broker(config={"log.cleaner.backoff.ms": 3_600_000})
+    bootstrap = broker.bootstrap_servers
+    create(bootstrap, "durable-first")
+    produce(bootstrap, "durable-first", updates(0, 3300, 100))
+    plog = log_of(broker, "durable-first")
+    assert len(plog.segment_base_offsets) >= 3 and plog.flushed_offset < plog.segment_base_offsets[1]
+    swaps = []
+    replace = plog.replace_segments
+
+    def recording_replace(cleaned, base_offsets):
+        swaps.append(plog.flushed_offset)
+        return replace(cleaned, base_offsets)
+
+    plog.replace_segments = recording_replace
+    assert clean(broker, int(time.time() * 1000))
+    end = broker.server.log_cleaner.checkpoints[("durable-first", 0)]
+    assert swaps and min(swaps) >= end, (swaps, end)
+
+
 def test_min_compaction_lag_holds_recent_records_back(make_broker):
     broker = make_broker(config={"log.cleaner.backoff.ms": 3_600_000})
     bootstrap = broker.bootstrap_servers

@@ -13,9 +13,15 @@ Kafka's LogCleaner with one CleanerThread (`log.cleaner.threads` must be 1). Eac
    into one new segment, record by record as the core decides (Cleaner.cleanInto), through the
    throttle (`log.cleaner.io.max.bytes.per.second`, Kafka's Throttler over bytes read and
    written), and fsynced;
-3. back on the event loop, per group: `Log.replace_segments` swaps the new segment in (renames
-   only: see storage/_cleaned_segment.py for the crash-safe protocol); then the checkpoint moves
-   to the end of the mapped range, written on the cleaner's thread.
+3. back on the event loop: the log is fsynced up to the end of the mapped range (through the
+   flusher, off the loop), so that every record that supersedes another is durable before the
+   removal of what it supersedes is; then per group `Log.replace_segments` swaps the new segment
+   in (renames only: see storage/_cleaned_segment.py for the crash-safe protocol); then the
+   checkpoint moves to the end of the mapped range, written on the cleaner's thread. (Kafka
+   flushes a segment when it rolls it, UnifiedLog.roll, and cleans only below the last stable
+   offset, which the replicated high watermark bounds, LogCleanerManager.cleanableOffsets; a
+   single broker's durability is its fsync, so the cleaner asks for it. Without it a power loss
+   after a swap could leave a key with neither its old value nor the new one.)
 
 Requests never wait for the cleaner: the event loop does only step 1 and the renames of step 3.
 A round that finds the log changed under it (retention, DeleteRecords, a deleted topic) discards
@@ -243,6 +249,8 @@ class LogCleanerService:
         try:
             offset_map = await loop.run_in_executor(self._executor, self._build_offset_map, plan, sources, stats)
             end_offset = offset_map.latest_offset + 1 if len(offset_map) else plan.ltc.first_uncleanable_offset
+            # the records that supersede must be durable before a swap makes their removal durable
+            await self.server.flusher.flush(plog, end_offset)
             to_clean = [s for s in summaries[:-1] if s.base_offset < end_offset and s.base_offset < active_base]
             groups = group_segments_by_size(to_clean, plan.config.segment_bytes, plan.ltc.first_uncleanable_offset)
             by_base = {src.base_offset: src for src in sources}

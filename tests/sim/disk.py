@@ -133,6 +133,18 @@ class SimLog(MemoryLog):
         self.store.inc.check_alive()
         return super().delete_records_before(offset)
 
+    def replace_segments(self, cleaned, base_offsets) -> bool:
+        """The log cleaner's swap (crash-safe on disk: FileLog keeps the old segments or the cleaned
+        one, never a mix), with a crash just before or just after it: a crash in the middle of a
+        cleaning, between one group's swap and the next, or before the checkpoint is written."""
+        inc = self.store.inc
+        inc.check_alive()
+        inc.faults.at_cleaner_swap(inc, self, base_offsets, swapped=False)
+        swapped = super().replace_segments(cleaned, base_offsets)
+        if swapped:
+            inc.faults.at_cleaner_swap(inc, self, base_offsets, swapped=True)
+        return swapped
+
     # -- what a crash keeps
     def stored_segments(self) -> list[tuple[int, list[tuple[int, int, bytes]]]]:
         """[(segment base offset, [(base offset, last offset, bytes) of each batch])], oldest first."""
@@ -142,7 +154,8 @@ class SimLog(MemoryLog):
 
 if guard_storage_calls is not None:
     guard_storage_calls(SimLog, ("append", "delete_records_before", "enforce_retention", "begin_flush", "read",
-                                 "read_batches", "offset_for_timestamp", "max_timestamp_offset"))
+                                 "read_batches", "offset_for_timestamp", "max_timestamp_offset", "segment_infos",
+                                 "open_for_cleaning", "replace_segments"))
 
 
 def valid_prefix(base_offset: int, batches: Sequence[bytes], tail: bytes) -> tuple[list[bytes], int]:

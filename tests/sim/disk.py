@@ -51,7 +51,6 @@ except ImportError:  # pragma: no cover - older trees
 if TYPE_CHECKING:
     from .world import Incarnation
 
-MAX_OFFSET = 2**62
 
 
 class SimCrash(BaseException):

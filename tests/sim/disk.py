@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from .world import Incarnation
 
 
-
 class SimCrash(BaseException):
     """Raised at a crash point: the broker process is gone, nothing after this runs for it.
     A BaseException so that the broker's `except Exception` handlers do not turn it into an answer."""

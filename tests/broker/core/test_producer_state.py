@@ -52,3 +52,81 @@ def test_replay_rebuilds_state_from_batch_headers():
     table.replay(-1, -1, -1, 3, 505)  # non-idempotent batch is ignored
     assert table.check(9, 1, 10, 14) == Duplicate(500, 504)
     assert table.check(9, 1, 15, 20) == APPEND
+
+
+# ----------------------------------------------------------------------------- transactions
+# Kafka: ProducerAppendInfo.updateCurrentTxnFirstOffset / appendEndTxnMarker (checkProducerEpoch,
+# checkCoordinatorEpoch), ProducerStateManager.firstUnstableOffset / lastStableOffset(completedTxn)
+
+from quafka.broker.core.producer_state import CompletedTxn  # noqa: E402
+
+
+def test_first_transactional_batch_opens_the_transaction_and_the_marker_closes_it():
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 1, 10, 11, transactional=True)
+    table.record(7, 0, 2, 3, 14, 15, transactional=True)  # the first offset stays the first batch's
+    assert table.entries[7].current_txn_first_offset == 10
+    assert table.first_unstable_offset() == 10 and table.last_stable_offset(16) == 10
+    assert table.check_marker(7, 0, 0) is None
+    assert table.complete_txn(7, 0, 0, 16, aborted=True) == CompletedTxn(7, 10, 16, True)
+    assert table.first_unstable_offset() is None and table.last_stable_offset(17) == 17
+    assert table.entries[7].current_txn_first_offset == -1 and table.entries[7].coordinator_epoch == 0
+
+
+def test_lso_is_the_earliest_open_transaction_and_the_entry_lso_skips_the_completed_one():
+    table = ProducerStateTable()
+    table.record(1, 0, 0, 0, 5, 5, transactional=True)
+    table.record(2, 0, 0, 0, 6, 6, transactional=True)
+    table.record(3, 0, 0, 0, 7, 7)  # idempotent, not transactional: no effect on the LSO
+    assert table.last_stable_offset(8) == 5
+    done = table.complete_txn(1, 0, 0, 8, aborted=True)
+    assert table.last_stable_offset_after(done) == 6  # producer 2 is still open at 6
+    done2 = table.complete_txn(2, 0, 0, 9, aborted=False)
+    assert done2 == CompletedTxn(2, 6, 9, False) and table.last_stable_offset_after(done2) == 10
+
+
+def test_marker_without_an_open_transaction_completes_nothing():
+    table = ProducerStateTable()
+    assert table.complete_txn(4, 2, 1, 0, aborted=False) is None  # a partition the producer never wrote
+    assert table.entries[4].epoch == 2 and table.entries[4].coordinator_epoch == 1
+    table.record(5, 0, 0, 0, 1, 1)
+    assert table.complete_txn(5, 0, 0, 2, aborted=True) is None
+
+
+def test_marker_epoch_checks():
+    table = ProducerStateTable()
+    table.record(7, 3, 0, 0, 0, 0, transactional=True)
+    table.complete_txn(7, 3, 5, 1, aborted=False)
+    older = table.check_marker(7, 2, 5)
+    assert isinstance(older, Refused) and older.error_code == ErrorCode.invalid_producer_epoch
+    zombie = table.check_marker(7, 3, 4)
+    assert isinstance(zombie, Refused) and zombie.error_code == ErrorCode.transaction_coordinator_fenced
+    assert table.check_marker(7, 4, 5) is None  # a bumped epoch (TV2, fencing) is accepted
+    table.complete_txn(7, 4, 5, 2, aborted=True)
+    assert table.entries[7].epoch == 4 and not table.entries[7].batches  # maybeUpdateProducerEpoch
+    assert table.check(7, 4, 0, 0, transactional=True) == APPEND
+    assert table.complete_txn(7, 3, 5, 3, aborted=True) is None  # replaying an older marker changes nothing
+
+
+def test_plain_batch_while_a_transaction_is_open_is_invalid_txn_state():
+    table = ProducerStateTable()
+    table.record(7, 0, 0, 0, 0, 0, transactional=True)
+    refused = table.check(7, 0, 1, 1)
+    assert isinstance(refused, Refused) and refused.error_code == ErrorCode.invalid_txn_state
+    assert table.check(7, 0, 1, 1, transactional=True) == APPEND
+
+
+def test_snapshot_keeps_the_open_transaction_and_coordinator_epoch():
+    table = ProducerStateTable()
+    table.record(1, 0, 0, 0, 3, 3, transactional=True)
+    table.record(1, 0, 1, 1, 4, 4, transactional=True)
+    table.record(2, 1, 0, 0, 5, 5, transactional=True)
+    table.complete_txn(2, 1, 6, 6, aborted=False)
+    table.record(2, 1, 1, 1, 7, 7)
+    entries = table.snapshot_entries()
+    assert (1, 0, 1, 4, 0, -1, -1, 3) in entries  # Kafka's currentTxnFirstOffset = 3
+    assert (2, 1, 1, 7, 0, -1, 6, -1) in entries
+    loaded = ProducerStateTable()
+    loaded.load_snapshot(entries)
+    assert loaded.ongoing == {1: 3} and loaded.last_stable_offset(8) == 3
+    assert loaded.entries[2].coordinator_epoch == 6 and loaded.check_marker(2, 1, 5) is not None

@@ -13,13 +13,13 @@ AVAILABLE, ACQUIRED, ARCHIVED = RecordState.AVAILABLE, RecordState.ACQUIRED, Rec
 def acquire(sp, member, log_batches, aborted=(), *, max_records=500, record_limit=False, max_in_flight=2000):
     got = sp.acquire(member, log_batches, max_records=max_records, record_limit=record_limit,
                      lock_duration_ms=LOCK_MS, delivery_limit=LIMIT, max_in_flight=max_in_flight, now_ms=0,
-                     aborted=aborted)
+                     never_delivered=aborted)
     return got
 
 
 def test_aborted_batches_enter_the_window_archived_and_committed_ones_are_acquired():
     sp = SharePartition(0)
-    # 0-2 committed data, 3-5 aborted data, 6 its ABORT marker (a control batch: delivered, acked as GAP)
+    # 0-2 committed, 3-5 aborted, 6 committed (the shell names markers too: see test_share_read_committed)
     got = acquire(sp, "m1", [(0, 2), (3, 5), (6, 6)], aborted=[(3, 5)])
     assert got.ranges == [AcquiredRange(0, 2, 1), AcquiredRange(6, 6, 1)]
     assert states(sp, 3, 5) == [(ARCHIVED, 0, None)] * 3

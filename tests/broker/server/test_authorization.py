@@ -137,6 +137,28 @@ def _produce(env):
     assert env.req(produce_req("az-produce")).responses[0].partition_responses[0].error_code == E.none
 
 
+def test_transactional_produce_needs_write_on_the_transactional_id(env):
+    """KafkaApis.handleProduceRequest: a request with transactional records needs WRITE on its
+    TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), besides WRITE on each TOPIC."""
+    from support.txn import install_verifier, txn_batch
+
+    env.topic("az-txp")
+    env.grant(Op.WRITE, Rt.TOPIC, "az-txp")
+    pid = env.req(kreq(22, 4, transactional_id=None, transaction_timeout=60000, producer_id=-1,
+                       producer_epoch=-1)).producer_id
+    install_verifier(env.broker)  # a coordinator that accepts every partition (the shared broker's: undone below)
+    try:
+        def ask():
+            return env.req(kreq(0, 9, transactional_id="az-txid", acks=-1, timeout=10000, topic_data=[{
+                "name": "az-txp", "partition_data": [{"index": 0, "records": txn_batch([b"v"], pid, 0)}]}])
+            ).responses[0].partition_responses[0].error_code
+        assert ask() == E.transactional_id_authorization_failed
+        env.grant(Op.WRITE, Rt.TRANSACTIONAL_ID, "az-txid")
+        assert ask() == E.none
+    finally:
+        env.broker.call(setattr, env.broker.server, "transactions", None)
+
+
 def fetch_req(topic: str, version: int = 12, topic_id=None):
     t = {"topic": topic} if version < 13 else {"topic_id": topic_id}
     return kreq(1, version, max_wait=0, max_bytes=1 << 20, topics=[{**t, "partitions": [
@@ -716,6 +738,20 @@ def _describe_cluster(env):
     env.grant(Op.DESCRIBE, Rt.CLUSTER)
     got = env.req(kreq(60, 1, include_cluster_authorized_operations=True))
     assert got.cluster_authorized_operations == operations_bit_field([Op.DESCRIBE])
+
+
+@case(61, "DescribeProducers", "READ on the TOPIC", "TOPIC_AUTHORIZATION_FAILED per partition")
+def _describe_producers(env):
+    env.topic("az-dp")
+
+    def ask():
+        return [p.error_code for t in env.req(kreq(61, 0, topics=[{"name": "az-dp", "partition_indexes": [0]}])).topics
+                for p in t.partitions]
+    assert ask() == [E.topic_authorization_failed]
+    env.grant(Op.DESCRIBE, Rt.TOPIC, "az-dp")  # DESCRIBE is not enough (KafkaApis asks READ)
+    assert ask() == [E.topic_authorization_failed]
+    env.grant(Op.READ, Rt.TOPIC, "az-dp")
+    assert ask() == [E.none]
 
 
 @case(74, "ListConfigResources", "DESCRIBE_CONFIGS on the CLUSTER", "CLUSTER_AUTHORIZATION_FAILED")

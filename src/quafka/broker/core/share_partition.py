@@ -208,7 +208,7 @@ class SharePartition(DeliveryControlsMixin):
         max_in_flight: int,
         now_ms: int,
         record_meta: dict[int, tuple[bytes | None, int]] | None = None,
-        aborted: Sequence[tuple[int, int]] = (),
+        never_delivered: Sequence[tuple[int, int]] = (),
     ) -> Acquisition:
         """Acquire records for `member_id` from the log batches the shell read (their (base
         offset, last offset), in order): first AVAILABLE records in the window (released or
@@ -228,12 +228,14 @@ class SharePartition(DeliveryControlsMixin):
         delivery time or behind an earlier record of their key then enter the window AVAILABLE,
         not acquired (`next_offset` moves past them).
 
-        `aborted` ((first, last) offsets, sorted, each within one log batch) are the batches of
-        aborted transactions among `log_batches`, given at `share.isolation.level=read_committed`:
-        they are archived, never delivered (Kafka's `SharePartition.acquire` ->
-        `filterAbortedTransactionalAcquiredRecords`, which archives them after acquiring them; here
-        new ones enter the window ARCHIVED at delivery count 0 and need no write, like a hole, and
-        AVAILABLE ones — delivered before the group went read_committed — are archived by a write).
+        `never_delivered` ((first, last) offsets of whole batches among `log_batches`, sorted) are
+        archived, never delivered: the batches of aborted transactions at
+        `share.isolation.level=read_committed` (Kafka's `SharePartition.acquire` ->
+        `filterAbortedTransactionalAcquiredRecords`, which archives them after acquiring them) and
+        control batches (transaction markers; Kafka acquires them and its clients acknowledge their
+        offsets as GAP — the same end, one round trip sooner). New ones enter the window ARCHIVED at
+        delivery count 0 and need no write, like a hole, and hold no lock; AVAILABLE ones (delivered
+        before the group went read_committed) are archived by a write.
         """
         effects: list[Effect] = []
         if not log_batches:
@@ -256,9 +258,9 @@ class SharePartition(DeliveryControlsMixin):
                 self._archive(self._isolate(run.first, min(run.last, data_first - 1)), archived)
                 continue
             lo, hi = run.first, min(run.last, data_last)
-            cut = _first_aborted_in(aborted, lo, hi)
+            cut = _first_range_in(never_delivered, lo, hi)
             if cut is not None:
-                if cut[0] <= lo:  # an aborted transaction's records: never delivered
+                if cut[0] <= lo:  # an aborted transaction's records, or a marker: never delivered
                     self._archive(self._isolate(lo, min(hi, cut[1])), archived)
                     continue
                 hi = cut[0] - 1
@@ -286,7 +288,7 @@ class SharePartition(DeliveryControlsMixin):
             if throttled:
                 break
         heads: list[int] = []  # new heads of failed keys (key ordering), handled once admitted
-        skipped_aborted = False
+        skipped = False
         if not throttled:
             for base, last in log_batches:
                 if total >= limit or (self.window_used() if self._active else self.in_flight_count) >= max_in_flight:
@@ -298,10 +300,10 @@ class SharePartition(DeliveryControlsMixin):
                     self.start_offset = lo
                 elif lo > self.next_offset:  # a hole in the log (no records there): nothing to deliver
                     runs.add(Run(self.next_offset, lo - 1, ARCHIVED, 0))
-                if aborted and _first_aborted_in(aborted, lo, last) is not None:  # read_committed: never delivered
+                if never_delivered and _first_range_in(never_delivered, lo, last) is not None:
                     runs.add(Run(lo, last, ARCHIVED, 0))
                     self.next_offset = last + 1
-                    skipped_aborted = True
+                    skipped = True
                     if not archived:  # (records archived above must stay in the window for their write)
                         self._advance_start()
                     continue
@@ -317,7 +319,7 @@ class SharePartition(DeliveryControlsMixin):
                 self.next_offset = hi + 1
                 total += hi - lo + 1
         self._start_write(archived, effects)
-        if skipped_aborted:  # a window of aborted records only must not hold the locks
+        if skipped:  # a window of aborted records only must not hold the locks
             self._advance_start()
         for offset in heads:
             self._on_new_head(offset, effects)
@@ -836,13 +838,13 @@ __all__ = [
 ]
 
 
-def _first_aborted_in(aborted: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[int, int] | None:
-    """The first range of `aborted` (sorted, disjoint) overlapping [lo, hi], or None. O(log n)."""
-    if not aborted:
+def _first_range_in(ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[int, int] | None:
+    """The first of `ranges` (sorted, disjoint) overlapping [lo, hi], or None. O(log n)."""
+    if not ranges:
         return None
-    i = bisect_right(aborted, (lo, _NO_LIMIT)) - 1
-    if i >= 0 and aborted[i][1] >= lo:
-        return aborted[i]
-    if i + 1 < len(aborted) and aborted[i + 1][0] <= hi:
-        return aborted[i + 1]
+    i = bisect_right(ranges, (lo, _NO_LIMIT)) - 1
+    if i >= 0 and ranges[i][1] >= lo:
+        return ranges[i]
+    if i + 1 < len(ranges) and ranges[i + 1][0] <= hi:
+        return ranges[i + 1]
     return None

@@ -122,6 +122,9 @@ class BrokerServer:
         self.classic_groups: ClassicGroupService | None = None
         self.consumer_groups: ConsumerGroupService | None = None
         self.log_cleaner: LogCleanerService | None = None  # compaction (log_cleaner.py)
+        # the transaction coordinator's produce verification (handlers/produce.py's KIP-890 hook,
+        # `verify_produce`); None: no coordinator, transactional producers are refused
+        self.transactions = None
         self.quotas = QuotaService(self.state, wall_clock_ms)  # client quotas (quotas.py)
         self.connection_limits = ConnectionLimits(self.state)  # max.connections* (connection_limits.py)
         # authorization.py: None allows everything (no authorizer.class.name); else authorizer.py's

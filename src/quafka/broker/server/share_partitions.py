@@ -57,6 +57,8 @@ from quafka.broker.core.share_partition import (
     WakeFetches,
 )
 from quafka.broker.storage import Log, LogEvent
+from quafka.broker.storage.base import BatchRead
+from quafka.protocol.record_batch import CONTROL_FLAG, TRANSACTIONAL_FLAG, read_header
 from quafka.protocol import share_state_records as records
 from quafka.protocol.errors import ErrorCode
 
@@ -72,10 +74,13 @@ if TYPE_CHECKING:
     from quafka.broker.core.share_session import ShareSession, ShareSessionCache
 
     from .share_coordinator import ShareCoordinatorService
-    from .state import TopicState
+    from .state import PartitionState, TopicState
 
 log = logging.getLogger("quafka.share")
 
+READ_COMMITTED = "read_committed"
+# where a batch's attributes (int16, big-endian) end: base offset 8, length 4, leader epoch 4, magic 1, CRC 4
+_ATTRIBUTES_LOW_BYTE = 22
 MAX_READS_PER_FETCH = 8  # reads of one partition per fetch (each reaches one AVAILABLE run, or new records)
 META_READ_RECORDS = 64  # with key ordering or delayed delivery, new records read at once (some may wait)
 
@@ -355,20 +360,26 @@ class SharePartitionManager:
         acquired: list[AcquiredRange] = []
         total = 0
         sent_upto = -1  # the offset after the last batch put in `parts`
+        committed = group_config.isolation_level == READ_COMMITTED
+        partition = ctx.topic.partitions[ctx.index]
+        # read_committed: acquire only below the last stable offset (a batch boundary), as Kafka's
+        # share fetch reads with FetchIsolation.TXN_COMMITTED
+        readable_end = partition.last_stable_offset if committed else plog.log_end_offset
         for _ in range(MAX_READS_PER_FETCH):
             offset = share_partition.fetch_offset(max_locks, now_ms)
             if offset is None:
                 self.controls.note_stall(ctx, max_locks, now_ms)
                 break
-            if offset >= plog.log_end_offset or total >= max_records:
+            if offset >= readable_end or total >= max_records:
                 break
             if offset < plog.log_start_offset:
                 self.execute(ctx, share_partition.move_start_offset(plog.log_start_offset))
                 continue
             want = max_records - total
             read = plog.read_batches(offset, max(max_bytes, 1),
-                                     share_partition.read_stop_offset(offset, max(want, META_READ_RECORDS) if with_meta
-                                                                      else want))
+                                     min(readable_end - 1,
+                                         share_partition.read_stop_offset(offset, max(want, META_READ_RECORDS) if with_meta
+                                                                          else want)))
             extents = read.extents
             if not extents:
                 break
@@ -379,6 +390,7 @@ class SharePartitionManager:
                 lock_duration_ms=group_config.record_lock_duration_ms,
                 delivery_limit=group_config.delivery_count_limit, max_in_flight=max_locks, now_ms=now_ms,
                 record_meta=self.controls.record_meta(ctx, read, now_ms) if with_meta else None,
+                never_delivered=never_delivered(read, partition if committed else None),
             )
             self.execute(ctx, got.effects)
             if not got.ranges:
@@ -409,9 +421,13 @@ class SharePartitionManager:
 
     def acquirable(self, ctx: ShareContext) -> bool:
         """Something in this share partition can be acquired now (O(log n))."""
-        offset = ctx.share_partition.fetch_offset(self.server.state.group_config(ctx.group_id).partition_max_record_locks,
-                                                  monotonic_ms())
-        return offset is not None and offset < ctx.log.log_end_offset
+        group_config = self.server.state.group_config(ctx.group_id)
+        offset = ctx.share_partition.fetch_offset(group_config.partition_max_record_locks, monotonic_ms())
+        if offset is None:
+            return False
+        if group_config.isolation_level == READ_COMMITTED:
+            return offset < ctx.topic.partitions[ctx.index].last_stable_offset
+        return offset < ctx.log.log_end_offset
 
     async def wait(self, session: "ShareSession", member_id: str, params: FetchParams,
                    timeout_ms: float) -> dict[tuple, FetchedPartition]:
@@ -618,6 +634,36 @@ class SharePartitionManager:
     def parked(self, group_id: str, topic_id: uuid.UUID, index: int) -> int:
         """ShareFetches parked on one share partition (tests, metrics)."""
         return self.purgatory.parked((group_id, topic_id, index))
+
+
+def never_delivered(read: BatchRead, committed_in: "PartitionState | None") -> list[tuple[int, int]]:
+    """The batches of `read` a share partition archives instead of delivering: control batches
+    (transaction markers) always, and with `committed_in` (the partition, at
+    `share.isolation.level=read_committed`) the batches of its aborted transactions — a
+    transactional batch of producer P inside an aborted transaction of P (first offset <= batch <=
+    its ABORT marker), as Kafka's `SharePartition.filterAbortedTransactionalAcquiredRecords` finds
+    them from `aborted_transactions`. Reads only the header of each batch."""
+    data, extents = read.data, read.extents
+    found: list[tuple[int, int]] = []
+    aborted = None
+    pos = 0
+    for extent in extents:
+        start, pos = pos, extent.end
+        attributes = data[start + _ATTRIBUTES_LOW_BYTE]  # (the flags are in the low byte; no unpacking)
+        if not attributes & TRANSACTIONAL_FLAG:
+            continue  # (control batches are transactional too)
+        if attributes & CONTROL_FLAG:
+            found.append((extent.base_offset, extent.last_offset))
+            continue
+        if committed_in is None:
+            continue
+        header = read_header(data, start)
+        if aborted is None:
+            aborted = committed_in.aborted_transactions(extents[0].base_offset, extents[-1].last_offset + 1)
+        if any(t.producer_id == header.producer_id and t.first_offset <= extent.base_offset <= t.last_offset
+               for t in aborted):
+            found.append((extent.base_offset, extent.last_offset))
+    return found
 
 
 def _expire(future: asyncio.Future) -> None:

@@ -16,12 +16,13 @@ from typing import Callable
 
 from quafka.broker import config as cfg
 from quafka.broker.core.metadata import ClusterMetadata, ProducerIdAllocator, TopicInfo, client_quota_record
-from quafka.broker.core.producer_state import ProducerStateTable
+from quafka.broker.core.producer_state import CompletedTxn, ProducerStateTable
 from quafka.broker.server.metadata_store import MetadataStore
-from quafka.broker.storage import FileLogStore, Log, LogStore, MemoryLogStore
+from quafka.broker.storage import AbortedTxn, FileLogStore, Log, LogStore, MemoryLogStore
 from quafka.broker.storage.dir_lock import DirLock, lock_dirs
 from quafka.protocol.errors import ErrorCode
 from quafka.protocol.compression import TargetCompression, target_compression
+from quafka.protocol.control_batches import ControlType, InvalidControlBatch, decode_end_txn_marker
 
 log = logging.getLogger("quafka.broker")
 
@@ -46,6 +47,38 @@ class PartitionState:
     log: Log
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
     snapshot_offset: int = -1  # offset of the newest producer snapshot written or loaded (-1: none)
+
+    # -- transactions: what read_committed readers (Fetch, ListOffsets, share partitions) use
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's UnifiedLog.lastStableOffset: the first offset of the earliest open transaction,
+        else the high watermark (the log end offset on one node), never below the log start offset
+        (UnifiedLog.updateFirstUnstableOffset: DeleteRecords may remove an open transaction's first
+        batches). Records below it are decided."""
+        plog = self.log
+        lso = self.producers.last_stable_offset(plog.log_end_offset)
+        start = plog.log_start_offset
+        return start if lso < start else lso
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, end_offset), each (producer_id,
+        first_offset, last_offset = the ABORT marker's offset, last_stable_offset), sorted by first
+        offset (Kafka's UnifiedLog.collectAbortedTransactions). A read_committed reader skips the
+        records of `producer_id` from `first_offset` to `last_offset`."""
+        return self.log.aborted_transactions(start_offset, end_offset)
+
+    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, marker_offset: int,
+                     committed: bool) -> CompletedTxn | None:
+        """Apply a COMMIT/ABORT marker appended at `marker_offset` (the write path, and the replay at
+        start-up): the producer's transaction closes and an aborted one enters the segment's
+        aborted-transaction index with the LSO after it (Kafka's UnifiedLog.append ->
+        ProducerStateManager.completeTxn, LogSegment.updateTxnIndex)."""
+        completed = self.producers.complete_txn(producer_id, producer_epoch, coordinator_epoch, marker_offset,
+                                                not committed)
+        if completed is not None and completed.is_aborted:
+            self.log.append_aborted_txn(AbortedTxn(producer_id, completed.first_offset, completed.last_offset,
+                                                   self.producers.last_stable_offset_after(completed)))
+        return completed
 
 
 @dataclass(slots=True)
@@ -178,13 +211,20 @@ class BrokerState:
         ProducerStateManager.loadFromSnapshot: the newest readable snapshot at or below the log
         end offset (an unreadable one is deleted with a warning and an older one tried), then the
         batch headers from the snapshot's offset on; without a snapshot, from the log start. If
-        headers were replayed, a snapshot is taken at the log end, so the next start begins there."""
+        headers were replayed, a snapshot is taken at the log end, so the next start begins there.
+
+        Transactions: transactional batches open their producer's transaction, markers (control
+        batches, read whole: their type is in the record key) close it. When the log reset the
+        aborted-transaction index of a recovered segment (`Log.txn_index_rebuild_from`), the
+        replay starts at a snapshot at or below that segment, so its ABORT markers enter the index
+        again (Kafka's LogLoader.recoverSegment rebuilds it with the producer state likewise)."""
         plog = part.log
         start, end = plog.log_start_offset, plog.log_end_offset
         snapshots = plog.producer_snapshots
         replay_from = start
+        rebuild_from = plog.txn_index_rebuild_from
         if snapshots is not None:
-            loaded = snapshots.load_latest(end)
+            loaded = snapshots.load_latest(end if rebuild_from is None else min(end, rebuild_from))
             if loaded is not None:
                 offset, entries = loaded
                 part.producers.load_snapshot(entries, start)
@@ -192,11 +232,31 @@ class BrokerState:
                 replay_from = max(offset, start)
         replay = part.producers.replay
         for header in plog.iter_batch_headers(replay_from):
-            if header.producer_id >= 0:
+            if header.producer_id < 0:
+                continue
+            if header.is_control:
+                self._replay_marker(part, header)
+            else:
                 replay(header.producer_id, header.producer_epoch, header.base_sequence,
-                       header.last_offset_delta, header.base_offset, header.max_timestamp)
+                       header.last_offset_delta, header.base_offset, header.max_timestamp, header.is_transactional)
+        plog.txn_index_rebuild_from = None
         if snapshots is not None and replay_from < end:
             self._take_producer_snapshot(part, end, sync=False)
+
+    @staticmethod
+    def _replay_marker(part: PartitionState, header) -> None:
+        """A control batch met by the replay: read it and apply its COMMIT/ABORT marker."""
+        plog = part.log
+        try:
+            marker = decode_end_txn_marker(plog.read(header.base_offset, header.size_bytes, min_one_batch=True))
+        except InvalidControlBatch as exc:  # written by this broker, so a corrupt log: skip it, loudly
+            log.error("skipping the unreadable control batch at offset %d of %s-%d while loading producer state: %s",
+                      header.base_offset, part.topic.name, part.index, exc)
+            return
+        if marker is None or marker.offset != header.base_offset:
+            return
+        part.complete_txn(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, marker.offset,
+                          marker.control_type == ControlType.COMMIT)
 
     def _take_producer_snapshot(self, part: PartitionState, offset: int, *, sync: bool) -> None:
         """Write the producer state as the snapshot at `offset` (the state after every batch below

@@ -5,6 +5,7 @@ Imports only quafka.protocol (and the standard library).
 
 from ._segment import _fsync_dir as fsync_dir
 from .base import (
+    AbortedTxn,
     AppendInfo,
     BatchExtent,
     BatchRead,
@@ -20,6 +21,7 @@ from .file_log import FileLog, FileLogStore
 from .memory_log import MemoryLog, MemoryLogStore
 
 __all__ = [
+    "AbortedTxn",
     "AppendInfo",
     "BatchExtent",
     "BatchRead",

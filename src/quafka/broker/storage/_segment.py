@@ -17,6 +17,7 @@ from bisect import bisect_left, bisect_right
 from typing import Iterator
 
 from quafka.protocol.record_batch import (
+    CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
@@ -142,7 +143,7 @@ class _Segment:
     __slots__ = (
         "base_offset", "path", "fd", "size_bytes", "next_offset", "index_relative_offsets",
         "index_positions", "index_max_timestamps", "bytes_since_index", "max_timestamp",
-        "max_timestamp_offset", "roll_base_ms", "last_append_ms", "index_on_disk", "deleted",
+        "max_timestamp_offset", "roll_base_ms", "last_append_ms", "index_on_disk", "deleted", "scanned_control",
         "first_batch_timestamp",
     )
 
@@ -158,6 +159,7 @@ class _Segment:
         self.index_on_disk = False
         self.deleted = False
         self.first_batch_timestamp: int | None = None  # read once, for max.compaction.lag.ms
+        self.scanned_control = False  # the last scan() met a control batch (a transaction marker)
 
     def reset_index(self) -> None:
         self.index_relative_offsets = array("q")
@@ -275,6 +277,7 @@ class _Segment:
         pos = 0
         expected_offset = self.base_offset
         first_timestamp = None
+        control = 0
         want = _SCAN_CHUNK_BYTES
         while pos < file_size:
             data = os.pread(fd, min(want, file_size - pos), pos)
@@ -301,6 +304,7 @@ class _Segment:
                 if first_timestamp is None:
                     first_timestamp = h.max_timestamp
                 self.track(pos + p, h.base_offset, size, h.max_timestamp, interval_bytes)
+                control |= h.attributes & CONTROL_FLAG
                 expected_offset = h.next_offset
                 p += size
             if not stop and p == 0 and n < HEADER_SIZE:
@@ -310,6 +314,7 @@ class _Segment:
                 break
         self.size_bytes = pos
         self.next_offset = expected_offset
+        self.scanned_control = bool(control)
         return pos, first_timestamp
 
 

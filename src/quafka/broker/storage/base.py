@@ -43,6 +43,17 @@ class AppendInfo(NamedTuple):
     log_start_offset: int
 
 
+class AbortedTxn(NamedTuple):
+    """One aborted transaction of a partition (Kafka's AbortedTxn, an entry of a segment's
+    `.txnindex`): the producer, the transaction's first offset here, the ABORT marker's offset
+    and the partition's last stable offset once that marker was written."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
 class LogEvent(NamedTuple):
     """Delivered to listeners after the change is visible in the log."""
 
@@ -293,6 +304,25 @@ class Log(abc.ABC):
     def iter_batch_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
         """Headers of every batch from the one containing `start_offset` to the end (no CRC
         check; for rebuilding producer state on start-up)."""
+
+    # -- aborted transactions (Kafka's TransactionIndex, one per segment)
+    # FileLog sets this on open to the base offset of the first segment whose aborted-transaction
+    # index was reset (its segment was recovered): the broker replays the log from a producer
+    # snapshot at or below it, appending the entries again (append_aborted_txn ignores those it has).
+    txn_index_rebuild_from: int | None = None
+
+    @abc.abstractmethod
+    def append_aborted_txn(self, txn: AbortedTxn) -> bool:
+        """Record that an ABORT marker at `txn.last_offset` (already appended) aborted `txn`, in
+        the segment holding the marker. An entry whose marker is not after that segment's last
+        one is ignored (a replay); returns True if it was added."""
+
+    @abc.abstractmethod
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions that overlap [start_offset, end_offset): last offset (the
+        marker) >= start and first offset < end, sorted by first offset then producer id (Kafka's
+        UnifiedLog.collectAbortedTransactions, which walks the segments from the one holding the
+        start and stops after an entry whose last stable offset reaches the end)."""
 
     # -- notifications
     def add_listener(self, listener: Listener) -> None:

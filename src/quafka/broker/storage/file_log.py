@@ -29,6 +29,11 @@ rebuilt non-active segment is not CRC-checked (Kafka likewise recovers only what
 recovery point). segment.ms of an active segment counts from its first batch's max timestamp, as
 Kafka's does.
 
+Aborted-transaction indexes (``<base>.txnindex``, txn_index.py) go with their segments: loaded on
+open (entries whose ABORT marker a tail recovery cut off are dropped), reset when their segment is
+recovered by a scan (a crash, or missing or stale offset indexes) so that the broker's
+producer-state replay rebuilds them (``txn_index_rebuild_from``), deleted with the segment.
+
 Producer-state snapshots (``<20-digit offset>.snapshot``, producer_snapshot.py) live in the same
 directory: the broker writes one when a segment is rolled (``roll_listener``) and on clean
 shutdown; a segment's deletion deletes the snapshot at its base offset, and strays are removed
@@ -99,6 +104,7 @@ from ._segment import (
 from .base import (
     EMPTY_BATCH_READ,
     AppendInfo,
+    AbortedTxn,
     BatchExtent,
     BatchRead,
     CleanedSegment,
@@ -113,6 +119,7 @@ from .base import (
 )
 from ._cleaned_segment import SWAP_SUFFIX, FileCleanedSegment, FileCleaningSource, recover_swaps
 from .producer_snapshot import ProducerSnapshots
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex, collect_aborted
 
 _log = logging.getLogger("quafka.storage")
 
@@ -139,6 +146,7 @@ class FileLog(Log):
         self._dirty_segments: list[_Segment] = []  # rolled while holding unflushed records
         self._dir_dirty = False  # segment files created since the directory was last fsynced
         self._read_hint: tuple[int, _Segment, int] | None = None  # (next offset, segment, position)
+        self._txn_indexes: list[TransactionIndex] = []  # one per segment, parallel to _segments
         self.closed = False
         self.producer_snapshots = ProducerSnapshots(dir_path, ())  # its files are listed by _open
         self._open(now_ms)
@@ -155,7 +163,7 @@ class FileLog(Log):
         base_set = set(bases)
         for name in names:  # leftovers: temporary files, indexes of deleted segments
             stem, _, suffix = name.partition(".")
-            orphan_index = suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in base_set
+            orphan_index = suffix in ("index", "timeindex", "txnindex") and stem.isdigit() and int(stem) not in base_set
             if name.endswith(".tmp") or orphan_index:
                 os.unlink(os.path.join(self.dir_path, name))
         checkpoint = self._read_log_start_checkpoint()
@@ -163,16 +171,35 @@ class FileLog(Log):
             bases = [checkpoint or 0]
             self._dir_dirty = True
         interval = self._config.index_interval_bytes
+        name_set = set(names)
+        rebuild_from = None
         for i, base in enumerate(bases):
             seg = _Segment(self.dir_path, base)
             if i == len(bases) - 1:
-                self._recover_active(seg, now_ms)
+                recovered = self._recover_active(seg, now_ms)
             else:
                 log_stat = os.stat(seg.path + LOG_SUFFIX)
-                if not seg.load_index_files(log_stat.st_size):
+                recovered = not seg.load_index_files(log_stat.st_size)
+                if recovered:
                     seg.scan(interval, verify_crc=False)
                     seg.write_index_files()
                 seg.last_append_ms = int(log_stat.st_mtime * 1000)
+            txn_index = TransactionIndex(seg.path)
+            # LogSegment.recover rebuilds the txn index; here the broker's producer-state replay does,
+            # from this segment on, if the scan met a marker (without one the index is empty anyway,
+            # and an unclean start of a log without transactions replays no more than before)
+            rebuild = recovered and seg.scanned_control
+            if not recovered and os.path.basename(seg.path) + TXN_INDEX_SUFFIX in name_set:
+                try:
+                    txn_index.load(seg.next_offset)
+                except ValueError as exc:  # an entry of an unknown version: rebuilt like a recovered one
+                    _log.warning("rebuilding the aborted-transaction index %s: %s", txn_index.path, exc)
+                    rebuild = True
+            if recovered or rebuild:
+                txn_index.reset()
+            if rebuild and rebuild_from is None:
+                rebuild_from = base
+            self._txn_indexes.append(txn_index)
             self._segments.append(seg)
             self._bases.append(base)
             self._size_bytes += seg.size_bytes
@@ -183,22 +210,26 @@ class FileLog(Log):
                 self._write_log_start_checkpoint(checkpoint)
             start = max(start, checkpoint)
         self._log_start_offset = start
+        self.txn_index_rebuild_from = rebuild_from
         self._delete_below_log_start()
 
-    def _recover_active(self, seg: _Segment, now_ms: int) -> None:
+    def _recover_active(self, seg: _Segment, now_ms: int) -> bool:
         """Recover the active segment: after a clean close its index files cover exactly its
         bytes (close() fsyncs the log, then writes them), so they are loaded and nothing is
         scanned, as Kafka skips recovery after a clean shutdown (LogLoader, hadCleanShutdown);
-        otherwise every batch's CRC is checked and a torn or corrupt tail is cut off."""
+        otherwise every batch's CRC is checked and a torn or corrupt tail is cut off. True if it
+        was recovered (scanned), False after a clean shutdown."""
         fd = seg.open_for_append()
         file_size = os.fstat(fd).st_size
         if file_size and seg.load_index_files(file_size):
             positions = seg.index_positions  # still on disk, for these bytes: not rewritten at close
             seg.bytes_since_index = file_size - (positions[-1] if positions else 0)
             valid_bytes, first_timestamp = file_size, read_header(os.pread(fd, HEADER_SIZE, 0), 0).max_timestamp
+            recovered = False
         else:
             seg.remove_index_files()
             valid_bytes, first_timestamp = seg.scan(self._config.index_interval_bytes, verify_crc=True)
+            recovered = bool(file_size)
         if valid_bytes < file_size:
             os.ftruncate(fd, valid_bytes)
             os.fsync(fd)
@@ -206,6 +237,7 @@ class FileLog(Log):
         if valid_bytes:  # as Kafka, segment.ms counts from the first batch's timestamp
             has_timestamp = first_timestamp is not None and first_timestamp >= 0
             seg.roll_base_ms = min(first_timestamp, now_ms) if has_timestamp else now_ms
+        return recovered
 
     def _write_log_start_checkpoint(self, offset: int) -> None:
         _write_file(os.path.join(self.dir_path, LOG_START_FILE), f"{offset}\n".encode(), durable=True)
@@ -302,6 +334,9 @@ class FileLog(Log):
         seg = _Segment(self.dir_path, old.next_offset)
         seg.open_for_append(truncate=True)
         seg.last_append_ms = now_ms
+        txn_index = TransactionIndex(seg.path)
+        txn_index.reset()  # a leftover of a segment once at this offset (truncated away) must not count
+        self._txn_indexes.append(txn_index)
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
@@ -357,11 +392,13 @@ class FileLog(Log):
         self._delete_segments(count)
 
     def _delete_segments(self, count: int) -> None:
-        for seg in self._segments[:count]:
+        for seg, txn_index in zip(self._segments[:count], self._txn_indexes[:count]):
             seg.delete()
+            txn_index.delete()  # as its offset and time indexes
             self.producer_snapshots.delete(seg.base_offset)  # a snapshot goes with its segment
             self._size_bytes -= seg.size_bytes
         del self._segments[:count]
+        del self._txn_indexes[:count]
         del self._bases[:count]
 
     # -- compaction (_cleaned_segment.py has the files and the swap's recovery)
@@ -414,6 +451,15 @@ class FileLog(Log):
         self._dir_dirty = True  # the renames reach the disk with the next flush's directory fsync
         self._read_hint = None
         return True
+
+    # -- aborted transactions
+    def append_aborted_txn(self, txn: AbortedTxn) -> bool:
+        index = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
+        return self._txn_indexes[index].append(txn)
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        first = max(bisect_right(self._bases, start_offset) - 1, 0)
+        return collect_aborted((t.entries for t in self._txn_indexes[first:]), start_offset, end_offset)
 
     def begin_flush(self) -> FlushTicket | None:
         if self.closed or not (self._unflushed_records or self._dirty_segments or self._dir_dirty):
@@ -682,7 +728,7 @@ class FileLogStore(LogStore):
 
 # Every call that touches the disk: its OSError takes the log directory offline (Kafka's
 # LogDirFailureChannel.maybeAddOfflineLogDir), and once offline it is refused before any I/O.
-guard_storage_calls(FileLog, ("append", "delete_records_before", "enforce_retention", "begin_flush", "read",
-                              "read_batches", "offset_for_timestamp", "max_timestamp_offset", "segment_infos",
-                              "open_for_cleaning", "replace_segments"))
+guard_storage_calls(FileLog, ("append", "append_aborted_txn", "delete_records_before", "enforce_retention",
+                              "begin_flush", "read", "read_batches", "offset_for_timestamp", "max_timestamp_offset",
+                              "segment_infos", "open_for_cleaning", "replace_segments"))
 guard_storage_calls(FileLogStore, ("open_log", "delete_log", "existing_logs"))

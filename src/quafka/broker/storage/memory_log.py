@@ -17,6 +17,7 @@ from quafka.protocol.record_batch import LOG_OVERHEAD, BatchHeader, iter_records
 
 from .base import (
     EMPTY_BATCH_READ,
+    AbortedTxn,
     AppendInfo,
     BatchExtent,
     BatchRead,
@@ -29,6 +30,7 @@ from .base import (
     LogStore,
     SegmentInfo,
 )
+from .txn_index import collect_aborted
 
 NO_TIMESTAMP = -1
 _MAX_TIMESTAMP_POS = 35  # maxTimestamp within a batch header
@@ -44,7 +46,7 @@ def _last_offset_delta(batch: bytes) -> int:
 class _MemorySegment:
     __slots__ = (
         "base_offset", "batch_offsets", "batches", "size_bytes", "next_offset", "max_timestamp",
-        "max_timestamp_offset", "roll_base_ms", "last_append_ms",
+        "max_timestamp_offset", "roll_base_ms", "last_append_ms", "aborted",
     )
 
     def __init__(self, base_offset: int, now_ms: int) -> None:
@@ -57,6 +59,7 @@ class _MemorySegment:
         self.max_timestamp_offset = -1  # base offset of the first batch holding max_timestamp
         self.roll_base_ms: int | None = None
         self.last_append_ms = now_ms
+        self.aborted: list[AbortedTxn] = []  # the segment's aborted-transaction index
 
     def largest_timestamp_ms(self) -> int:
         return self.max_timestamp if self.max_timestamp >= 0 else self.last_append_ms
@@ -268,6 +271,18 @@ class MemoryLog(Log):
         self._bases[first:first + len(olds)] = [new.base_offset]
         self._size_bytes += new.size_bytes - sum(s.size_bytes for s in olds)
         return True
+
+    # -- aborted transactions (the segments' indexes, in memory)
+    def append_aborted_txn(self, txn: AbortedTxn) -> bool:
+        seg = self._segments[max(bisect_right(self._bases, txn.last_offset) - 1, 0)]
+        if seg.aborted and txn.last_offset <= seg.aborted[-1].last_offset:
+            return False
+        seg.aborted.append(txn)
+        return True
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        first = max(bisect_right(self._bases, start_offset) - 1, 0)
+        return collect_aborted((seg.aborted for seg in self._segments[first:]), start_offset, end_offset)
 
     def begin_flush(self) -> FlushTicket | None:
         """Nothing to sync: the ticket only moves `flushed_offset` (run it inline)."""

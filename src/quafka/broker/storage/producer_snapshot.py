@@ -1,6 +1,6 @@
 """Producer-state snapshots: `<20-digit offset>.snapshot` files in a partition's directory.
 
-Kafka keeps the idempotent producers' state of a partition in snapshot files next to its segments
+Kafka keeps the idempotent and transactional producers' state of a partition in snapshot files next to its segments
 (`ProducerStateManager.takeSnapshot` / `writeSnapshot` / `readSnapshot`, storage module
 `org.apache.kafka.storage.internals.log`). A snapshot named after offset N holds the state after
 every batch below N. It is taken when a segment is rolled (`UnifiedLog.roll`: N is the new
@@ -24,8 +24,8 @@ File layout (Kafka's, version 1; big-endian):
       last_offset         int64   last offset of the batch
       offset_delta        int32   last_sequence - first sequence (= last_offset - first offset)
       timestamp           int64   max timestamp of the batch (-1 when unknown)
-      coordinator_epoch   int32   -1 (no transactions)
-      current_txn_first_offset int64  -1 (no transactions)
+      coordinator_epoch   int32   of the producer's last COMMIT/ABORT marker (-1: none)
+      current_txn_first_offset int64  first offset of its open transaction (-1: none)
 
 Kafka writes one entry per producer (its last batch). quafka writes one entry per batch it keeps
 for duplicate detection (up to five per producer, oldest first), so a retried batch that is not

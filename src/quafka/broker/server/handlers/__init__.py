@@ -28,6 +28,7 @@ def load_handlers() -> dict[int, HandlerSpec]:
         log_dirs,
         metadata,
         offsets,
+        producers,
         produce,
         quorum,
         replicas,

@@ -6,6 +6,16 @@ first partition with data is returned whole even when it is larger (KIP-74), so 
 always make progress. When fewer than MinBytes are available the request waits in the purgatory
 until one of its partitions gets an append or MaxWaitMs passes.
 
+isolation_level (KIP-98): every partition reports its last stable offset (the first offset of the
+earliest open transaction, else the high watermark: PartitionState.last_stable_offset). At
+read_committed (1) a fetch returns only whole batches below the LSO (Kafka's UnifiedLog.read with
+FetchIsolation.TXN_COMMITTED), and the aborted transactions overlapping the returned batches, each
+(producer id, first offset), from the segments' aborted-transaction indexes (Kafka's
+LocalLog.collectAbortedTransactions: last offset >= the fetch offset, first offset below the
+offset after the last returned batch); the consumer drops those producers' records up to their
+ABORT markers. A parked read_committed fetch is woken by appends, so a marker that moves the LSO
+completes it. read_uncommitted (0) is unchanged apart from the reported LSO.
+
 Fetch sessions (KIP-227) are declined: quafka answers every full fetch with session id 0, which
 tells the client to keep sending full requests; an incremental request (non-zero session id) gets
 FETCH_SESSION_ID_NOT_FOUND. Topic ids are used from v13, as the protocol says.
@@ -17,7 +27,7 @@ from quafka.broker.core.acl_types import AclOperation, ResourceType
 from quafka.protocol.errors import ErrorCode
 from quafka.broker.core.client_quotas import CONSUMER_BYTE_RATE
 from quafka.protocol.hot_encoders import FetchPartitionResult, encode_fetch_response
-from quafka.protocol.record_batch import COMPRESSION_ZSTD
+from quafka.protocol.record_batch import COMPRESSION_ZSTD, iter_headers
 
 from ..authorization import filter_authorized
 from ..registry import handles
@@ -37,7 +47,7 @@ def _read_all(state, req, version: int, isolation: int, cap: int, readable: set 
     logs = []
     out = []
     errors = False
-    aborted = [] if isolation == READ_COMMITTED else None
+    committed = isolation == READ_COMMITTED
     for ft in req.topics:
         if version >= 13:
             topic = state.topics_by_id.get(ft.topic_id)
@@ -69,24 +79,27 @@ def _read_all(state, req, version: int, isolation: int, cap: int, readable: set 
                                                   b"", None, -1))
                 errors = True
                 continue
-            plog = topic.partitions[index].log
+            part = topic.partitions[index]
+            plog = part.log
             start = plog.log_start_offset
             end = plog.log_end_offset
+            lso = part.last_stable_offset
             leader_epoch = getattr(fp, "current_leader_epoch", -1)
             if leader_epoch > LEADER_EPOCH:
-                parts.append(FetchPartitionResult(index, int(ErrorCode.unknown_leader_epoch), end, end, start,
+                parts.append(FetchPartitionResult(index, int(ErrorCode.unknown_leader_epoch), end, lso, start,
                                                   b"", None, -1))
                 errors = True
                 continue
             offset = fp.fetch_offset
             if offset < start or offset > end:
-                parts.append(FetchPartitionResult(index, int(ErrorCode.offset_out_of_range), end, end, start,
+                parts.append(FetchPartitionResult(index, int(ErrorCode.offset_out_of_range), end, lso, start,
                                                   b"", None, -1))
                 errors = True
                 continue
             logs.append(plog)
             data = b""
-            if offset < end and (remaining > 0 or first_data):
+            readable_end = lso if committed else end
+            if offset < readable_end and (remaining > 0 or first_data):
                 limit = min(fp.partition_max_bytes, remaining)
                 try:
                     data = plog.read(offset, max(limit, 0), min_one_batch=first_data)
@@ -96,13 +109,40 @@ def _read_all(state, req, version: int, isolation: int, cap: int, readable: set 
                                                       b"", None, -1))
                     errors = True
                     continue
+                if committed and readable_end < end:
+                    data = _below(data, readable_end)
                 if data:
                     first_data = False
                     total += len(data)
                     remaining -= len(data)
-            parts.append(FetchPartitionResult(index, _NONE, end, end, start, data, aborted, -1))
+            aborted = None
+            if committed:
+                # entries overlapping [offset, end), then those that begin before the end of the data
+                # (the same set as collecting up to that bound: an entry after one whose LSO reached
+                # it begins at or after it); the batches are walked only when there is an entry
+                found = part.aborted_transactions(offset, end) if data else ()
+                upper = _next_offset(data) if found else 0
+                aborted = [(t.producer_id, t.first_offset) for t in found if t.first_offset < upper]
+            parts.append(FetchPartitionResult(index, _NONE, end, lso, start, data, aborted, -1))
         out.append((getattr(ft, "topic", None), getattr(ft, "topic_id", None), parts))
     return out, total, logs, errors
+
+
+def _below(data: bytes, stop_offset: int) -> bytes:
+    """The whole batches at the start of `data` whose base offset is below `stop_offset` (the LSO
+    is always a batch's base offset or the log end)."""
+    for pos, header in iter_headers(data):
+        if header.base_offset >= stop_offset:
+            return data[:pos]
+    return data
+
+
+def _next_offset(data: bytes) -> int:
+    """The offset after the last batch of `data`."""
+    last = 0
+    for _pos, header in iter_headers(data):
+        last = header.next_offset
+    return last
 
 
 @handles(1, 4, 16)

@@ -1,10 +1,12 @@
 """ListOffsets (key 2) and DeleteRecords (key 21): the log's offsets by position and by time.
 
-ListOffsets special timestamps: -1 latest (the log end offset, which is also the high watermark
-and the last stable offset on one node), -2 earliest (the log start offset), -3 the record with
+ListOffsets special timestamps: -1 latest (the log end offset, which is also the high watermark on
+one node; at isolation_level read_committed the last stable offset), -2 earliest (the log start offset), -3 the record with
 the largest timestamp, -4 earliest local (= earliest: no tiered storage), -5 latest tiered and -6
 earliest pending upload (no tiered storage: offset -1). A timestamp >= 0 finds the first record
-whose timestamp is at least that (time index, then a record-level look into one batch).
+whose timestamp is at least that (time index, then a record-level look into one batch). At
+read_committed an offset found by timestamp (or -3) at or above the LSO is not answered (offset
+-1), as Kafka's Partition.fetchOffsetForTimestamp filters by the last fetchable offset.
 
 DeleteRecords moves a partition's log start offset (durably) to the given offset, or to the high
 watermark for -1; whole segments below it are deleted.
@@ -28,10 +30,23 @@ LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 
 
-def _lookup(plog, timestamp: int) -> tuple[ErrorCode, int, int]:
-    """(error, timestamp, offset) for one partition."""
+READ_COMMITTED = 1
+
+
+def _lookup(part, timestamp: int, isolation: int) -> tuple[ErrorCode, int, int]:
+    """(error, timestamp, offset) for one partition (Kafka's Partition.fetchOffsetForTimestamp:
+    the last fetchable offset is the LSO at read_committed, else the high watermark)."""
+    plog = part.log
+    last_fetchable = part.last_stable_offset if isolation == READ_COMMITTED else plog.log_end_offset
     if timestamp == LATEST:
-        return ErrorCode.none, -1, plog.log_end_offset
+        return ErrorCode.none, -1, last_fetchable
+    error, ts, offset = _lookup_in_log(plog, timestamp)
+    if timestamp not in (EARLIEST, EARLIEST_LOCAL) and offset >= last_fetchable:
+        return error, -1, -1
+    return error, ts, offset
+
+
+def _lookup_in_log(plog, timestamp: int) -> tuple[ErrorCode, int, int]:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return ErrorCode.none, -1, plog.log_start_offset
     if timestamp == MAX_TIMESTAMP:
@@ -58,6 +73,7 @@ async def handle_list_offsets(ctx, req):
     # KafkaApis.handleListOffsetRequest: DESCRIBE on each TOPIC, else TOPIC_AUTHORIZATION_FAILED on its
     # partitions (whether the topic exists or not)
     describable = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in req.topics])
+    isolation = getattr(req, "isolation_level", 0)  # v2+
     for t in req.topics:
         topic = state.topics.get(t.name)
         seen: set[int] = set()
@@ -74,7 +90,7 @@ async def handle_list_offsets(ctx, req):
             elif getattr(p, "current_leader_epoch", -1) > LEADER_EPOCH:
                 values["error_code"] = ErrorCode.unknown_leader_epoch
             else:
-                error, ts, offset = _lookup(topic.partitions[p.partition_index].log, p.timestamp)
+                error, ts, offset = _lookup(topic.partitions[p.partition_index], p.timestamp, isolation)
                 values.update(error_code=error, timestamp=ts, offset=offset,
                               leader_epoch=LEADER_EPOCH if offset >= 0 else -1)
             seen.add(p.partition_index)

@@ -12,8 +12,28 @@ batch is in the segment file, and once fsynced (on the flusher's worker thread) 
 reached flush.messages. A failed write or fsync answers KAFKA_STORAGE_ERROR (the log directory is
 then offline: server.BrokerServer.on_log_dir_failure). Below the log directory's free-space
 watermark (quafka.log.dir.min.free.*, server.disk_space) a produce is refused with
-KAFKA_STORAGE_ERROR and a message saying so, before anything is written; nothing goes offline. Transactions are not implemented: a transactional InitProducerId is
-refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and transactional batches with INVALID_RECORD.
+KAFKA_STORAGE_ERROR and a message saying so, before anything is written; nothing goes offline.
+
+Transactions (KIP-98): a transactional batch (attribute bit 0x10) needs the request's
+transactional id (Kafka's KafkaApis.handleProduceRequest answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+to a request with transactional records and no id, or without WRITE on the TRANSACTIONAL_ID), a
+producer id and sequence; it opens the producer's transaction in the partition's producer state
+(the last stable offset stays at its first offset until the marker). Control batches (bit 0x20)
+are written only by the coordinator: a client's is refused INVALID_RECORD, as Kafka's LogValidator
+refuses control records from clients.
+
+KIP-890 verification hook: before a transactional batch is appended, the transaction coordinator
+confirms that the partition is part of the producer's ongoing transaction. The coordinator's shell
+sets `server.transactions` to an object with
+
+    async verify_produce(transactional_id: str, producer_id: int, producer_epoch: int,
+                         topic_partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]
+
+(Kafka: ReplicaManager.appendRecords -> AddPartitionsToTxnManager, a verify-only AddPartitionsToTxn;
+an answer other than NONE refuses that partition with the error, e.g. INVALID_TXN_STATE). While
+`server.transactions` is None (no coordinator yet) a request with a transactional id is refused
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as before transactions existed. A transactional
+InitProducerId is refused the same way here until the coordinator's handler takes it over.
 """
 
 from __future__ import annotations
@@ -28,10 +48,11 @@ from quafka.broker.core.client_quotas import PRODUCER_BYTE_RATE
 from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
 from quafka.protocol.compression import needs_recompression, recompress_batch
 from quafka.protocol.record_batch import (
-    COMPRESSION_ZSTD, InvalidBatch, ValidatedBatch, iter_records, read_header, set_log_append_time, validate_batches,
+    COMPRESSION_ZSTD, HEADER_SIZE, InvalidBatch, ValidatedBatch, iter_records, read_header, set_log_append_time,
+    validate_batches,
 )
 
-from ..authorization import authorize_by_resource_type, authorize_cluster, filter_authorized
+from ..authorization import authorize, authorize_by_resource_type, authorize_cluster, filter_authorized
 from ..connection import CloseConnection
 from ..registry import handles
 from ..clock import wall_clock_ms
@@ -47,11 +68,14 @@ def _failed(index: int, error: ErrorCode, message: str | None, log_start_offset:
 
 
 def produce_to_partition(topic: TopicState, part: PartitionState, records, now_ms: int,
-                         version: int, admit: Callable[[int], str | None] | None = None) -> ProducePartitionResult:
+                         version: int, admit: Callable[[int], str | None] | None = None, *,
+                         transactional_id: str | None = None) -> ProducePartitionResult:
     """Validate and append one partition's records. `admit(nbytes)` (the free-space watermark,
     server.disk_space) is asked just before the append — after validation and after a retried
     batch was recognised as a duplicate, which costs no space — and its message refuses the
-    append with KAFKA_STORAGE_ERROR. The Produce handler passes it; dead-letter writes do not."""
+    append with KAFKA_STORAGE_ERROR. The Produce handler passes it; dead-letter writes do not.
+    `transactional_id`: the request's; a transactional batch needs one (and was verified by the
+    handler)."""
     index = part.index
     plog = part.log
     if topic.internal:  # only the coordinators write __share_group_state and __consumer_offsets
@@ -68,11 +92,17 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
                        f"Produce requests with version {version} are only allowed to contain exactly one record batch",
                        plog.log_start_offset)
     pos, h = batches[0]
-    if h.attributes & 0x30:
-        what = "control" if h.is_control else "transactional"
-        return _failed(index, ErrorCode.invalid_record,
-                       f"{what} batches cannot be produced: quafka does not implement transactions",
+    transactional = h.is_transactional
+    if h.is_control:  # LogValidator: clients are not allowed to write control records
+        return _failed(index, ErrorCode.invalid_record, "Clients are not allowed to write control records",
                        plog.log_start_offset)
+    if transactional:
+        if transactional_id is None:  # KafkaApis.handleProduceRequest (hasTransactionalRecords)
+            return _failed(index, ErrorCode.transactional_id_authorization_failed,
+                           "transactional records need the produce request's transactional id", plog.log_start_offset)
+        if h.producer_id < 0 or h.base_sequence < 0:
+            return _failed(index, ErrorCode.invalid_record,
+                           "a transactional batch needs a producer id and a base sequence", plog.log_start_offset)
     if topic.compacted and (refusal := _keyless_record(records, pos, h, topic.name, index)) is not None:
         return _failed(index, ErrorCode.invalid_record, refusal, plog.log_start_offset)
     if h.compression == COMPRESSION_ZSTD and version < 7:
@@ -83,7 +113,8 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
                        f"The log directory of {topic.name}-{index} is offline", -1)
     idempotent = h.producer_id >= 0 and h.base_sequence >= 0
     if idempotent:
-        outcome = part.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence)
+        outcome = part.producers.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+                                       transactional)
         if isinstance(outcome, Duplicate):  # (the handler waits for its fsync if it is not durable yet)
             return ProducePartitionResult(index, _ERR_NONE, outcome.first_offset, -1, plog.log_start_offset, None,
                                           DUPLICATE)
@@ -116,7 +147,8 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
                        -1)
     if idempotent:
         part.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-                              info.first_offset, info.last_offset, append_time if append_time >= 0 else h.max_timestamp)
+                              info.first_offset, info.last_offset, append_time if append_time >= 0 else h.max_timestamp,
+                              transactional)
     return ProducePartitionResult(index, _ERR_NONE, info.first_offset, append_time, info.log_start_offset, None, [])
 
 
@@ -146,7 +178,11 @@ async def handle_produce(ctx, req):
     if acks not in (-1, 0, 1):
         refuse = (ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, got {acks}")
     elif req.transactional_id is not None:
-        refuse = (ErrorCode.transactional_id_authorization_failed, "quafka does not implement transactions")
+        if getattr(ctx.server, "transactions", None) is None:
+            refuse = (ErrorCode.transactional_id_authorization_failed,
+                      "quafka serves no transaction coordinator yet: transactional producers are refused")
+        elif not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            refuse = (ErrorCode.transactional_id_authorization_failed, None)
     writable = None  # with an authorizer: the topics the principal may WRITE, each asked once per request
     if refuse is None and ctx.server.authorizer is not None:
         # KafkaApis.handleProduceRequest: WRITE on each TOPIC (filterByAuthorized), after a topic id
@@ -156,6 +192,9 @@ async def handle_produce(ctx, req):
         writable = filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, [
             (by_id[td.topic_id].name if td.topic_id in by_id else None) if version >= 13 else td.name
             for td in req.topic_data])
+    verified: dict = {}  # KIP-890: after authorization, before anything is appended
+    if refuse is None and req.transactional_id is not None:
+        verified = await _verify_transactional(ctx, req, version, writable)
     for td in req.topic_data:
         if version >= 13:
             topic = state.topics_by_id.get(td.topic_id)
@@ -180,7 +219,14 @@ async def handle_produce(ctx, req):
                 parts_out.append(_failed(pd.index, missing if topic is None else ErrorCode.unknown_topic_or_partition,
                                          "This server does not host this topic-partition."))
                 continue
-            result = produce_to_partition(topic, part, pd.records, now_ms, version, admit)
+            verdict = verified.get((topic.name, pd.index))
+            if verdict is not None and verdict != ErrorCode.none:
+                parts_out.append(_failed(pd.index, verdict, f"the partition is not in the producer's transaction "
+                                         f"(transaction coordinator: {ErrorCode(verdict).name})",
+                                         part.log.log_start_offset))
+                continue
+            result = produce_to_partition(topic, part, pd.records, now_ms, version, admit,
+                                          transactional_id=req.transactional_id)
             plog = part.log
             if result.error_code == _ERR_NONE and plog.config.flush_messages < MAX_LONG and (
                     plog.unflushed_records >= plog.config.flush_messages
@@ -205,6 +251,37 @@ async def handle_produce(ctx, req):
             raise CloseConnection(f"acks=0 produce failed with error {failed[0].error_code}: {failed[0].error_message}")
         return None
     return encode_produce_response(version, ctx.correlation_id, topics_out, throttle_time_ms=throttle_ms)
+
+
+async def _verify_transactional(ctx, req, version: int, writable: set | None) -> dict:
+    """Ask the coordinator (server.transactions.verify_produce, see the module docstring) about
+    every partition of the request that exists, may be written (`writable`: None without an
+    authorizer) and holds a transactional batch, once per (producer id, epoch). Returns
+    {(topic, partition): ErrorCode}; partitions not asked are absent.
+
+    After the (last) answer the handler appends without yielding to the loop, so no other request
+    runs in between (Kafka's VerificationGuard covers the threads that could); a request with
+    batches of several producers (no client sends one) is verified one producer at a time."""
+    state = ctx.server.state
+    groups: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in req.topic_data:
+        topic = state.topics_by_id.get(td.topic_id) if version >= 13 else state.topics.get(td.name)
+        if topic is None or topic.internal or (writable is not None and topic.name not in writable):
+            continue
+        for pd in td.partition_data:
+            if not 0 <= pd.index < len(topic.partitions):
+                continue
+            records = pd.records
+            if records is None or len(records) < HEADER_SIZE:
+                continue
+            h = read_header(records, 0)
+            if h.is_transactional and not h.is_control and h.producer_id >= 0:
+                groups.setdefault((h.producer_id, h.producer_epoch), []).append((topic.name, pd.index))
+    verdicts: dict = {}
+    for (producer_id, producer_epoch), tps in groups.items():
+        verdicts.update(await ctx.server.transactions.verify_produce(req.transactional_id, producer_id,
+                                                                     producer_epoch, tps))
+    return verdicts
 
 
 @handles(22, 0, 6)

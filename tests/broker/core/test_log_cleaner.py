@@ -1,12 +1,17 @@
 """The log cleaner's decisions (broker/core/log_cleaner.py), with virtual time; facts from Kafka's
 LogCleanerManager.cleanableOffsets / grabFilthiestCompactedLog and Cleaner.groupSegmentsBySize /
-shouldRetainRecord / cleanInto."""
+shouldRetainRecord / cleanInto, and for transactions LogCleanerManager.cleanableOffsets (the last
+stable offset), Cleaner's CleanedTransactionMetadata and checkBatchRetention."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from quafka.broker.core.log_cleaner import (
     BatchRetention,
+    CleanedTransactionMetadata,
     CompactionConfig,
+    LastRecord,
     LogToClean,
     OffsetMap,
     SegmentSummary,
@@ -18,6 +23,7 @@ from quafka.broker.core.log_cleaner import (
     offset_map_slots,
     retain_record,
 )
+from quafka.protocol.control_batches import ControlType
 
 NOW = 1_000_000
 COMPACT = CompactionConfig(compact=True)
@@ -102,12 +108,62 @@ def test_only_the_latest_record_of_a_key_survives_and_tombstones_until_their_hor
 
 
 def test_a_producers_last_batch_and_the_end_of_a_cleaned_range_are_kept_even_empty():
-    common = dict(transactional=False, control=False, segment_end_offset=100)
-    assert batch_retention(producer_id=7, last_offset=40, next_offset=41, last_data_offsets={7: 40},
+    common = dict(producer_epoch=0, control=False, discard_records=False, segment_end_offset=100)
+    active = {7: LastRecord(40, 0)}
+    assert batch_retention(producer_id=7, last_offset=40, next_offset=41, last_records=active,
                            **common) is BatchRetention.RETAIN_EMPTY
-    assert batch_retention(producer_id=7, last_offset=30, next_offset=31, last_data_offsets={7: 40},
+    assert batch_retention(producer_id=7, last_offset=30, next_offset=31, last_records=active,
                            **common) is BatchRetention.DELETE_EMPTY
-    assert batch_retention(producer_id=-1, last_offset=99, next_offset=100, last_data_offsets={},
+    assert batch_retention(producer_id=-1, last_offset=99, next_offset=100, last_records={},
                            **common) is BatchRetention.RETAIN_EMPTY
-    assert batch_retention(producer_id=-1, last_offset=9, next_offset=10, last_data_offsets={}, transactional=True,
-                           control=False, segment_end_offset=100) is BatchRetention.KEEP_WHOLE
+    # an aborted transaction's batch, or an expired marker, goes whole unless something needs it
+    assert batch_retention(producer_id=7, last_offset=30, next_offset=31, last_records=active,
+                           **{**common, "discard_records": True}) is BatchRetention.DELETE
+    assert batch_retention(producer_id=7, last_offset=40, next_offset=41, last_records=active,
+                           **{**common, "discard_records": True}) is BatchRetention.RETAIN_EMPTY
+    # a producer with no data batch left keeps its marker of the current epoch (its epoch)
+    no_data = {7: LastRecord(None, 3)}
+    marker = dict(common, control=True, discard_records=True)
+    assert batch_retention(producer_id=7, last_offset=50, next_offset=51, last_records=no_data,
+                           **{**marker, "producer_epoch": 3}) is BatchRetention.RETAIN_EMPTY
+    assert batch_retention(producer_id=7, last_offset=50, next_offset=51, last_records=no_data,
+                           **{**marker, "producer_epoch": 2}) is BatchRetention.DELETE
+
+
+def test_the_last_stable_offset_bounds_the_cleanable_range():
+    """LogCleanerManager.cleanableOffsets: the first uncleanable offset is at most the LSO (the
+    first offset of the earliest open transaction), even inside a sealed segment."""
+    assert cleanable_offsets(LOG, 0, 35, None, COMPACT, NOW, last_stable_offset=15)[1] == 15
+    assert cleanable_offsets(LOG, 0, 35, None, COMPACT, NOW, last_stable_offset=35)[1] == 30  # the active segment
+    assert cleanable_offsets(LOG, 20, 35, 20, COMPACT, NOW, last_stable_offset=12)[1] == 20  # never below dirty
+    ltc, _ = log_to_clean(("t", 0), LOG, 0, 35, None, COMPACT, NOW, 15)
+    assert ltc.first_uncleanable_offset == 15 and ltc.cleanable_bytes == 200
+
+
+class Aborted(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+def test_aborted_transactions_records_go_and_their_marker_stays_while_a_batch_of_theirs_was_met():
+    """CleanedTransactionMetadata: producer 1 aborts [10, 20], producer 2 commits [12, 21]."""
+    txn = Aborted(1, 10, 20, 21)
+    meta = CleanedTransactionMetadata([txn, txn])  # listed twice (two segments' ranges): counted once
+    assert not meta.on_batch_read(-1, 5, False)  # plain data
+    assert meta.on_batch_read(1, 11, True)  # aborted: its records go
+    assert not meta.on_batch_read(2, 13, True)  # committed: cleaned like any data
+    assert not meta.on_batch_read(1, 14, False)  # not transactional: never aborted
+    assert not meta.on_control_batch_read(1, 20, ControlType.ABORT)  # a batch of it was met: kept...
+    assert meta.take_cleaned_index() == [txn]  # ...with its index entry
+    assert not meta.on_control_batch_read(2, 21, ControlType.COMMIT)  # a batch of it was met: kept
+    assert not meta.on_batch_read(1, 30, True)  # after its ABORT, producer 1's next transaction is not aborted
+    assert meta.take_cleaned_index() == []
+
+    # the next round: the aborted batches are gone, so are the committed ones (superseded)
+    later = CleanedTransactionMetadata([txn])
+    assert later.on_control_batch_read(1, 20, ControlType.ABORT)  # nothing of it left: may go
+    assert later.on_control_batch_read(2, 21, ControlType.COMMIT)
+    assert later.take_cleaned_index() == []
+    assert later.on_control_batch_read(3, 40, None)  # an emptied marker goes

@@ -8,8 +8,9 @@ segments, asks these functions, and writes through the storage layer. Facts from
   cleaner checkpoint (`cleaner-offset-checkpoint`), reset to the log start offset when it lies
   outside [log start, log end]; the *first uncleanable offset* is the active segment's base
   offset, or earlier: the base of the first dirty segment holding a record newer than
-  `min.compaction.lag.ms`. (The last stable offset would bound it too; quafka has no
-  transactions, so it is the log end.)
+  `min.compaction.lag.ms`, or earlier still: the last stable offset (the first offset of the
+  earliest open transaction), so nothing an open transaction wrote, nor anything after it, is
+  mapped or rewritten.
 - `max_compaction_delay_ms` — LogCleanerManager.maxCompactionDelay: how far past
   `max.compaction.lag.ms` the oldest dirty segment's first batch is; > 0 forces cleaning.
 - `LogToClean` — its dirty ratio: cleanable bytes / (clean + cleanable bytes).
@@ -24,16 +25,32 @@ segments, asks these functions, and writes through the storage layer. Facts from
   `log.cleaner.io.buffer.load.factor`; when full, the round ends at the last offset put and the
   rest waits for the next round. quafka keeps the key bytes themselves rather than their digest
   (no collisions), and counts slots as Kafka does.
-- `batch_retention`, `retain_record` — Cleaner.cleanInto's filter and Cleaner.shouldRetainRecord:
-  a record survives when it is the latest of its key (or past the map's last offset), and a
-  tombstone only until its batch's delete horizon; keyless records are dropped. A batch whose
-  records all go is still written as an empty header when it holds the last data of a producer
-  that still has state (`lastRecordsOfActiveProducers`, so its sequence and epoch survive), or
-  ends the cleaned range.
+- `batch_retention`, `retain_record` — Cleaner.cleanInto's filter (its checkBatchRetention) and
+  Cleaner.shouldRetainRecord: a record survives when it is the latest of its key (or past the
+  map's last offset), and a tombstone only until its batch's delete horizon; keyless records are
+  dropped. A batch whose records all go is still written as an empty header when it holds the
+  last data of a producer that still has state (`lastRecordsOfActiveProducers`, so its sequence
+  and epoch survive; for a producer with no data batch left, its marker of the current epoch),
+  or ends the cleaned range.
+- `CleanedTransactionMetadata` — Kafka's class of that name, fed every batch in log order:
+  the records of an aborted transaction (known from the aborted-transaction index, not from the
+  marker) are discarded, from the offset map and from the cleaned segment; a COMMIT marker may go
+  once no batch of its transaction was met in the round, an ABORT marker once no batch of its
+  transaction was met (until then its index entry is carried into the cleaned segment's
+  `.txnindex`: `cleaned_index`); a marker that may go is first given a delete horizon like a
+  tombstone (`delete.retention.ms`), and goes at the first cleaning past it (Kafka's
+  `containsMarkerForEmptyTxn` / `isControlBatchEmpty`); an empty control batch was cleaned
+  already and goes. Committed transactional batches are cleaned like any other.
 
 Departures, each for a reason:
-- quafka refuses transactional and control batches at produce (it has no transactions), so such
-  a batch can only come from a log written elsewhere: it is kept whole, untouched.
+- One CleanedTransactionMetadata serves a whole round (every group, in log order), where Kafka
+  makes one per group of segments: a marker whose transaction left a batch in an earlier group
+  is then kept too, so the log never holds a transaction's batch without its marker (a start-up
+  replay of the producer state without a snapshot would otherwise see it open for ever).
+- Batches at or past the first uncleanable offset in a segment that is cleaned (the segment
+  holding the last stable offset) are copied whole, byte for byte: Kafka filters them too (it
+  keeps their records, as they are past the offset map, but may set a delete horizon or drop an
+  aborted transaction's records there); quafka rewrites nothing at or above the LSO.
 - The last batch of *every* cleaned segment is kept (empty if need be), not only the last of the
   round: a cleaned segment then always ends where the segments it replaces ended, which is what
   start-up recovery of an interrupted swap relies on (file_log.py) and keeps segment boundaries
@@ -44,11 +61,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
+
+from quafka.protocol.control_batches import ControlType
 
 __all__ = [
     "BatchRetention",
+    "CleanedTransactionMetadata",
     "CompactionConfig",
+    "LastRecord",
     "LogToClean",
     "OffsetMap",
     "SegmentSummary",
@@ -119,14 +140,18 @@ def _sizes_between(segments: Sequence[SegmentSummary], start: int, end: int) -> 
 
 
 def cleanable_offsets(segments: Sequence[SegmentSummary], log_start_offset: int, log_end_offset: int,
-                      checkpoint: int | None, config: CompactionConfig, now_ms: int) -> tuple[int, int, bool]:
-    """(first dirty offset, first uncleanable offset, whether the checkpoint had to be reset)."""
+                      checkpoint: int | None, config: CompactionConfig, now_ms: int,
+                      last_stable_offset: int | None = None) -> tuple[int, int, bool]:
+    """(first dirty offset, first uncleanable offset, whether the checkpoint had to be reset).
+    `last_stable_offset`: the partition's LSO (None: no open transaction, the log end)."""
     if checkpoint is None or checkpoint < log_start_offset or checkpoint > log_end_offset:
         first_dirty, reset = log_start_offset, checkpoint is not None
     else:
         first_dirty, reset = checkpoint, False
     active_base = segments[-1].base_offset
     first_uncleanable = active_base
+    if last_stable_offset is not None:  # LogCleanerManager.cleanableOffsets: never past the LSO
+        first_uncleanable = min(first_uncleanable, last_stable_offset)
     lag = max(config.min_compaction_lag_ms, 0)
     if lag > 0:
         for i, seg in enumerate(segments[:-1]):
@@ -156,11 +181,11 @@ def max_compaction_delay_ms(segments: Sequence[SegmentSummary], first_dirty_offs
 
 
 def log_to_clean(key: tuple[str, int], segments: Sequence[SegmentSummary], log_start_offset: int,
-                 log_end_offset: int, checkpoint: int | None, config: CompactionConfig, now_ms: int
-                 ) -> tuple[LogToClean, bool]:
+                 log_end_offset: int, checkpoint: int | None, config: CompactionConfig, now_ms: int,
+                 last_stable_offset: int | None = None) -> tuple[LogToClean, bool]:
     """The log's LogToClean, and whether its checkpoint must be rewritten (it was out of range)."""
     first_dirty, first_uncleanable, reset = cleanable_offsets(
-        segments, log_start_offset, log_end_offset, checkpoint, config, now_ms)
+        segments, log_start_offset, log_end_offset, checkpoint, config, now_ms, last_stable_offset)
     clean_bytes = _sizes_between(segments, -1, first_dirty)
     cleanable_bytes = _sizes_between(segments, first_dirty, first_uncleanable) if first_uncleanable > first_dirty else 0
     delay = max_compaction_delay_ms(segments, first_dirty, config, now_ms)
@@ -243,23 +268,96 @@ class OffsetMap:
 class BatchRetention(enum.Enum):
     """What happens to a batch once its records are filtered (Kafka's BatchRetention)."""
 
-    KEEP_WHOLE = "keep whole"  # not filtered at all (transactional or control: see the docstring)
+    KEEP_WHOLE = "keep whole"  # not filtered at all: at or past the first uncleanable offset (the LSO)
     RETAIN_EMPTY = "retain empty"  # written even if no record survives (as an empty header)
     DELETE_EMPTY = "delete empty"  # written only if a record survives
+    DELETE = "delete"  # dropped whole (its records may all go: an aborted transaction, an expired marker)
 
 
-def batch_retention(*, producer_id: int, last_offset: int, next_offset: int, transactional: bool, control: bool,
-                    last_data_offsets: dict[int, int], segment_end_offset: int) -> BatchRetention:
-    """How a batch is kept. `last_data_offsets`: producer id -> the last offset of its last data
-    batch, for producers that still have state; `segment_end_offset`: the offset just past the
-    segment being cleaned."""
-    if transactional or control:
-        return BatchRetention.KEEP_WHOLE
-    if producer_id >= 0 and last_data_offsets.get(producer_id) == last_offset:
-        return BatchRetention.RETAIN_EMPTY
+class LastRecord(NamedTuple):
+    """A producer that still has state, as the cleaner sees it (Kafka's LastRecord)."""
+
+    last_data_offset: int | None  # the last offset of its last data batch; None: none is left
+    producer_epoch: int
+
+
+def batch_retention(*, producer_id: int, producer_epoch: int, last_offset: int, next_offset: int, control: bool,
+                    discard_records: bool, last_records: dict[int, LastRecord], segment_end_offset: int
+                    ) -> BatchRetention:
+    """How a batch below the first uncleanable offset is kept (checkBatchRetention).
+    `discard_records`: its records all go (an aborted transaction's batch, or a marker past its
+    delete horizon that nothing needs); `last_records`: producer id -> what its state still needs;
+    `segment_end_offset`: the offset just past the group of segments being cleaned."""
+    if producer_id >= 0:
+        last = last_records.get(producer_id)
+        if last is not None:
+            if last.last_data_offset is not None:
+                if last_offset == last.last_data_offset:
+                    return BatchRetention.RETAIN_EMPTY  # its sequence numbers
+            elif control and producer_epoch == last.producer_epoch:
+                return BatchRetention.RETAIN_EMPTY  # its epoch
     if next_offset >= segment_end_offset:
-        return BatchRetention.RETAIN_EMPTY
-    return BatchRetention.DELETE_EMPTY
+        return BatchRetention.RETAIN_EMPTY  # the end of the cleaned range (see the docstring)
+    return BatchRetention.DELETE if discard_records else BatchRetention.DELETE_EMPTY
+
+
+class CleanedTransactionMetadata:
+    """What the cleaner knows of transactions while it walks a log in offset order (Kafka's
+    CleanedTransactionMetadata). `aborted`: the aborted-transaction entries (producer_id,
+    first_offset, last_offset, ...) of the range walked, from the segments' indexes."""
+
+    __slots__ = ("_aborted", "_next", "_ongoing_committed", "_ongoing_aborted", "cleaned_index")
+
+    def __init__(self, aborted: Iterable[Any]) -> None:
+        unique = {(t.producer_id, t.first_offset): t for t in aborted}
+        self._aborted = sorted(unique.values(), key=lambda t: (t.first_offset, t.producer_id))
+        self._next = 0
+        self._ongoing_committed: set[int] = set()
+        self._ongoing_aborted: dict[int, list] = {}  # producer id -> [entry, last offset of a batch met or -1]
+        self.cleaned_index: list[Any] = []  # entries of ABORT markers kept (for the cleaned .txnindex)
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        aborted = self._aborted
+        while self._next < len(aborted) and aborted[self._next].first_offset <= offset:
+            txn = aborted[self._next]
+            self._next += 1
+            self._ongoing_aborted.setdefault(txn.producer_id, [txn, -1])
+
+    def on_batch_read(self, producer_id: int, last_offset: int, transactional: bool) -> bool:
+        """A data batch met: True if it belongs to an aborted transaction (its records go)."""
+        self._consume_aborted_up_to(last_offset)
+        if not transactional:
+            return False
+        ongoing = self._ongoing_aborted.get(producer_id)
+        if ongoing is not None:
+            ongoing[1] = last_offset
+            return True
+        self._ongoing_committed.add(producer_id)
+        return False
+
+    def on_control_batch_read(self, producer_id: int, last_offset: int, control_type: ControlType | None) -> bool:
+        """A control batch met (`control_type` None: it has no record left): True if nothing in
+        the log needs it any more (it may go once past its delete horizon)."""
+        self._consume_aborted_up_to(last_offset)
+        if control_type is None:
+            return True  # emptied by an earlier cleaning
+        if control_type == ControlType.ABORT:
+            ongoing = self._ongoing_aborted.pop(producer_id, None)
+            if ongoing is not None and ongoing[1] >= 0:
+                self.cleaned_index.append(ongoing[0])  # kept with the marker until the batches are gone
+                return False
+            return True
+        if control_type == ControlType.COMMIT:
+            if producer_id in self._ongoing_committed:
+                self._ongoing_committed.discard(producer_id)
+                return False
+            return True
+        return False
+
+    def take_cleaned_index(self) -> list[Any]:
+        """The entries kept since the last call (one cleaned segment's)."""
+        out, self.cleaned_index = self.cleaned_index, []
+        return out
 
 
 def retain_record(offset_map: OffsetMap, offset: int, key: bytes | None, has_value: bool,

@@ -5,12 +5,17 @@ Kafka's LogCleaner with one CleanerThread (`log.cleaner.threads` must be 1). Eac
 1. on the event loop: every compacted partition's segments are summarised and the core picks the
    filthiest log (broker/core/log_cleaner.py: LogCleanerManager.grabFilthiestCompactedLog), with
    its first dirty offset (the `cleaner-offset-checkpoint`) and first uncleanable offset (the
-   active segment, `min.compaction.lag.ms`); the sealed segments below that offset are opened for
-   reading, and the producers' last data offsets are noted;
+   active segment, `min.compaction.lag.ms`, the last stable offset); the sealed segments below
+   that offset are opened for reading, and the producers' last data offsets and epochs and the
+   aborted transactions of the sealed segments (their `.txnindex`) are noted;
 2. on the cleaner's own thread (`log-cleaner`): the key -> latest offset map of the dirty range
-   is built (Cleaner.buildOffsetMap, bounded by `log.cleaner.dedupe.buffer.size`), the segments up
+   is built (Cleaner.buildOffsetMap, bounded by `log.cleaner.dedupe.buffer.size`; the records of
+   aborted transactions are left out), the segments up
    to the map's end are grouped by size (Cleaner.groupSegmentsBySize) and each group is copied
-   into one new segment, record by record as the core decides (Cleaner.cleanInto), through the
+   into one new segment, record by record as the core decides (Cleaner.cleanInto, with one
+   CleanedTransactionMetadata for the round: aborted transactions' records go, markers go once
+   nothing needs them and their delete horizon passed), with the aborted-transaction entries still
+   needed as its `.txnindex` (Cleaner.cleanSegments), through the
    throttle (`log.cleaner.io.max.bytes.per.second`, Kafka's Throttler over bytes read and
    written), and fsynced;
 3. back on the event loop: the log is fsynced up to the end of the mapped range (through the
@@ -43,7 +48,9 @@ from typing import TYPE_CHECKING
 from quafka.broker import config as cfg
 from quafka.broker.core.log_cleaner import (
     BatchRetention,
+    CleanedTransactionMetadata,
     CompactionConfig,
+    LastRecord,
     LogToClean,
     OffsetMap,
     SegmentSummary,
@@ -55,6 +62,7 @@ from quafka.broker.core.log_cleaner import (
     retain_record,
 )
 from quafka.broker.storage import Log
+from quafka.protocol.control_batches import InvalidControlBatch, control_type_of_key
 from quafka.protocol.record_filter import delete_horizon_ms, empty_batch, parse_records, rebuild_batch
 
 from .clock import wall_clock_ms
@@ -112,7 +120,8 @@ class _Plan:
     ltc: LogToClean
     config: CompactionConfig
     summaries: list[SegmentSummary]  # every segment of the log (the last is the active one)
-    last_data_offsets: dict[int, int]
+    last_records: dict[int, LastRecord]
+    aborted: list  # the aborted-transaction entries of the sealed segments (storage's AbortedTxn)
     now_ms: int
     slots: int
     chunk_bytes: int
@@ -202,7 +211,7 @@ class LogCleanerService:
                 summaries = [SegmentSummary(i.base_offset, i.size_bytes, i.largest_timestamp_ms,
                                             i.first_batch_timestamp_ms) for i in infos]
                 ltc, reset = log_to_clean(key, summaries, plog.log_start_offset, plog.log_end_offset,
-                                          self.checkpoints.get(key), compaction, now_ms)
+                                          self.checkpoints.get(key), compaction, now_ms, part.last_stable_offset)
                 if reset:
                     log.info("%s-%d: cleaner checkpoint %s is outside the log [%d, %d]; cleaning from %d", *key,
                              self.checkpoints.get(key), plog.log_start_offset, plog.log_end_offset,
@@ -214,11 +223,14 @@ class LogCleanerService:
         if best is None:
             return None
         part, compaction, summaries = candidates[best.key]
-        last_data = {pid: entry.batches[-1].last_offset for pid, entry in part.producers.entries.items()
-                     if entry.batches}
+        # Cleaner.doClean: lastRecordsOfActiveProducers, and the aborted transactions of what is cleaned
+        last_records = {pid: LastRecord(entry.batches[-1].last_offset if entry.batches else None, entry.epoch)
+                        for pid, entry in part.producers.entries.items()}
+        plog = part.log
+        aborted = part.aborted_transactions(plog.log_start_offset, summaries[-1].base_offset)
         slots = offset_map_slots(int(config.get("log.cleaner.dedupe.buffer.size")),
                                  float(config.get("log.cleaner.io.buffer.load.factor")))
-        return _Plan(part, best, compaction, summaries, last_data, now_ms, slots,
+        return _Plan(part, best, compaction, summaries, last_records, aborted, now_ms, slots,
                      max(int(config.get("log.cleaner.io.buffer.size")), 4096),
                      float(config.get("log.cleaner.io.max.bytes.per.second")))
 
@@ -255,12 +267,13 @@ class LogCleanerService:
             groups = group_segments_by_size(to_clean, plan.config.segment_bytes, plan.ltc.first_uncleanable_offset)
             by_base = {src.base_offset: src for src in sources}
             bases = [s.base_offset for s in summaries]
+            txn_metadata = CleanedTransactionMetadata(plan.aborted)  # one for the round: see core/log_cleaner.py
             for group in groups:
                 last_index = bases.index(group[-1].base_offset)
                 group_end = bases[last_index + 1]
                 cleaned = await loop.run_in_executor(
                     self._executor, self._clean_group, plan, plog, [by_base[s.base_offset] for s in group],
-                    offset_map, group_end, stats)
+                    offset_map, txn_metadata, group_end, stats)
                 if not plog.replace_segments(cleaned, [s.base_offset for s in group]):
                     raise CleaningAborted(f"{key[0]}-{key[1]}: segments changed during cleaning")
                 stats.groups += 1
@@ -268,7 +281,7 @@ class LogCleanerService:
         except CleaningAborted as exc:
             log.info("log cleaning of %s-%d stopped: %s", *key, exc)
             return False
-        except (ValueError, IndexError) as exc:
+        except (ValueError, IndexError) as exc:  # InvalidControlBatch too
             self.uncleanable.add(key)
             self.errors += 1
             log.error("%s-%d is uncleanable until the broker restarts: a batch in offsets [%d, %d) does not decode "
@@ -312,6 +325,7 @@ class LogCleanerService:
         boundary when the map is full (the rest waits for the next round)."""
         start, end = plan.ltc.first_dirty_offset, plan.ltc.first_uncleanable_offset
         offset_map = OffsetMap(plan.slots)
+        txn_metadata = CleanedTransactionMetadata(plan.aborted)
         throttler = _Throttler(plan.rate, self._abort)
         plog = plan.part.log
         summaries = plan.summaries
@@ -324,8 +338,14 @@ class LogCleanerService:
                 if header.base_offset >= end:
                     return offset_map
                 throttler.maybe_throttle(len(batch))
-                if header.next_offset <= start or header.is_control or header.is_transactional:
+                if header.next_offset <= start:
                     continue
+                if header.is_control:
+                    txn_metadata.on_control_batch_read(header.producer_id, header.last_offset,
+                                                       _control_type(header, batch))
+                    continue
+                if txn_metadata.on_batch_read(header.producer_id, header.last_offset, header.is_transactional):
+                    continue  # an aborted transaction's records supersede nothing
                 _, _, records = parse_records(batch)
                 keyed = [r for r in records if r.key is not None and r.offset >= start]
                 if len(offset_map) and len(offset_map) + len(keyed) > offset_map.capacity:
@@ -335,8 +355,8 @@ class LogCleanerService:
                 stats.map_records += len(keyed)
         return offset_map
 
-    def _clean_group(self, plan: _Plan, plog: Log, sources: list, offset_map: OffsetMap, group_end: int,
-                     stats: CleanerStats):
+    def _clean_group(self, plan: _Plan, plog: Log, sources: list, offset_map: OffsetMap,
+                     txn_metadata: CleanedTransactionMetadata, group_end: int, stats: CleanerStats):
         """Step 2b: copy one group of segments into one cleaned segment (Cleaner.cleanSegments)."""
         cleaned = plog.create_cleaned_segment(sources[0].base_offset)
         throttler = _Throttler(plan.rate, self._abort)
@@ -348,38 +368,68 @@ class LogCleanerService:
                     self._check(plog)
                     stats.bytes_read += len(batch)
                     throttler.maybe_throttle(len(batch))
-                    out = self._filter_batch(header, batch, plan, offset_map, group_end, now_ms, retention_ms, stats)
+                    out = self._filter_batch(header, batch, plan, offset_map, txn_metadata, group_end, now_ms,
+                                             retention_ms, stats)
                     if out is not None:
                         cleaned.append(header, out)
                         stats.bytes_written += len(out)
                         throttler.maybe_throttle(len(out))
-            cleaned.finish(group_end)
+            cleaned.finish(group_end, txn_metadata.take_cleaned_index())
         except BaseException:
             cleaned.discard()
             raise
         return cleaned
 
     @staticmethod
-    def _filter_batch(header, batch: bytes, plan: _Plan, offset_map: OffsetMap, group_end: int, now_ms: int,
-                      retention_ms: int, stats: CleanerStats) -> bytes | None:
-        retention = batch_retention(producer_id=header.producer_id, last_offset=header.last_offset,
-                                    next_offset=header.next_offset, transactional=header.is_transactional,
-                                    control=header.is_control, last_data_offsets=plan.last_data_offsets,
-                                    segment_end_offset=group_end)
-        if retention is BatchRetention.KEEP_WHOLE:
+    def _filter_batch(header, batch: bytes, plan: _Plan, offset_map: OffsetMap, txn_metadata: CleanedTransactionMetadata,
+                      group_end: int, now_ms: int, retention_ms: int, stats: CleanerStats) -> bytes | None:
+        """One batch's cleaned form, or None (Cleaner.cleanInto's checkBatchRetention and
+        shouldRetainRecord)."""
+        horizon = delete_horizon_ms(header)
+        control = header.is_control
+        if control:
+            can_discard = txn_metadata.on_control_batch_read(header.producer_id, header.last_offset,
+                                                             _control_type(header, batch))
+            discard_records = can_discard and horizon is not None and horizon <= now_ms
+        else:
+            can_discard = discard_records = txn_metadata.on_batch_read(header.producer_id, header.last_offset,
+                                                                       header.is_transactional)
+        if header.base_offset >= plan.ltc.first_uncleanable_offset:  # at or past the LSO: untouched
             stats.records_read += header.records_count
             stats.records_kept += header.records_count
             return batch
+        retention = batch_retention(producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                                    last_offset=header.last_offset, next_offset=header.next_offset, control=control,
+                                    discard_records=discard_records, last_records=plan.last_records,
+                                    segment_end_offset=group_end)
+        stats.records_read += header.records_count
+        if retention is BatchRetention.DELETE:
+            return None
         _, body, records = parse_records(batch)
-        horizon = delete_horizon_ms(header)
-        kept = [r for r in records if retain_record(offset_map, r.offset, r.key, r.has_value, horizon, now_ms)]
-        stats.records_read += len(records)
+        if discard_records:
+            kept = []
+        elif control:
+            kept = records
+        else:
+            kept = [r for r in records if retain_record(offset_map, r.offset, r.key, r.has_value, horizon, now_ms)]
         stats.records_kept += len(kept)
         new_horizon = None
-        if horizon is None and any(not r.has_value for r in kept):
-            new_horizon = min(now_ms + retention_ms, _MAX_LONG)  # KIP-534: tombstones live delete.retention.ms on
+        if horizon is None and kept and ((control and can_discard) or any(not r.has_value for r in kept)):
+            # KIP-534: tombstones, and markers nothing needs, live delete.retention.ms on
+            new_horizon = min(now_ms + retention_ms, _MAX_LONG)
         if len(kept) == len(records) and new_horizon is None:
             return batch
         if not kept:
             return empty_batch(header) if retention is BatchRetention.RETAIN_EMPTY else None
         return rebuild_batch(header, body, kept, new_horizon)
+
+
+def _control_type(header, batch: bytes):
+    """The control type of a control batch, None if it has no record (Kafka's isControlBatchEmpty).
+    Raises InvalidControlBatch (a ValueError: the partition becomes uncleanable)."""
+    if header.records_count == 0:
+        return None
+    _, _, records = parse_records(batch)
+    if not records:
+        raise InvalidControlBatch(f"control batch at offset {header.base_offset} has no readable record")
+    return control_type_of_key(records[0].key)

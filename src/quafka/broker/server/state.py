@@ -247,6 +247,8 @@ class BrokerState:
     def _replay_marker(part: PartitionState, header) -> None:
         """A control batch met by the replay: read it and apply its COMMIT/ABORT marker."""
         plog = part.log
+        if header.records_count == 0:  # a marker the log cleaner emptied (kept for its producer's epoch):
+            return  # its transaction left nothing in the log (Kafka's ProducerAppendInfo.append skips it too)
         try:
             marker = decode_end_txn_marker(plog.read(header.base_offset, header.size_bytes, min_one_batch=True))
         except InvalidControlBatch as exc:  # written by this broker, so a corrupt log: skip it, loudly

@@ -3,14 +3,21 @@ writing a cleaned segment, the swap, and its recovery at start-up.
 
 The swap follows Kafka's (UnifiedLog.replaceSegments / LocalLog.replaceSegments, recovered by
 LogLoader): the cleaner writes ``<base>.log.cleaned`` and fsyncs it; the swap renames it to
-``<base>.log.swap``, removes the replaced segments' files, then renames the ``.swap`` to
+``<base>.log.swap``, removes the replaced segments' files (their ``.txnindex`` too), renames the
+cleaned aborted-transaction index ``<base>.txnindex.cleaned`` (written and fsynced with the log,
+only when the cleaned segment keeps entries) to ``<base>.txnindex``, then renames the ``.swap`` to
 ``<base>.log``. At start-up (`recover_swaps`), before any segment is opened:
 
-- a ``.cleaned`` file is an unfinished cleaning: removed;
+- a ``.cleaned`` file (log or txnindex) is an unfinished cleaning or the leftover of a swap:
+  removed;
 - a ``.swap`` file is a swap that had begun: every ``.log`` whose base offset lies in the swap's
   offset range [its base, the offset after its last batch) is removed with its indexes, and the
   ``.swap`` becomes the ``.log``. The cleaner keeps the last batch of every group it cleans (as an
-  empty header if need be), so that range covers exactly the segments it replaced.
+  empty header if need be), so that range covers exactly the segments it replaced. The swapped-in
+  segment has no offset index yet, so FileLog opens it as a recovered segment: its ``.txnindex``
+  (whichever a crash left) is reset and rebuilt by the broker's producer-state replay, as for any
+  recovered segment holding a marker (Kafka's LogLoader recovers swap segments likewise); the
+  ``.txnindex`` files of the replaced segments are orphans then and removed.
 
 So a process killed at any point leaves the old segments or the cleaned one, never both and never
 a part of either. The directory entry changes reach the disk with the log's next flush (the
@@ -33,7 +40,8 @@ from ._segment import (
     _unlink,
     _write_all,
 )
-from .base import CleanedSegment, CleaningSource
+from .base import AbortedTxn, CleanedSegment, CleaningSource
+from .txn_index import TXN_INDEX_SUFFIX, encode_entries
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -99,6 +107,8 @@ class FileCleanedSegment(CleanedSegment):
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.size_bytes = 0
         self.finished = False
+        self.txn_index_path = self.segment.path + TXN_INDEX_SUFFIX + CLEANED_SUFFIX
+        self.aborted_txns: list[AbortedTxn] = []
 
     def append(self, header: BatchHeader, batch: bytes) -> None:
         _write_all(self._fd, batch)
@@ -106,10 +116,18 @@ class FileCleanedSegment(CleanedSegment):
         self.size_bytes += len(batch)
         self.segment.next_offset = header.next_offset
 
-    def finish(self, next_offset: int) -> None:
+    def finish(self, next_offset: int, aborted_txns=()) -> None:
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = -1
+        self.aborted_txns = list(aborted_txns)
+        if self.aborted_txns:
+            fd = os.open(self.txn_index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, encode_entries(self.aborted_txns))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         self.segment.size_bytes = self.size_bytes
         self.segment.next_offset = max(self.segment.next_offset, next_offset)
         self.finished = True
@@ -118,7 +136,7 @@ class FileCleanedSegment(CleanedSegment):
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        _unlink(self.path)
+        _unlink(self.path, self.txn_index_path)
 
 
 def segment_end_offset(path: str) -> int | None:
@@ -137,7 +155,7 @@ def recover_swaps(dir_path: str, names: list[str], log: object = None) -> bool:
     """Finish or undo interrupted swaps (see the module docstring); True if the directory changed."""
     changed = False
     for name in names:
-        if name.endswith(LOG_SUFFIX + CLEANED_SUFFIX):
+        if name.endswith((LOG_SUFFIX + CLEANED_SUFFIX, TXN_INDEX_SUFFIX + CLEANED_SUFFIX)):
             _unlink(os.path.join(dir_path, name))
             changed = True
     bases = sorted(int(n[:-len(LOG_SUFFIX)]) for n in names if n.endswith(LOG_SUFFIX) and n[:-len(LOG_SUFFIX)].isdigit())

@@ -118,8 +118,10 @@ class CleanedSegment(abc.ABC):
         """Append one batch (offsets increasing)."""
 
     @abc.abstractmethod
-    def finish(self, next_offset: int) -> None:
-        """Make it durable; `next_offset` is where the segments it replaces ended."""
+    def finish(self, next_offset: int, aborted_txns: Sequence["AbortedTxn"] = ()) -> None:
+        """Make it durable; `next_offset` is where the segments it replaces ended; `aborted_txns`:
+        its aborted-transaction index (the entries of the markers it keeps that still matter:
+        Kafka's Cleaner.cleanSegments writes the cleaned segment's txnIndex likewise)."""
 
     @abc.abstractmethod
     def discard(self) -> None:

@@ -438,13 +438,20 @@ class FileLog(Log):
         new = cleaned.segment
         swap_path = new.path + LOG_SUFFIX + SWAP_SUFFIX
         os.rename(cleaned.path, swap_path)  # from here on, start-up recovery completes the swap
-        for seg in olds:
+        old_txn_indexes = self._txn_indexes[first:first + len(olds)]
+        for seg, old_txn_index in zip(olds, old_txn_indexes):
             seg.delete()  # closes its descriptor; a flush ticket holds its own duplicate
+            old_txn_index.delete()
+        txn_index = TransactionIndex(new.path)
+        if cleaned.aborted_txns:  # the cleaned segment's own .txnindex (_cleaned_segment.py)
+            os.rename(cleaned.txn_index_path, txn_index.path)
+            txn_index.entries = list(cleaned.aborted_txns)
         os.rename(swap_path, new.path + LOG_SUFFIX)
         new.last_append_ms = max(s.last_append_ms for s in olds)
         new.roll_base_ms = olds[0].roll_base_ms
         new.write_index_files()
         self._segments[first:first + len(olds)] = [new]
+        self._txn_indexes[first:first + len(olds)] = [txn_index]
         self._bases[first:first + len(olds)] = [new.base_offset]
         self._size_bytes += new.size_bytes - sum(s.size_bytes for s in olds)
         self._dirty_segments = [s for s in self._dirty_segments if not s.deleted]

@@ -107,8 +107,9 @@ class _MemoryCleanedSegment(CleanedSegment):
         seg.next_offset = header.next_offset
         self.size_bytes = seg.size_bytes
 
-    def finish(self, next_offset: int) -> None:
+    def finish(self, next_offset: int, aborted_txns=()) -> None:
         self.segment.next_offset = max(self.segment.next_offset, next_offset)
+        self.segment.aborted = list(aborted_txns)  # the cleaned segment's aborted-transaction index
 
     def discard(self) -> None:
         self.segment = _MemorySegment(self.base_offset, 0)

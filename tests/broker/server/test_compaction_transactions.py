@@ -1,0 +1,185 @@
+"""Log compaction of a partition with transactions (docs/storage.md "Log compaction and
+transactions"), after Kafka's cleaner: LogCleanerManager.cleanableOffsets (never past the last
+stable offset), Cleaner.cleanSegments / cleanInto with CleanedTransactionMetadata (aborted
+transactions' records go, markers stay while their transaction has a batch in the log, then live
+delete.retention.ms like tombstones), the cleaned segment's aborted-transaction index. Raw
+transactional batches and markers as in test_transactions_log.py (support/txn.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from support import RawClient
+from support.txn import READ_COMMITTED, READ_UNCOMMITTED, fetch, init_producer_id, install_verifier, produce, \
+    write_markers
+
+from quafka.protocol.errors import ErrorCode
+from quafka.protocol.record_batch import TRANSACTIONAL_FLAG, build_batch, iter_headers, iter_records
+
+BIG = b"x" * 400_000  # two such batches and a few small ones fill a 1 MiB segment
+HOUR_MS = 3_600_000
+TOPIC = "txn-compacted"
+
+
+def batch(key: bytes, value: bytes, *, producer_id: int = -1, sequence: int = -1, transactional: bool = False) -> bytes:
+    return build_batch([(key, value)], base_timestamp=int(time.time() * 1000), producer_id=producer_id,
+                       producer_epoch=0, base_sequence=sequence, attributes=TRANSACTIONAL_FLAG if transactional else 0)
+
+
+def plain(raw, key: bytes, value: bytes) -> int:
+    resp = produce(raw, TOPIC, batch(key, value), transactional_id=None)
+    assert resp.error_code == 0, resp
+    return resp.base_offset
+
+
+def in_txn(raw, producer_id: int, sequence: int, key: bytes, value: bytes) -> int:
+    resp = produce(raw, TOPIC, batch(key, value, producer_id=producer_id, sequence=sequence, transactional=True))
+    assert resp.error_code == 0, resp
+    return resp.base_offset
+
+
+def end_txn(broker, producer_id: int, committed: bool) -> None:
+    assert write_markers(broker, producer_id, 0, committed, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.none}
+
+
+def clean(broker, now_ms: int) -> bool:
+    return asyncio.run_coroutine_threadsafe(broker.server.log_cleaner.clean_filthiest(now_ms),
+                                            broker._loop).result(60)
+
+
+def part_of(broker):
+    return broker.server.state.topics[TOPIC].partitions[0]
+
+
+def batches(raw, isolation: int = READ_UNCOMMITTED) -> list[tuple]:
+    """(offset, is_control, key, value prefix) of every record and every control batch, from 0."""
+    out = []
+    offset = 0
+    while True:
+        data = fetch(raw, TOPIC, offset, isolation, partition_max_bytes=8 << 20)
+        records = bytes(data.records or b"")
+        if not records:
+            return out
+        for pos, header in iter_headers(records):
+            if header.is_control:
+                out.append((header.base_offset, True, None, None))
+            else:
+                out += [(r.offset, False, r.key, r.value[:8]) for r in iter_records(records[pos:pos + header.size_bytes])]
+            offset = header.next_offset
+
+
+def read_committed(bootstrap: str) -> list[tuple[bytes, bytes]]:
+    """What a confluent-kafka read_committed consumer gets (up to the LSO), as (key, value prefix)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{time.monotonic_ns()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    out = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF (the LSO for read_committed)
+                    return out
+                raise AssertionError(msg.error())
+            out.append((msg.key(), msg.value()[:8]))
+        raise AssertionError("no end of partition within 30 s")
+    finally:
+        consumer.close()
+
+
+def scenario(broker, raw) -> dict:
+    """Plain, committed and aborted writes below an open transaction; returns names -> offsets."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "1048576", "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": str(HOUR_MS)})])[TOPIC].result(10)
+    install_verifier(broker)
+    p1, p2, p3 = (init_producer_id(raw) for _ in range(3))
+    o = {"p1": p1, "p2": p2, "p3": p3}
+    o["a0"] = plain(raw, b"a", b"a0" + BIG)
+    o["c0"] = plain(raw, b"c", b"c0" + BIG)
+    o["a_aborted"] = in_txn(raw, p1, 0, b"a", b"aborted" + BIG)  # supersedes nothing: it was aborted
+    o["c_txn"] = in_txn(raw, p2, 0, b"c", b"c-txn" + BIG)  # supersedes c0: it was committed
+    end_txn(broker, p1, False)
+    end_txn(broker, p2, True)
+    o["b0"] = plain(raw, b"b", b"b0" + BIG)
+    o["d_txn"] = in_txn(raw, p1, 1, b"d", b"d-txn" + BIG)  # p1's next transaction: committed
+    end_txn(broker, p1, True)
+    o["b1"] = plain(raw, b"b", b"b1" + BIG)
+    o["open"] = in_txn(raw, p3, 0, b"e", b"open" + BIG)  # the LSO from here on
+    o["b2"] = plain(raw, b"b", b"b2" + BIG)
+    o["b3"] = plain(raw, b"b", b"b3" + BIG)
+    o["f"] = plain(raw, b"f", b"f" + BIG)
+    return o
+
+
+def test_cleaning_with_transactions_keeps_read_committed_right_and_stops_at_the_lso(make_broker, tmp_path):
+    data_dir = str(tmp_path / "data")
+    config = {"log.cleaner.backoff.ms": 3_600_000}  # rounds driven by clean() only
+    broker = make_broker(data_dir=data_dir, config=config)
+    raw = RawClient(broker.bootstrap_servers)
+    o = scenario(broker, raw)
+    part = part_of(broker)
+    plog = part.log
+    lso = part.last_stable_offset
+    assert lso == o["open"] and plog.segment_base_offsets[-1] > o["b2"], plog.segment_base_offsets
+    aborted_before = [(t.producer_id, t.first_offset) for t in part.aborted_transactions(0, plog.log_end_offset)]
+    assert aborted_before == [(o["p1"], o["a_aborted"])]
+    at_lso_before = [r for r in batches(raw) if r[0] >= lso]
+    now = int(time.time() * 1000)
+
+    assert clean(broker, now)
+    # below the LSO: the latest committed value of every key; the aborted record is gone, and so is
+    # c0, superseded by the committed transaction; the markers stay (their transactions have batches)
+    cleaned = [r for r in batches(raw) if r[0] < lso]
+    data = [(off, k, v) for off, ctl, k, v in cleaned if not ctl]
+    assert data == [(o["a0"], b"a", b"a0xxxxxx"), (o["c_txn"], b"c", b"c-txnxxx"), (o["d_txn"], b"d", b"d-txnxxx"),
+                    (o["b1"], b"b", b"b1xxxxxx")], data
+    assert [off for off, ctl, _, _ in cleaned if ctl] == [o["a_aborted"] + 2, o["c_txn"] + 2, o["d_txn"] + 1]
+    # at and above the LSO nothing was rewritten (b2 is superseded by b3, yet still there)
+    assert [r for r in batches(raw) if r[0] >= lso] == at_lso_before
+    # read_committed readers: committed records only, one per key below the LSO
+    assert read_committed(broker.bootstrap_servers) == [(b"a", b"a0xxxxxx"), (b"c", b"c-txnxxx"),
+                                                       (b"d", b"d-txnxxx"), (b"b", b"b1xxxxxx")]
+    # the ABORT marker stays with its index entry (the aborted batch was met in this round)
+    assert [(t.producer_id, t.first_offset) for t in part.aborted_transactions(0, plog.log_end_offset)] \
+        == aborted_before
+    marker_segment = max(b for b in plog.segment_base_offsets if b <= o["a_aborted"] + 2)
+    assert os.path.getsize(os.path.join(data_dir, f"{TOPIC}-0", f"{marker_segment:020d}.txnindex")) == 34
+
+    # the open transaction commits; the next round finds no batch of p1's aborted transaction: its
+    # ABORT marker loses its index entry and gets a delete horizon; past it, the marker goes
+    end_txn(broker, o["p3"], True)
+    plain(raw, b"g", b"g" + BIG)
+    plain(raw, b"g", b"g" + BIG)
+    assert clean(broker, now)
+    assert part.aborted_transactions(0, plog.log_end_offset) == []
+    assert (o["a_aborted"] + 2, True, None, None) in batches(raw)
+    plain(raw, b"h", b"h" + BIG)
+    plain(raw, b"h", b"h" + BIG)
+    assert clean(broker, now + 2 * HOUR_MS)
+    after = batches(raw)
+    assert (o["a_aborted"] + 2, True, None, None) not in after
+    assert (o["c_txn"] + 2, True, None, None) in after  # c-txn is still the latest c: its COMMIT stays
+    expected = [(b"a", b"a0xxxxxx"), (b"c", b"c-txnxxx"), (b"d", b"d-txnxxx"), (b"e", b"openxxxx"),
+                (b"b", b"b3xxxxxx"), (b"f", b"fxxxxxxx"), (b"g", b"gxxxxxxx"), (b"h", b"hxxxxxxx")]
+    got = read_committed(broker.bootstrap_servers)
+    assert dict(got) == dict(expected) and [k for k, _ in got if k not in (b"g", b"h")] == [k for k, _ in expected[:-2]]
+    raw.close()
+
+    # a restart reads the same (the producer-state replay meets cleaned markers and empty batches)
+    broker.stop()
+    restarted = make_broker(data_dir=data_dir, config=config)
+    assert part_of(restarted).last_stable_offset == part_of(restarted).log.log_end_offset
+    assert read_committed(restarted.bootstrap_servers) == got
+    with RawClient(restarted.bootstrap_servers) as raw2:
+        assert [r for r in batches(raw2, READ_COMMITTED) if not r[1]] == [r for r in after if not r[1]]

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from quafka.broker.storage import FileLog, LogConfig, MemoryLog
+from quafka.broker.storage.base import AbortedTxn
 from quafka.protocol.record_batch import build_batch, iter_headers, iter_records, read_header
 
 from .conftest import append
@@ -36,7 +37,7 @@ def filled(path) -> FileLog:
     return log
 
 
-def write_cleaned(log, bases: list[int]):
+def write_cleaned(log, bases: list[int], aborted_txns=()):
     """The cleaned copy of the segments at `bases`: the last batch of each key, plus the last
     batch of the range (as the cleaner keeps it)."""
     sources = log.open_for_cleaning(bases)
@@ -52,7 +53,7 @@ def write_cleaned(log, bases: list[int]):
     for h, b in batches:
         if any(latest[r.key] == r.offset for r in iter_records(b)) or h.next_offset == end:
             cleaned.append(h, b)
-    cleaned.finish(end)
+    cleaned.finish(end, aborted_txns)
     return cleaned
 
 
@@ -118,3 +119,69 @@ def test_a_crash_during_the_swap_completes_it_at_start_up(tmp_path, deleted_befo
     offsets = [o for o, _, _ in kept]
     assert offsets == sorted(offsets) and len(offsets) < 12  # compacted, in order, no old segment mixed in
     assert not [n for n in os.listdir(tmp_path) if n.endswith((".swap", ".cleaned"))]
+
+
+def with_aborted(log) -> tuple[AbortedTxn, AbortedTxn, AbortedTxn]:
+    """Aborted-transaction entries (as ABORT markers would add them) in the first two segments and
+    the active one."""
+    bases = log.segment_base_offsets
+    first = AbortedTxn(7, bases[0], bases[0] + 1, bases[0] + 2)
+    second = AbortedTxn(8, bases[1], bases[1] + 1, bases[1] + 2)
+    active = AbortedTxn(9, bases[-1], bases[-1], bases[-1] + 1)
+    for txn in (first, second, active):
+        assert log.append_aborted_txn(txn)
+    return first, second, active
+
+
+@pytest.mark.parametrize("engine", ["file", "memory"])
+def test_the_cleaned_segment_carries_the_aborted_transactions_it_keeps(tmp_path, engine):
+    """Cleaner.cleanSegments: the cleaned segment's txnIndex holds the entries whose markers it
+    keeps with a batch of their transaction; the replaced segments' indexes go with them, and the
+    segments and their indexes stay aligned (an ABORT in the active segment still lands there)."""
+    if engine == "file":
+        log = filled(tmp_path)
+    else:
+        log = MemoryLog("t", 0, CONFIG)
+        for i in range(12):
+            append(log, [keyed(i)], now_ms=i)
+    first, second, active = with_aborted(log)
+    bases = log.segment_base_offsets[:-1]
+    assert log.replace_segments(write_cleaned(log, bases, [second]), bases)  # `first` no longer needed
+    end = log.log_end_offset
+    assert log.aborted_transactions(0, end) == [second, active]
+    late = AbortedTxn(10, end - 1, end - 1, end)
+    assert log.append_aborted_txn(late)
+    assert log.aborted_transactions(0, end) == [second, active, late]
+    if engine == "file":
+        assert len(log._txn_indexes) == len(log.segment_base_offsets)
+        names = sorted(n for n in os.listdir(tmp_path) if n.endswith(".txnindex"))
+        assert names == [f"{bases[0]:020d}.txnindex", f"{log.segment_base_offsets[-1]:020d}.txnindex"]
+        log.close()
+        assert FileLog(str(tmp_path), "t", 0, CONFIG, 0).aborted_transactions(0, end) == [second, active, late]
+
+
+@pytest.mark.parametrize("swapped", [False, True])
+def test_a_crash_in_a_cleaning_leaves_no_cleaned_txnindex_nor_a_replaced_segments_one(tmp_path, swapped):
+    """Killed while copying (a .log.cleaned and a .txnindex.cleaned): the old segments keep their
+    indexes. Killed after the swap began (.log.swap): the swapped-in segment is recovered, so its
+    index is reset for the producer-state replay to rebuild (file_log.py; these batches hold no
+    marker, so there is nothing to rebuild), and the replaced segments' indexes are removed. (The
+    active segment is recovered too after a crash: its entry is the replay's to rebuild as well.)"""
+    log = filled(tmp_path)
+    first, second, active = with_aborted(log)
+    bases = log.segment_base_offsets[:-1]
+    cleaned = write_cleaned(log, bases, [second])
+    assert os.path.exists(cleaned.txn_index_path)
+    if swapped:
+        os.rename(cleaned.path, cleaned.segment.path + ".log.swap")
+    log.release()
+    reopened = FileLog(str(tmp_path), "t", 0, CONFIG, 0)
+    assert not [n for n in os.listdir(tmp_path) if n.endswith((".swap", ".cleaned"))]
+    assert len(reopened._txn_indexes) == len(reopened.segment_base_offsets)
+    if swapped:
+        assert reopened.segment_base_offsets == [bases[0], log.segment_base_offsets[-1]]
+        assert reopened.aborted_transactions(0, reopened.log_end_offset) == []
+        assert not [n for n in os.listdir(tmp_path) if ".txnindex" in n]
+    else:
+        assert reopened.segment_base_offsets == log.segment_base_offsets
+        assert reopened.aborted_transactions(0, reopened.log_end_offset) == [first, second]

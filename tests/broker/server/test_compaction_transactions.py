@@ -8,13 +8,16 @@ transactional batches and markers as in test_transactions_log.py (support/txn.py
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from support import RawClient
+from support import RawClient, wait_until
 from support.txn import READ_COMMITTED, READ_UNCOMMITTED, fetch, init_producer_id, install_verifier, produce, \
     write_markers
 
@@ -183,3 +186,123 @@ def test_cleaning_with_transactions_keeps_read_committed_right_and_stops_at_the_
     assert read_committed(restarted.bootstrap_servers) == got
     with RawClient(restarted.bootstrap_servers) as raw2:
         assert [r for r in batches(raw2, READ_COMMITTED) if not r[1]] == [r for r in after if not r[1]]
+
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_txn_broker_child.py")
+CRASHY = "txn-crashy"
+
+
+def test_sigkill_in_the_middle_of_a_cleaning_keeps_the_aborted_transaction_index(tmp_path, make_broker):
+    """A broker (child process) killed while its throttled cleaner copies segments holding
+    committed and aborted transactions: after the restart, read_committed readers still skip the
+    aborted records (the .txnindex is intact; the .cleaned files are gone), and once the restarted
+    broker's cleaner has run they are gone from the log while the ABORT marker keeps its entry."""
+    data_dir = str(tmp_path / "data")
+    throttled = {"log.cleaner.backoff.ms": 100, "log.cleaner.io.max.bytes.per.second": 2_000_000}
+    child = subprocess.Popen([sys.executable, CHILD, data_dir, json.dumps(throttled)], stdout=subprocess.PIPE,
+                             stdin=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        bootstrap = json.loads(child.stdout.readline())["bootstrap"]
+
+        def end(producer_id: int, committed: bool) -> None:
+            child.stdin.write(json.dumps({"producer_id": producer_id, "epoch": 0, "committed": committed,
+                                          "partitions": [[CRASHY, 0]]}) + "\n")
+            child.stdin.flush()
+            assert json.loads(child.stdout.readline())["written"] == {f"{CRASHY}-0": 0}
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(CRASHY, 1, 1, config={"segment.bytes": "1048576",
+                                                            "min.cleanable.dirty.ratio": "0.01"})])[CRASHY].result(10)
+        with RawClient(bootstrap) as raw:
+            p1, p2 = init_producer_id(raw), init_producer_id(raw)
+
+            def put(key: bytes, value: bytes, **txn) -> int:
+                resp = produce(raw, CRASHY, batch(key, value + BIG, **txn), transactional_id="tx" if txn else None)
+                assert resp.error_code == 0, resp
+                return resp.base_offset
+
+            for i in range(6):
+                put(b"k%d" % (i % 3), b"v%d" % i)
+            aborted_at = put(b"a", b"aborted", producer_id=p1, sequence=0, transactional=True)
+            end(p1, False)
+            put(b"k0", b"k0-txn", producer_id=p2, sequence=0, transactional=True)
+            end(p2, True)
+            put(b"d", b"d-txn", producer_id=p1, sequence=1, transactional=True)  # p1's next: committed
+            end(p1, True)
+            for i in range(6, 14):
+                put(b"k%d" % (i % 3), b"v%d" % i)
+        partition_dir = os.path.join(data_dir, f"{CRASHY}-0")
+        compact = ConfigResource(ResourceType.TOPIC, CRASHY, incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+        assert admin.incremental_alter_configs([compact])[compact].result(10) is None
+
+        def cleaning() -> bool:
+            return any(name.endswith(".cleaned") for name in os.listdir(partition_dir))
+
+        wait_until(cleaning, 20, message="a cleaning in progress (a .cleaned file)")
+        child.kill()
+        child.wait(10)
+        assert cleaning()  # killed while copying
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+
+    def view(bootstrap: str) -> tuple:
+        with RawClient(bootstrap) as raw:
+            part = fetch(raw, CRASHY, 0, READ_COMMITTED, partition_max_bytes=64 << 20)
+            aborted = [(t.producer_id, t.first_offset) for t in part.aborted_transactions]
+            values = []
+            offset = 0
+            while True:
+                records = bytes(fetch(raw, CRASHY, offset, READ_UNCOMMITTED, partition_max_bytes=8 << 20).records or b"")
+                if not records:
+                    break
+                for pos, header in iter_headers(records):
+                    if not header.is_control:
+                        values += [r.value[:9] for r in iter_records(records[pos:pos + header.size_bytes])]
+                    offset = header.next_offset
+        return aborted, values
+
+    first = make_broker(data_dir=data_dir, config={"log.cleaner.enable": False})  # as the kill left it
+    aborted, values = view(first.bootstrap_servers)
+    assert aborted == [(p1, aborted_at)]  # the index survived the kill...
+    assert b"abortedxx" in values  # ...and the aborted record is still there (the copy was discarded)
+    assert not [n for n in os.listdir(partition_dir) if n.endswith((".cleaned", ".swap"))]
+    first.stop()
+
+    restarted = make_broker(data_dir=data_dir, config={"log.cleaner.backoff.ms": 100})
+
+    def checkpointed() -> bool:
+        path = os.path.join(data_dir, "cleaner-offset-checkpoint")
+        return os.path.exists(path) and f"{CRASHY} 0 " in open(path, encoding="utf-8").read()
+
+    wait_until(checkpointed, 30, message="the restarted broker's cleaning")
+    aborted, values = view(restarted.bootstrap_servers)
+    assert b"abortedxx" not in values and aborted == [(p1, aborted_at)]  # the marker keeps its entry
+    expected = [(b"k1", b"v13"), (b"k2", b"v11"), (b"k0", b"v12"), (b"d", b"d-txn")]
+    got = dict(read_committed_of(restarted.bootstrap_servers, CRASHY))
+    assert got == {k: v for k, v in expected}
+
+
+def read_committed_of(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    """(key, value without its padding) of what a read_committed consumer gets."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{time.monotonic_ns()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:
+                    return out
+                raise AssertionError(msg.error())
+            out.append((msg.key(), msg.value()[:-len(BIG)]))
+        raise AssertionError("no end of partition within 30 s")
+    finally:
+        consumer.close()

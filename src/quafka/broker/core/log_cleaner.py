@@ -40,13 +40,12 @@ segments, asks these functions, and writes through the storage layer. Facts from
   `.txnindex`: `cleaned_index`); a marker that may go is first given a delete horizon like a
   tombstone (`delete.retention.ms`), and goes at the first cleaning past it (Kafka's
   `containsMarkerForEmptyTxn` / `isControlBatchEmpty`); an empty control batch was cleaned
-  already and goes. Committed transactional batches are cleaned like any other.
+  already and goes. Committed transactional batches are cleaned like any other. One instance
+  serves a whole round, every group in log order (Cleaner.doClean passes one to each
+  cleanSegments), so a marker is never removed while its transaction has a batch in an earlier
+  group, and the log never holds a transaction's batch without its marker.
 
 Departures, each for a reason:
-- One CleanedTransactionMetadata serves a whole round (every group, in log order), where Kafka
-  makes one per group of segments: a marker whose transaction left a batch in an earlier group
-  is then kept too, so the log never holds a transaction's batch without its marker (a start-up
-  replay of the producer state without a snapshot would otherwise see it open for ever).
 - Batches at or past the first uncleanable offset in a segment that is cleaned (the segment
   holding the last stable offset) are copied whole, byte for byte: Kafka filters them too (it
   keeps their records, as they are past the offset map, but may set a delete horizon or drop an

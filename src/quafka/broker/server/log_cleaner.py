@@ -267,7 +267,7 @@ class LogCleanerService:
             groups = group_segments_by_size(to_clean, plan.config.segment_bytes, plan.ltc.first_uncleanable_offset)
             by_base = {src.base_offset: src for src in sources}
             bases = [s.base_offset for s in summaries]
-            txn_metadata = CleanedTransactionMetadata(plan.aborted)  # one for the round: see core/log_cleaner.py
+            txn_metadata = CleanedTransactionMetadata(plan.aborted)  # one for the round, as Cleaner.doClean
             for group in groups:
                 last_index = bases.index(group[-1].base_offset)
                 group_end = bases[last_index + 1]

@@ -126,7 +126,7 @@ def test_deviating_defaults_are_quafka_s_and_documented_as_such():
     assert config.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
     assert config.log_dir == "./quafka-data"
     assert config.node_id == 1
-    for name in ("listeners", "log.dir", "node.id", "log.cleanup.policy"):
+    for name in ("listeners", "log.dir", "node.id", "offsets.topic.segment.bytes"):
         assert BROKER_KEYS[name].note, name
 
 
@@ -222,12 +222,21 @@ def test_the_first_error_in_the_properties_is_raised():
     assert error.key == "num.partitions"
 
 
-def test_compaction_is_refused_with_an_explanation():
-    for value in ("compact", "delete,compact", "compact,delete"):
-        error = refused({"log.cleanup.policy": value})
-        assert error.key == "log.cleanup.policy" and "no log compaction" in str(error)
+def test_cleanup_policy_accepts_compact_delete_both_or_nothing():
+    for value, parsed in (("compact", ["compact"]), ("delete,compact", ["delete", "compact"]), ("", [])):
+        assert broker(log_cleanup_policy=value).get("log.cleanup.policy") == parsed
     assert "String must be one of: compact, delete" in str(refused({"log.cleanup.policy": "forever"}))
-    assert broker(log_cleanup_policy="").get("log.cleanup.policy") == []
+    assert "duplicated" in str(refused({"log.cleanup.policy": "compact,compact"}))
+
+
+def test_log_cleaner_threads_other_than_one_is_refused_and_cleaner_keys_are_served():
+    error = refused({"log.cleaner.threads": "2"})
+    assert error.key == "log.cleaner.threads" and "exactly one log cleaner thread" in str(error)
+    config = broker(log_cleaner_backoff_ms="50", log_cleaner_delete_retention_ms="7")
+    assert config.get("log.cleaner.backoff.ms") == 50 and not config.warnings
+    assert cfg.compaction_config(config, {}).delete_retention_ms == 7  # the broker default of delete.retention.ms
+    assert cfg.compaction_config(config, {"delete.retention.ms": "9"}).delete_retention_ms == 9
+    assert "Unknown configuration log.cleaner.nonsense" in str(refused({"log.cleaner.nonsense": "1"}))
 
 
 def test_every_kafka_compression_type_is_accepted_and_others_are_refused():
@@ -322,7 +331,7 @@ def test_kraft_quickstart_properties_are_accepted_with_one_warning_per_ignored_k
 @pytest.mark.parametrize("name", [
     "default.replication.factor", "min.insync.replicas", "unclean.leader.election.enable",
     "background.threads", "num.replica.fetchers", "metadata.log.dir",
-    "metric.reporters", "log.cleaner.threads", "log.cleaner.enable", "replica.lag.time.max.ms",
+    "metric.reporters", "replica.lag.time.max.ms",
     "controller.quorum.voters", "controller.quorum.election.timeout.ms",
 ])
 def test_ignored_keys_produce_one_warning_line(name):
@@ -499,7 +508,7 @@ def test_validate_topic_configs_normalises_values():
     ({"segment.ms": "0"}, "segment.ms", "Value must be at least 1"),
     ({"min.insync.replicas": "0"}, "min.insync.replicas", "Value must be at least 1"),
     ({"min.cleanable.dirty.ratio": "1.5"}, "min.cleanable.dirty.ratio", "Value must be no more than 1"),
-    ({"cleanup.policy": "compact"}, "cleanup.policy", "no log compaction"),
+    ({"cleanup.policy": "compact,squash"}, "cleanup.policy", "String must be one of: compact, delete"),
     ({"compression.type": "brotli"}, "compression.type", "String must be one of"),
     ({"compression.zstd.level": "23"}, "compression.zstd.level", "Value must be no more than 22"),
     ({"remote.storage.enable": "true"}, "remote.storage.enable", "no tiered storage"),
@@ -654,7 +663,7 @@ def test_docs_list_the_deviations():
     text = DOCS.read_text(encoding="utf-8")
     section = text[text.index("## Deviations from Kafka"):]
     for needle in ("PLAINTEXT://127.0.0.1:9092", "./quafka-data", "Exactly one data directory", "node.id",
-                   "No log compaction", "compression.type", "SIGKILL", "power"):
+                   "Log compaction", "compression.type", "SIGKILL", "power"):
         assert needle in section, needle
     assert re.search(r"quafka broker --config server.properties --override", text)
     assert 'make run ARGS="--override' in text and "EmbeddedBroker(config=" in text

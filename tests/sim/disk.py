@@ -51,8 +51,6 @@ except ImportError:  # pragma: no cover - older trees
 if TYPE_CHECKING:
     from .world import Incarnation
 
-MAX_OFFSET = 2**62
-
 
 class SimCrash(BaseException):
     """Raised at a crash point: the broker process is gone, nothing after this runs for it.
@@ -66,6 +64,9 @@ class DiskLog:
     batches: list[bytes]
     log_start_offset: int
     tail: bytes = b""  # torn bytes after the last whole batch
+    # the segments after the first: (base offset, index in `batches` of its first batch). A segment
+    # the log cleaner rewrote may start below its first batch and leave gaps between batches
+    segments: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class SimDisk:
     cluster_id: str
     journal: list[dict] = field(default_factory=list)
     logs: dict[tuple[str, int], DiskLog] = field(default_factory=dict)
+    cleaner_checkpoints: dict[tuple[str, int], int] = field(default_factory=dict)  # written durably
 
 
 # ----------------------------------------------------------------------------- logs
@@ -129,30 +131,35 @@ class SimLog(MemoryLog):
         self.store.inc.check_alive()
         return super().delete_records_before(offset)
 
-    # -- what a crash keeps
-    def stored_batches(self) -> tuple[int, list[tuple[int, int, bytes]]]:
-        """(base offset, [(base offset, last offset, bytes)]) of every batch held, oldest first."""
-        read = MemoryLog.read_batches(self, self._segments[0].base_offset, MAX_OFFSET, MAX_OFFSET) \
-            if self.log_end_offset > self._segments[0].base_offset else None
-        if read is None or not read.extents:
-            return self.log_end_offset, []
-        out = []
-        start = 0
-        data = read.data
-        for extent in read.extents:
-            out.append((extent.base_offset, extent.last_offset, bytes(data[start:extent.end])))
-            start = extent.end
-        return out[0][0], out
+    def replace_segments(self, cleaned, base_offsets) -> bool:
+        """The log cleaner's swap (crash-safe on disk: FileLog keeps the old segments or the cleaned
+        one, never a mix), with a crash just before or just after it: a crash in the middle of a
+        cleaning, between one group's swap and the next, or before the checkpoint is written."""
+        inc = self.store.inc
+        inc.check_alive()
+        inc.faults.at_cleaner_swap(inc, self, base_offsets, swapped=False)
+        swapped = super().replace_segments(cleaned, base_offsets)
+        if swapped:
+            inc.faults.at_cleaner_swap(inc, self, base_offsets, swapped=True)
+        return swapped
 
+    # -- what a crash keeps
+    def stored_segments(self) -> list[tuple[int, list[tuple[int, int, bytes]]]]:
+        """[(segment base offset, [(base offset, last offset, bytes) of each batch])], oldest first."""
+        return [(seg.base_offset, [(offset, offset + read_header(batch, 0).last_offset_delta, batch)
+                                   for offset, batch in zip(seg.batch_offsets, seg.batches)])
+                for seg in self._segments]
 
 if guard_storage_calls is not None:
     guard_storage_calls(SimLog, ("append", "delete_records_before", "enforce_retention", "begin_flush", "read",
-                                 "read_batches", "offset_for_timestamp", "max_timestamp_offset"))
+                                 "read_batches", "offset_for_timestamp", "max_timestamp_offset", "segment_infos",
+                                 "open_for_cleaning", "replace_segments"))
 
 
 def valid_prefix(base_offset: int, batches: Sequence[bytes], tail: bytes) -> tuple[list[bytes], int]:
     """The stored batches up to the first incomplete, malformed, out-of-sequence or corrupt one
-    (FileLog's recovery of the active segment); returns (kept batches, bytes cut)."""
+    (FileLog's recovery of the active segment, _segment.recover: offsets only grow, with gaps where
+    the log cleaner removed batches); returns (kept batches, bytes cut)."""
     kept: list[bytes] = []
     expected = base_offset
     cut = len(tail)
@@ -160,7 +167,7 @@ def valid_prefix(base_offset: int, batches: Sequence[bytes], tail: bytes) -> tup
         ok = len(raw) >= HEADER_SIZE
         if ok:
             h = read_header(raw, 0)
-            ok = (h.batch_length >= MIN_BATCH_LENGTH and h.magic == 2 and h.base_offset == expected
+            ok = (h.batch_length >= MIN_BATCH_LENGTH and h.magic == 2 and h.base_offset >= expected
                   and h.batch_length + LOG_OVERHEAD == len(raw) and batch_crc_ok(raw, 0, h))
         if not ok:
             cut += sum(len(b) for b in batches[i:])
@@ -182,12 +189,18 @@ class SimLogStore(MemoryLogStore):
             log.health = self.health
             kept, cut = valid_prefix(stored.base_offset, stored.batches, stored.tail)
             self.recovered_cut_bytes += cut
-            for raw in kept:
+            rolls = [(first, base) for base, first in stored.segments if first <= len(kept)]
+            for i, raw in enumerate([*kept, None]):
+                while rolls and rolls[0][0] == i:
+                    _restore_roll(log, rolls.pop(0)[1], now_ms)
+                if raw is None:
+                    break
                 buf = bytearray(raw)
                 header = read_header(buf, 0)
-                expected = log.log_end_offset
+                if header.base_offset > log.log_end_offset:  # a gap the log cleaner left
+                    log._segments[-1].next_offset = header.base_offset  # noqa: SLF001
                 MemoryLog.append(log, buf, [(0, header)], now_ms, defer_flush=True)
-                assert read_header(buf, 0).base_offset == expected
+                assert read_header(buf, 0).base_offset == header.base_offset
             log._unflushed_records = 0  # noqa: SLF001 - what recovery found is on disk
             log._first_unflushed_ms = None  # noqa: SLF001
             log.flushed_offset = log.log_end_offset
@@ -195,6 +208,14 @@ class SimLogStore(MemoryLogStore):
             if start > log.log_start_offset:
                 MemoryLog.delete_records_before(log, start)
             self._logs[(topic, partition)] = (log, stored.topic_id_hex)
+        self.disk = disk
+
+    def read_cleaner_checkpoints(self) -> dict[tuple[str, int], int]:
+        return dict(self.disk.cleaner_checkpoints)
+
+    def write_cleaner_checkpoints(self, offsets: dict[tuple[str, int], int]) -> None:
+        self.inc.check_alive()
+        self.disk.cleaner_checkpoints = dict(offsets)
 
     def open_log(self, topic: str, partition: int, topic_id_hex: str, config: LogConfig, now_ms: int):
         self.inc.check_alive()
@@ -223,7 +244,12 @@ class SimLogStore(MemoryLogStore):
         logs: dict[tuple[str, int], DiskLog] = {}
         lost_batches = torn_tails = 0
         for (topic, partition), (log, topic_id_hex) in sorted(self._logs.items()):
-            base, batches = log.stored_batches()
+            segments = log.stored_segments()
+            batches = [b for _, seg_batches in segments for b in seg_batches]
+            firsts, n = [], len(segments[0][1])
+            for base, seg_batches in segments[1:]:
+                firsts.append((base, n))
+                n += len(seg_batches)
             unsafe = power or log.fsync_failed
             tail = b""
             if unsafe:
@@ -236,13 +262,23 @@ class SimLogStore(MemoryLogStore):
                     tail = _tear(rest[keep][2], rng)
                     torn_tails += 1
                 batches = durable + rest[:keep]
+                # a segment survives with a batch of it, or if it began below the flushed offset
+                # (its file was created before a flush that synced the directory)
+                firsts = [(base, first) for base, first in firsts if first < len(batches) or base <= flushed]
             if torn is not None and torn[0] is log and not tail:
                 tail = torn[1]
                 torn_tails += 1
-            logs[(topic, partition)] = DiskLog(topic_id_hex, base, [b[2] for b in batches],
-                                               log.log_start_offset, tail)
+            logs[(topic, partition)] = DiskLog(topic_id_hex, segments[0][0], [b[2] for b in batches],
+                                               log.log_start_offset, tail, firsts)
         disk.logs = logs
         return {"lost_batches": lost_batches, "torn_tails": torn_tails}
+
+
+def _restore_roll(log: SimLog, base_offset: int, now_ms: int) -> None:
+    """Recovery: the next segment starts at `base_offset` (at or past the log end so far)."""
+    assert base_offset >= log.log_end_offset, (base_offset, log.log_end_offset)
+    log._segments[-1].next_offset = base_offset  # noqa: SLF001 - rebuilding MemoryLog's segments
+    log._roll(now_ms)  # noqa: SLF001
 
 
 def _tear(raw: bytes, rng) -> bytes:

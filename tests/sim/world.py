@@ -119,6 +119,18 @@ class Faults:
             return True
         return False
 
+    def at_cleaner_swap(self, inc: "Incarnation", log: SimLog, base_offsets, *, swapped: bool) -> None:
+        """A crash in the middle of a log cleaning, at one group's swap. Drawn only when a cleaner
+        round swaps (so seeds without compaction draw as before), at 25 times crash_after_append:
+        a seed sees a few dozen swaps at most."""
+        p = min(0.2, 25 * self.profile.crash_after_append)
+        if not self.enabled or p <= 0.0 or self.rng.random() >= p:
+            return
+        name = "crash_after_cleaner_swap" if swapped else "crash_before_cleaner_swap"
+        self.counts[name] += 1
+        inc.crash(f"{'after' if swapped else 'before'} the log cleaner's swap of segments {list(base_offsets)} "
+                  f"of {log.topic}-{log.partition}")
+
     def before_meta_commit(self, inc: "Incarnation", records: list[dict]) -> None:
         what = ",".join(str(r.get("type")) for r in records)
         if self._roll("meta_error"):

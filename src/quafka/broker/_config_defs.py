@@ -31,6 +31,7 @@ from quafka.broker._config_types import (  # noqa: F401 - some are re-exported f
     _between,
     _cleanup_policy,
     _compression_type,
+    _one_cleaner_thread,
     _dir_list,
     _false_only,
     _gzip_level,
@@ -353,6 +354,11 @@ _BROKER = [
     _key("delete.topic.enable", "boolean", True, _any(), "Allow DeleteTopics; when false it fails."),
     _key("offsets.topic.num.partitions", "int", 50, _at_least(1),
          "Partition count of __consumer_offsets; fixed once the topic exists."),
+    _key("offsets.topic.segment.bytes", "int", 1048576, _at_least(1048576),
+         "segment.bytes of __consumer_offsets (a compacted topic): the active segment is never compacted, so "
+         "this bounds what a restart replays beyond the live keys.",
+         note="default 1 MiB (Kafka: 100 MiB): quafka replays records about 40 times slower than Kafka, and a "
+              "restart replays the whole active segment; set at the topic's creation, as in Kafka"),
     _key("group.min.session.timeout.ms", "int", 6000, _at_least(0),
          "Shortest session timeout a classic group member may ask for in JoinGroup; a shorter one gets "
          "INVALID_SESSION_TIMEOUT."),
@@ -438,8 +444,33 @@ _BROKER = [
          CLUSTER_WIDE, "retention.bytes"),
     _key("log.retention.check.interval.ms", "long", 300000, _at_least(1), "How often retention is enforced."),
     _key("log.cleanup.policy", "list", ["delete"], _cleanup_policy(),
-         "What happens to old segments: delete, or nothing (empty value).", CLUSTER_WIDE, "cleanup.policy",
-         note="compact is refused: quafka has no log compaction"),
+         "What happens to old segments: delete (retention), compact (keep the latest record of each key), both, "
+         "or nothing (empty value).", CLUSTER_WIDE, "cleanup.policy"),
+    # -- the log cleaner (compaction: docs/storage.md "Log compaction")
+    _key("log.cleaner.enable", "boolean", True, _any(),
+         "Run the log cleaner; without it compacted topics are not compacted."),
+    _key("log.cleaner.threads", "int", 1, _one_cleaner_thread(), "Log cleaner threads.", CLUSTER_WIDE,
+         note="exactly one"),
+    _key("log.cleaner.dedupe.buffer.size", "long", 134217728, _at_least(0),
+         "Memory for the key -> offset map of one cleaning round (24 bytes a key, as Kafka counts); a log with "
+         "more keys in its dirty part is cleaned over several rounds.", CLUSTER_WIDE),
+    _key("log.cleaner.io.buffer.size", "int", 524288, _at_least(0),
+         "Bytes the cleaner reads from a segment at a time.", CLUSTER_WIDE),
+    _key("log.cleaner.io.buffer.load.factor", "double", 0.9, _any(),
+         "How full the dedupe buffer's map may get.", CLUSTER_WIDE),
+    _key("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, _any(),
+         "Throttle: bytes the cleaner reads plus writes per second.", CLUSTER_WIDE),
+    _key("log.cleaner.backoff.ms", "long", 15000, _at_least(0),
+         "Sleep of the cleaner when no log needs cleaning.", CLUSTER_WIDE),
+    _key("log.cleaner.min.cleanable.ratio", "double", 0.5, _between(0, 1),
+         "Dirty share of a compacted log above which it is cleaned.", CLUSTER_WIDE, "min.cleanable.dirty.ratio"),
+    _key("log.cleaner.min.compaction.lag.ms", "long", 0, _at_least(0),
+         "Shortest time a record stays uncompacted.", CLUSTER_WIDE, "min.compaction.lag.ms"),
+    _key("log.cleaner.max.compaction.lag.ms", "long", MAX_LONG, _at_least(1),
+         "Longest time a record may stay uncompacted once its segment is rolled.", CLUSTER_WIDE,
+         "max.compaction.lag.ms"),
+    _key("log.cleaner.delete.retention.ms", "long", 86400000, _at_least(0),
+         "How long a tombstone stays after the cleaning that first saw it.", CLUSTER_WIDE, "delete.retention.ms"),
     # -- flushing
     _key("log.flush.interval.messages", "long", MAX_LONG, _at_least(1),
          "fsync a partition after this many unflushed records.",
@@ -696,13 +727,12 @@ def _t(name: str, type_: str, default: Any, check: tuple[str, Check], doc: str, 
     return _key(name, type_, default, check, doc, PER_TOPIC, note=note, broker_synonyms=TOPIC_SYNONYMS.get(name, ()))
 
 
-_NO_COMPACTION = "accepted and validated; has no effect because quafka has no log compaction"
 _NO_REMOTE = "quafka has no tiered storage"
 
 _TOPIC = [
     _t("cleanup.policy", "list", ["delete"], _cleanup_policy(),
-       "delete removes old segments by retention; an empty value keeps data forever.",
-       note="compact is refused: quafka has no log compaction"),
+       "delete removes old segments by retention; compact keeps the latest record of each key; both do both; "
+       "an empty value keeps data forever."),
     _t("compression.type", "string", "producer", _compression_type(),
        "Codec the topic's batches are stored with: producer keeps each batch's own codec; any other value "
        "makes the broker rewrite batches sent with another codec into this one (docs/storage.md)."),
@@ -712,8 +742,7 @@ _TOPIC = [
        "LZ4 level the broker compresses at when it rewrites a batch into lz4."),
     _t("compression.zstd.level", "int", 3, _between(-131072, 22),
        "Zstd level the broker compresses at when it rewrites a batch into zstd."),
-    _t("delete.retention.ms", "long", 86400000, _at_least(0), "How long tombstones survive compaction.",
-       note=_NO_COMPACTION),
+    _t("delete.retention.ms", "long", 86400000, _at_least(0), "How long a tombstone stays after the cleaning that first saw it."),
     _t("errors.deadletterqueue.group.enable", "boolean", False, _any(),
        "Let share groups use this topic as their dead-letter queue (KIP-1191); a DLQ topic must opt in."),
     _t("file.delete.delay.ms", "long", 60000, _at_least(0), "Wait before a deleted segment's files are removed.",
@@ -730,8 +759,7 @@ _TOPIC = [
        note=_NO_EFFECT + " (no tiered storage)"),
     _t("local.retention.ms", "long", -2, _at_least(-2), "Local age limit when tiered storage is on; -2 = retention.ms.",
        note=_NO_EFFECT + " (no tiered storage)"),
-    _t("max.compaction.lag.ms", "long", MAX_LONG, _at_least(1), "Longest a record may stay uncompacted.",
-       note=_NO_COMPACTION),
+    _t("max.compaction.lag.ms", "long", MAX_LONG, _at_least(1), "Longest a record may stay uncompacted once its segment is rolled."),
     _t("max.message.bytes", "int", 1048588, _at_least(0), "Largest record batch accepted by produce."),
     _t("message.timestamp.after.max.ms", "long", 3600000, _at_least(0),
        "How far in the future a CreateTime timestamp may be."),
@@ -739,9 +767,8 @@ _TOPIC = [
        "How far in the past a CreateTime timestamp may be."),
     _t("message.timestamp.type", "string", "CreateTime", _one_of("CreateTime", "LogAppendTime"),
        "Keep the producer's timestamps (CreateTime) or stamp the append time (LogAppendTime)."),
-    _t("min.cleanable.dirty.ratio", "double", 0.5, _between(0, 1), "Dirty share of the log that triggers compaction.",
-       note=_NO_COMPACTION),
-    _t("min.compaction.lag.ms", "long", 0, _at_least(0), "Shortest a record stays uncompacted.", note=_NO_COMPACTION),
+    _t("min.cleanable.dirty.ratio", "double", 0.5, _between(0, 1), "Dirty share of the log that triggers compaction."),
+    _t("min.compaction.lag.ms", "long", 0, _at_least(0), "Shortest a record stays uncompacted."),
     _t("min.insync.replicas", "int", 1, _at_least(1), "Replicas that must hold a write acknowledged with acks=all.",
        note="one node: the ISR is always this broker alone, so acks=all waits for nothing more"),
     _t("preallocate", "boolean", False, _any(), "Preallocate segment files on creation.", note=_NO_EFFECT),
@@ -888,7 +915,6 @@ IGNORED_KEYS: dict[str, str] = {
 # Key prefixes ignored the same way (each key still gets its own warning line).
 IGNORED_PREFIXES: dict[str, str] = {
     "controller.": _NO_KRAFT,
-    "log.cleaner.": "quafka has no log cleaner (no log compaction)",
     "replica.": _NO_PEERS,
     "leader.imbalance.": "one node leads every partition",
     "controlled.shutdown.": "one node: there is no controller to move leadership to",

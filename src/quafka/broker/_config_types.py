@@ -221,14 +221,19 @@ def _cleanup_policy() -> tuple[str, Check]:
         for policy in v:
             if policy not in ("compact", "delete"):
                 return f"String must be one of: compact, delete (found {policy!r})"
-        dup = _no_duplicates(v)
-        if dup:
-            return dup
-        if "compact" in v:
-            return "quafka has no log compaction; use delete, or an empty value to keep data forever"
+        return _no_duplicates(v)
+
+    return "[compact, delete]", check
+
+
+def _one_cleaner_thread() -> tuple[str, Check]:
+    def check(v: Any) -> str | None:
+        if v != 1:
+            return ("quafka runs exactly one log cleaner thread (it copies on a thread off the event loop; "
+                    "a second would only compete for the same disk)")
         return None
 
-    return "[delete] or empty (Kafka also accepts compact)", check
+    return "[1]", check
 
 
 def _compression_type() -> tuple[str, Check]:

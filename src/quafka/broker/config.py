@@ -58,6 +58,7 @@ from quafka.broker._group_config import (
 )
 from quafka.broker._ssl_config import HIDDEN, check_listener_ssl
 from quafka.broker._sasl_config import SaslListenerSettings, check_sasl_listeners, sasl_settings  # noqa: F401
+from quafka.broker.core.log_cleaner import CompactionConfig
 from quafka.broker.storage.base import LogConfig
 from quafka.protocol import properties
 
@@ -472,9 +473,6 @@ class BrokerConfig:
             raise invalid("quafka.dashboard.listener", dashboard, "the dashboard connects to the broker's first "
                           "PLAINTEXT listener and there is none: set quafka.dashboard.client.config to a client "
                           "properties file that logs in to one of the listeners")
-        cleanup = self.get("log.cleanup.policy")
-        if "compact" in cleanup:  # refused by the key's validator; kept for safety
-            raise invalid("log.cleanup.policy", ",".join(cleanup), "quafka has no log compaction")
         self._listeners = tuple(listeners)
         self._advertised = tuple(advertised)
         self._log_dir = dirs[0]
@@ -612,6 +610,25 @@ def log_config(broker: BrokerConfig, topic_overrides: Mapping[str, str] = Mappin
         flush_messages=value("flush.messages"),
         flush_ms=value("flush.ms"),
         index_interval_bytes=value("index.interval.bytes"),
+    )
+
+
+def compaction_config(broker: BrokerConfig, topic_overrides: Mapping[str, str] = MappingProxyType({})
+                      ) -> CompactionConfig:
+    """The log cleaner's settings for a topic's partitions (topic overrides, else the broker's
+    log.cleaner.* defaults)."""
+    overrides = _topic_values(topic_overrides)
+
+    def value(name: str) -> Any:
+        return overrides[name] if name in overrides else broker.topic_default(name)
+
+    return CompactionConfig(
+        compact="compact" in value("cleanup.policy"),
+        delete_retention_ms=value("delete.retention.ms"),
+        min_compaction_lag_ms=value("min.compaction.lag.ms"),
+        max_compaction_lag_ms=value("max.compaction.lag.ms"),
+        min_cleanable_ratio=float(value("min.cleanable.dirty.ratio")),
+        segment_bytes=value("segment.bytes"),
     )
 
 

@@ -2,7 +2,7 @@
 accepts transactional batches (support.txn.AcceptingVerifier stands in for the coordinator) and
 writes markers on command, so that the test can SIGKILL it with transactions in every state.
 
-    python _txn_broker_child.py DATA_DIR
+    python _txn_broker_child.py DATA_DIR [CONFIG_JSON]
 
 Prints {"bootstrap": "host:port"} when serving; then reads one JSON command per stdin line,
 {"producer_id", "epoch", "committed", "partitions": [[topic, partition], ...]}, writes the markers
@@ -20,7 +20,8 @@ def main() -> None:
 
     from quafka.broker.server.embedded import EmbeddedBroker
 
-    broker = EmbeddedBroker(sys.argv[1]).start()
+    config = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None  # broker config overrides
+    broker = EmbeddedBroker(sys.argv[1], config=config).start()
     install_verifier(broker)
     sys.stdout.write(json.dumps({"bootstrap": broker.bootstrap_servers}) + "\n")
     sys.stdout.flush()

@@ -52,7 +52,9 @@ from quafka.protocol.offset_commit_records import (
 
 from ._services import BrokerServices
 from .coordinator_shell import CoordinatorShell
-from .internal_log import CONTROL_COMMIT, append_records, group_offsets_log, verified_batches
+from .internal_log import (
+    CONTROL_COMMIT, append_records, ensure_consumer_offsets_compacted, group_offsets_log, verified_batches,
+)
 
 if TYPE_CHECKING:
     from .classic_groups import ClassicGroupService
@@ -204,6 +206,7 @@ class ConsumerOffsetsService(CoordinatorShell):
             if self.offsets.group_ids():
                 log.info("loaded the committed offsets of %d group(s) from %s", len(self.offsets.group_ids()),
                          CONSUMER_OFFSETS_TOPIC)
+        ensure_consumer_offsets_compacted(self.server.state)
         self.loaded = True
         self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="offset expiry")
 

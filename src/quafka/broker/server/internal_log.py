@@ -30,8 +30,8 @@ log = logging.getLogger("quafka.internal_log")
 
 T = TypeVar("T")
 
-__all__ = ["CONTROL_ABORT", "CONTROL_COMMIT", "append_records", "group_offsets_log", "verified_batches",
-           "verified_records"]
+__all__ = ["CONTROL_ABORT", "CONTROL_COMMIT", "append_records", "consumer_offsets_configs",
+           "ensure_consumer_offsets_compacted", "group_offsets_log", "verified_batches", "verified_records"]
 
 
 def append_records(plog: Log, encoded: Sequence[tuple[bytes, bytes | None]], now_ms: int,
@@ -49,12 +49,32 @@ def append_records(plog: Log, encoded: Sequence[tuple[bytes, bytes | None]], now
     return plog.log_end_offset
 
 
+def consumer_offsets_configs(state) -> dict[str, str]:
+    """The topic configs `__consumer_offsets` is created with, as Kafka's GroupCoordinator creates
+    it: compacted (the coordinators' records are keyed, latest wins, tombstones delete), its
+    segment size from `offsets.topic.segment.bytes`."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(int(state.config.get("offsets.topic.segment.bytes")))}
+
+
+def ensure_consumer_offsets_compacted(state) -> None:
+    """An existing `__consumer_offsets` created before quafka compacted it (retention.ms=-1,
+    cleanup.policy delete) becomes compacted: its history then shrinks to the live keys."""
+    topic = state.topics.get(CONSUMER_OFFSETS_TOPIC)
+    if topic is None or "compact" in topic.configs.get("cleanup.policy", ""):
+        return
+    configs = {k: v for k, v in topic.configs.items() if k != "retention.ms"}
+    configs.update(consumer_offsets_configs(state))
+    state.set_topic_configs(CONSUMER_OFFSETS_TOPIC, configs)
+    log.info("%s: set cleanup.policy=compact and segment.bytes=%s (it was created without compaction)",
+             CONSUMER_OFFSETS_TOPIC, configs["segment.bytes"])
+
+
 def group_offsets_log(state, group_id: str) -> Log:
     """The `__consumer_offsets` partition a group's records live in (Kafka's placement: the
     group id's hash modulo the partition count), creating the topic with
     `offsets.topic.num.partitions` partitions on first use."""
     n = int(state.config.get("offsets.topic.num.partitions"))
-    topic = state.ensure_internal_topic(CONSUMER_OFFSETS_TOPIC, n, {"retention.ms": "-1"})
+    topic = state.ensure_internal_topic(CONSUMER_OFFSETS_TOPIC, n, consumer_offsets_configs(state))
     return topic.partitions[group_partition(group_id, len(topic.partitions))].log
 
 

@@ -180,6 +180,7 @@ class MetricsSource(Protocol):
     consumer_groups: Any  # consumer_groups.ConsumerGroupService | None
     classic_groups: Any  # classic_groups.ClassicGroupService | None
     consumer_offsets: Any  # consumer_offsets.ConsumerOffsetsService | None
+    log_cleaner: Any  # log_cleaner.LogCleanerService | None
     authorizer: Any  # authorizer.StandardAuthorizer | None
 
 
@@ -451,6 +452,7 @@ def render(server: "MetricsSource") -> str:
                "expired_certificate, no_client_certificate, timeout, connection_closed, or OpenSSL's reason.",
                [((("listener", name), ("reason", reason)), n)
                 for (name, reason), n in sorted(m.tls_handshake_failures.items())])
+    _render_log_cleaner(out, getattr(server, "log_cleaner", None))
     out.family("quafka_flush_scheduler_errors_total", "counter",
                "Errors of the periodic flush scheduler other than storage failures (logged; it goes on).",
                [((), m.flush_loop_errors)])
@@ -469,6 +471,24 @@ def render(server: "MetricsSource") -> str:
                [((), share_coordinator.load_time_ms if share_coordinator is not None else 0.0)])
     _render_quotas(out, server)
     return out.text()
+
+
+def _render_log_cleaner(out: TextWriter, cleaner: Any) -> None:
+    """kafka.log:type=LogCleaner / LogCleanerManager, as counters of the one cleaner thread."""
+    rounds = cleaner.rounds if cleaner is not None else 0
+    out.family("kafka_log_logcleaner_rounds_total", "counter", "Log cleaning rounds completed (one log each).",
+               [((), rounds)])
+    out.family("kafka_log_logcleaner_bytes_read_total", "counter", "Bytes the log cleaner copied from segments.",
+               [((), cleaner.bytes_read if cleaner is not None else 0)])
+    out.family("kafka_log_logcleaner_bytes_written_total", "counter", "Bytes the log cleaner wrote to cleaned segments.",
+               [((), cleaner.bytes_written if cleaner is not None else 0)])
+    out.family("kafka_log_logcleaner_max_clean_time_ms", "gauge", "Duration of the last cleaning round, in ms.",
+               [((), cleaner.last_round_ms if cleaner is not None else 0.0)])
+    out.family("kafka_log_logcleanermanager_uncleanable_partitions_count", "gauge",
+               "Partitions the cleaner gave up on until restart (a batch that does not decode; logged).",
+               [((), len(cleaner.uncleanable) if cleaner is not None else 0)])
+    out.family("quafka_log_cleaner_errors_total", "counter", "Log cleaning rounds that failed (logged).",
+               [((), cleaner.errors if cleaner is not None else 0)])
 
 
 def _render_quotas(out: TextWriter, server: Any) -> None:

@@ -23,6 +23,7 @@ from .connection_limits import ConnectionLimits
 from .quotas import QuotaService
 from .disk_space import DiskSpaceMonitor
 from .flusher import LogFlusher
+from .log_cleaner import LogCleanerService
 from .metrics import BrokerMetrics, MetricsServer, parse_metrics_listener
 from .handlers import advertised_ranges, load_handlers
 from .registry import HandlerSpec
@@ -122,6 +123,7 @@ class BrokerServer:
         self.classic_groups: ClassicGroupService | None = None
         self.consumer_groups: ConsumerGroupService | None = None
         self.transactions: TransactionCoordinatorService | None = None  # transactions.py
+        self.log_cleaner: LogCleanerService | None = None  # compaction (log_cleaner.py)
         self.quotas = QuotaService(self.state, wall_clock_ms)  # client quotas (quotas.py)
         self.connection_limits = ConnectionLimits(self.state)  # max.connections* (connection_limits.py)
         # authorization.py: None allows everything (no authorizer.class.name); else authorizer.py's
@@ -201,6 +203,8 @@ class BrokerServer:
         self.consumer_groups.load()
         self.consumer_offsets.load()
         await self.transactions.load()
+        self.log_cleaner = LogCleanerService(self)
+        self.log_cleaner.start()
         self._loaded.set()
         log.info(
             "quafka broker %d (cluster %s) listening on %s, data in %s",
@@ -360,6 +364,8 @@ class BrokerServer:
             self.classic_groups.close()
         if self.consumer_groups is not None:
             self.consumer_groups.close()
+        if self.log_cleaner is not None:
+            await self.log_cleaner.close()
         if self.share_coordinator is not None:
             await self.share_coordinator.close()
         if self.transactions is not None:

@@ -92,6 +92,7 @@ class TopicState:
     # compression.type other than producer: the codec batches are rewritten into (protocol.compression)
     compression: TargetCompression | None = None
     dlq_enabled: bool = False  # errors.deadletterqueue.group.enable: share groups may dead-letter here
+    compacted: bool = False  # cleanup.policy holds compact: every record needs a key (produce.py)
 
     @property
     def internal(self) -> bool:
@@ -246,6 +247,8 @@ class BrokerState:
     def _replay_marker(part: PartitionState, header) -> None:
         """A control batch met by the replay: read it and apply its COMMIT/ABORT marker."""
         plog = part.log
+        if header.records_count == 0:  # a marker the log cleaner emptied (kept for its producer's epoch):
+            return  # its transaction left nothing in the log (Kafka's ProducerAppendInfo.append skips it too)
         try:
             marker = decode_end_txn_marker(plog.read(header.base_offset, header.size_bytes, min_one_batch=True))
         except InvalidControlBatch as exc:  # written by this broker, so a corrupt log: skip it, loudly
@@ -281,6 +284,7 @@ class BrokerState:
                                                int(values["compression.lz4.level"]),
                                                int(values["compression.zstd.level"]))
         topic.dlq_enabled = values["errors.deadletterqueue.group.enable"] in (True, "true")
+        topic.compacted = "compact" in str(values["cleanup.policy"] or "").split(",")
 
     def _apply_dynamic_broker_configs(self) -> None:
         assert self.metadata is not None

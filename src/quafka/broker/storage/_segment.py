@@ -144,6 +144,7 @@ class _Segment:
         "base_offset", "path", "fd", "size_bytes", "next_offset", "index_relative_offsets",
         "index_positions", "index_max_timestamps", "bytes_since_index", "max_timestamp",
         "max_timestamp_offset", "roll_base_ms", "last_append_ms", "index_on_disk", "deleted", "scanned_control",
+        "first_batch_timestamp",
     )
 
     def __init__(self, dir_path: str, base_offset: int) -> None:
@@ -157,6 +158,7 @@ class _Segment:
         self.last_append_ms = 0  # retention.ms fallback for batches without timestamps
         self.index_on_disk = False
         self.deleted = False
+        self.first_batch_timestamp: int | None = None  # read once, for max.compaction.lag.ms
         self.scanned_control = False  # the last scan() met a control batch (a transaction marker)
 
     def reset_index(self) -> None:
@@ -286,7 +288,8 @@ class _Segment:
             while n - p >= HEADER_SIZE:
                 h = read_header(data, p)
                 size = h.batch_length + LOG_OVERHEAD
-                if h.batch_length < MIN_BATCH_LENGTH or h.magic != 2 or h.base_offset != expected_offset:
+                # offsets only grow: a compacted segment has gaps between batches (file_log.py)
+                if h.batch_length < MIN_BATCH_LENGTH or h.magic != 2 or h.base_offset < expected_offset:
                     stop = True
                     break
                 if p + size > n:

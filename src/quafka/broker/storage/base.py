@@ -82,6 +82,52 @@ class BatchRead(NamedTuple):
 EMPTY_BATCH_READ = BatchRead(b"", ())
 
 
+class SegmentInfo(NamedTuple):
+    """One segment as log compaction sees it (the last segment of a log is the active one)."""
+
+    base_offset: int
+    next_offset: int  # just past its last batch (for a segment before another: that one's base at most)
+    size_bytes: int
+    largest_timestamp_ms: int  # largest record timestamp, or the last append time without any
+    first_batch_timestamp_ms: int  # max timestamp of its first batch; -1 if empty
+
+
+class CleaningSource(abc.ABC):
+    """A sealed segment opened for the log cleaner: read on the cleaner's thread while the log
+    goes on serving on the event loop (a sealed segment's bytes never change)."""
+
+    base_offset: int
+    size_bytes: int
+
+    @abc.abstractmethod
+    def iter_batches(self, chunk_bytes: int) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Each whole batch (header, bytes), in order."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+class CleanedSegment(abc.ABC):
+    """A segment the log cleaner writes on its thread; `Log.replace_segments` swaps it in."""
+
+    base_offset: int
+    size_bytes: int
+
+    @abc.abstractmethod
+    def append(self, header: BatchHeader, batch: bytes) -> None:
+        """Append one batch (offsets increasing)."""
+
+    @abc.abstractmethod
+    def finish(self, next_offset: int, aborted_txns: Sequence["AbortedTxn"] = ()) -> None:
+        """Make it durable; `next_offset` is where the segments it replaces ended; `aborted_txns`:
+        its aborted-transaction index (the entries of the markers it keeps that still matter:
+        Kafka's Cleaner.cleanSegments writes the cleaned segment's txnIndex likewise)."""
+
+    @abc.abstractmethod
+    def discard(self) -> None:
+        """Remove what was written (an aborted cleaning)."""
+
+
 class Log(abc.ABC):
     """One topic partition's log. Single-threaded: called from the broker's event loop only."""
 
@@ -151,6 +197,28 @@ class Log(abc.ABC):
         The active segment is never deleted by retention unless it is rolled first (as Kafka,
         a non-empty active segment whose data expired is rolled, then deleted). Returns True if
         the log start offset moved."""
+
+    # -- compaction (the log cleaner: server/log_cleaner.py)
+    @abc.abstractmethod
+    def segment_infos(self) -> list[SegmentInfo]:
+        """Every segment, oldest first; the last is the active segment."""
+
+    @abc.abstractmethod
+    def open_for_cleaning(self, base_offsets: Sequence[int]) -> list[CleaningSource]:
+        """Readers of the named sealed (non-active) segments, usable from another thread."""
+
+    @abc.abstractmethod
+    def create_cleaned_segment(self, base_offset: int) -> CleanedSegment:
+        """A new segment to write the cleaned copy of segments starting at `base_offset` into
+        (on another thread: it is nobody else's until `replace_segments`)."""
+
+    @abc.abstractmethod
+    def replace_segments(self, cleaned: CleanedSegment, base_offsets: Sequence[int]) -> bool:
+        """Swap the finished `cleaned` segment in for the sealed segments at `base_offsets` (all
+        still present, consecutive, the first at cleaned.base_offset, none the active one), as
+        one step for readers and crash-safely on disk: after a crash at any point the log holds
+        either the old segments or the cleaned one, never a mix. False (and `cleaned` discarded)
+        if the segments changed meanwhile (retention, DeleteRecords, a deleted topic)."""
 
     # -- flushing: begin on the log's thread, sync anywhere, complete on the log's thread
     def _count_unflushed(self, records: int, now_ms: int) -> None:
@@ -396,6 +464,17 @@ class LogStore(abc.ABC):
     @abc.abstractmethod
     def existing_logs(self) -> list[tuple[str, int, str | None]]:
         """(topic, partition, topic_id_hex or None) of every log found in storage."""
+
+    # The log cleaner's checkpoint: per partition, the offset below which the log is clean (Kafka's
+    # cleaner-offset-checkpoint). Kept in memory here; FileLogStore keeps it in a file.
+    _cleaner_checkpoints: dict[tuple[str, int], int] | None = None
+
+    def read_cleaner_checkpoints(self) -> dict[tuple[str, int], int]:
+        return dict(self._cleaner_checkpoints or {})
+
+    def write_cleaner_checkpoints(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Replace the checkpoint with `offsets` (durably where the store is durable; any thread)."""
+        self._cleaner_checkpoints = dict(offsets)
 
     @abc.abstractmethod
     def close(self) -> None: ...

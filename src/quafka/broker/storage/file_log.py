@@ -107,17 +107,23 @@ from .base import (
     AbortedTxn,
     BatchExtent,
     BatchRead,
+    CleanedSegment,
+    CleaningSource,
     FlushTicket,
     Log,
     LogConfig,
     LogDirHealth,
     LogStore,
+    SegmentInfo,
     guard_storage_calls,
 )
+from ._cleaned_segment import SWAP_SUFFIX, FileCleanedSegment, FileCleaningSource, recover_swaps
 from .producer_snapshot import ProducerSnapshots
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex, collect_aborted
 
 _log = logging.getLogger("quafka.storage")
+
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
 # ----------------------------------------------------------------------------- the log
 
@@ -150,6 +156,8 @@ class FileLog(Log):
     # -- opening and recovery
     def _open(self, now_ms: int) -> None:
         names = os.listdir(self.dir_path)
+        if recover_swaps(self.dir_path, names):  # an interrupted compaction swap (_cleaned_segment.py)
+            names = os.listdir(self.dir_path)
         self.producer_snapshots = ProducerSnapshots(self.dir_path, names)
         bases = sorted(int(n[:-4]) for n in names if n.endswith(LOG_SUFFIX) and n[:-4].isdigit())
         base_set = set(bases)
@@ -393,6 +401,64 @@ class FileLog(Log):
         del self._txn_indexes[:count]
         del self._bases[:count]
 
+    # -- compaction (_cleaned_segment.py has the files and the swap's recovery)
+    def segment_infos(self) -> list[SegmentInfo]:
+        out = []
+        for seg in self._segments:
+            if seg.first_batch_timestamp is None and seg.size_bytes >= HEADER_SIZE and seg is not self._segments[-1]:
+                seg.first_batch_timestamp = read_header(os.pread(seg.read_fd(), HEADER_SIZE, 0), 0).max_timestamp
+            first = seg.first_batch_timestamp if seg.first_batch_timestamp is not None else -1
+            out.append(SegmentInfo(seg.base_offset, seg.next_offset, seg.size_bytes, seg.largest_timestamp_ms(), first))
+        return out
+
+    def open_for_cleaning(self, base_offsets: Sequence[int]) -> list[CleaningSource]:
+        wanted = set(base_offsets)
+        sources: list[CleaningSource] = []
+        try:
+            for seg in self._segments[:-1]:
+                if seg.base_offset in wanted:
+                    sources.append(FileCleaningSource(seg))
+        except OSError:
+            for source in sources:
+                source.close()
+            raise
+        return sources
+
+    def create_cleaned_segment(self, base_offset: int) -> CleanedSegment:
+        return FileCleanedSegment(self.dir_path, base_offset, self._config.index_interval_bytes)
+
+    def replace_segments(self, cleaned: CleanedSegment, base_offsets: Sequence[int]) -> bool:
+        assert isinstance(cleaned, FileCleanedSegment) and cleaned.finished
+        first = bisect_right(self._bases, cleaned.base_offset) - 1
+        olds = self._segments[first:first + len(base_offsets)] if first >= 0 else []
+        if (self.closed or len(olds) != len(base_offsets) or first + len(olds) >= len(self._segments)
+                or [s.base_offset for s in olds] != list(base_offsets) or olds[0].base_offset != cleaned.base_offset):
+            cleaned.discard()
+            return False
+        new = cleaned.segment
+        swap_path = new.path + LOG_SUFFIX + SWAP_SUFFIX
+        os.rename(cleaned.path, swap_path)  # from here on, start-up recovery completes the swap
+        old_txn_indexes = self._txn_indexes[first:first + len(olds)]
+        for seg, old_txn_index in zip(olds, old_txn_indexes):
+            seg.delete()  # closes its descriptor; a flush ticket holds its own duplicate
+            old_txn_index.delete()
+        txn_index = TransactionIndex(new.path)
+        if cleaned.aborted_txns:  # the cleaned segment's own .txnindex (_cleaned_segment.py)
+            os.rename(cleaned.txn_index_path, txn_index.path)
+            txn_index.entries = list(cleaned.aborted_txns)
+        os.rename(swap_path, new.path + LOG_SUFFIX)
+        new.last_append_ms = max(s.last_append_ms for s in olds)
+        new.roll_base_ms = olds[0].roll_base_ms
+        new.write_index_files()
+        self._segments[first:first + len(olds)] = [new]
+        self._txn_indexes[first:first + len(olds)] = [txn_index]
+        self._bases[first:first + len(olds)] = [new.base_offset]
+        self._size_bytes += new.size_bytes - sum(s.size_bytes for s in olds)
+        self._dirty_segments = [s for s in self._dirty_segments if not s.deleted]
+        self._dir_dirty = True  # the renames reach the disk with the next flush's directory fsync
+        self._read_hint = None
+        return True
+
     # -- aborted transactions
     def append_aborted_txn(self, txn: AbortedTxn) -> bool:
         index = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
@@ -635,6 +701,32 @@ class FileLogStore(LogStore):
                 found.append((match["topic"], int(match["partition"]), read_partition_metadata(path)))
         return found
 
+    # The log cleaner's checkpoint, in Kafka's format (OffsetCheckpointFile: a version line "0", a
+    # count line, then "<topic> <partition> <offset>" lines), at the top of the log directory.
+    def read_cleaner_checkpoints(self) -> dict[tuple[str, int], int]:
+        path = os.path.join(self.log_dir, CLEANER_CHECKPOINT_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return {}
+        out: dict[tuple[str, int], int] = {}
+        try:
+            if lines[0].strip() != "0":
+                raise ValueError(f"unknown version {lines[0]!r}")
+            for line in lines[2:2 + int(lines[1])]:
+                topic, partition, offset = line.split()
+                out[(topic, int(partition))] = int(offset)
+        except (IndexError, ValueError) as exc:  # cleaning restarts from each log's start: only work is lost
+            _log.warning("%s is unreadable (%s); compacted logs are cleaned again from their start", path, exc)
+            return {}
+        return out
+
+    def write_cleaner_checkpoints(self, offsets: dict[tuple[str, int], int]) -> None:
+        lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+        _write_file(os.path.join(self.log_dir, CLEANER_CHECKPOINT_FILE), ("\n".join(lines) + "\n").encode(),
+                    durable=True)
+
     def close(self) -> None:
         for log in self._logs.values():
             log.close()
@@ -644,6 +736,6 @@ class FileLogStore(LogStore):
 # Every call that touches the disk: its OSError takes the log directory offline (Kafka's
 # LogDirFailureChannel.maybeAddOfflineLogDir), and once offline it is refused before any I/O.
 guard_storage_calls(FileLog, ("append", "append_aborted_txn", "delete_records_before", "enforce_retention",
-                              "begin_flush", "read",
-                              "read_batches", "offset_for_timestamp", "max_timestamp_offset"))
+                              "begin_flush", "read", "read_batches", "offset_for_timestamp", "max_timestamp_offset",
+                              "segment_infos", "open_for_cleaning", "replace_segments"))
 guard_storage_calls(FileLogStore, ("open_log", "delete_log", "existing_logs"))

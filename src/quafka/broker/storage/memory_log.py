@@ -16,14 +16,31 @@ from typing import Iterator, Sequence
 from quafka.protocol.record_batch import LOG_OVERHEAD, BatchHeader, iter_records, read_header, stamp_base_offset
 
 from .base import (
-    EMPTY_BATCH_READ, AbortedTxn, AppendInfo, BatchExtent, BatchRead, FlushTicket, Log, LogConfig, LogDirHealth,
+    EMPTY_BATCH_READ,
+    AbortedTxn,
+    AppendInfo,
+    BatchExtent,
+    BatchRead,
+    CleanedSegment,
+    CleaningSource,
+    FlushTicket,
+    Log,
+    LogConfig,
+    LogDirHealth,
     LogStore,
+    SegmentInfo,
 )
 from .txn_index import collect_aborted
 
 NO_TIMESTAMP = -1
 _MAX_TIMESTAMP_POS = 35  # maxTimestamp within a batch header
 _INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_LAST_OFFSET_DELTA_POS = 23
+
+
+def _last_offset_delta(batch: bytes) -> int:
+    return _INT32.unpack_from(batch, _LAST_OFFSET_DELTA_POS)[0]
 
 
 class _MemorySegment:
@@ -57,6 +74,45 @@ def _first_record_at_or_after(batch: bytes, timestamp_ms: int, min_offset: int) 
 
 def _batch_read(parts: list[bytes], extents: list[BatchExtent]) -> BatchRead:
     return BatchRead(parts[0] if len(parts) == 1 else b"".join(parts), tuple(extents))
+
+
+class _MemoryCleaningSource(CleaningSource):
+    def __init__(self, seg: _MemorySegment) -> None:
+        self.base_offset = seg.base_offset
+        self.size_bytes = seg.size_bytes
+        self._batches = list(seg.batches)
+
+    def iter_batches(self, chunk_bytes: int) -> Iterator[tuple[BatchHeader, bytes]]:
+        for batch in self._batches:
+            yield read_header(batch), batch
+
+    def close(self) -> None:
+        self._batches = []
+
+
+class _MemoryCleanedSegment(CleanedSegment):
+    def __init__(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.segment = _MemorySegment(base_offset, 0)
+        self.size_bytes = 0
+
+    def append(self, header: BatchHeader, batch: bytes) -> None:
+        seg = self.segment
+        if header.max_timestamp > seg.max_timestamp:
+            seg.max_timestamp = header.max_timestamp
+            seg.max_timestamp_offset = header.base_offset
+        seg.batch_offsets.append(header.base_offset)
+        seg.batches.append(batch)
+        seg.size_bytes += len(batch)
+        seg.next_offset = header.next_offset
+        self.size_bytes = seg.size_bytes
+
+    def finish(self, next_offset: int, aborted_txns=()) -> None:
+        self.segment.next_offset = max(self.segment.next_offset, next_offset)
+        self.segment.aborted = list(aborted_txns)  # the cleaned segment's aborted-transaction index
+
+    def discard(self) -> None:
+        self.segment = _MemorySegment(self.base_offset, 0)
 
 
 class MemoryLog(Log):
@@ -189,6 +245,34 @@ class MemoryLog(Log):
         del self._segments[:count]
         del self._bases[:count]
 
+    # -- compaction: the same steps as FileLog's, in memory (nothing to crash)
+    def segment_infos(self) -> list[SegmentInfo]:
+        return [SegmentInfo(seg.base_offset, seg.next_offset, seg.size_bytes, seg.largest_timestamp_ms(),
+                            read_header(seg.batches[0]).max_timestamp if seg.batches else -1)
+                for seg in self._segments]
+
+    def open_for_cleaning(self, base_offsets: Sequence[int]) -> list[CleaningSource]:
+        wanted = set(base_offsets)
+        return [_MemoryCleaningSource(seg) for seg in self._segments[:-1] if seg.base_offset in wanted]
+
+    def create_cleaned_segment(self, base_offset: int) -> CleanedSegment:
+        return _MemoryCleanedSegment(base_offset)
+
+    def replace_segments(self, cleaned: CleanedSegment, base_offsets: Sequence[int]) -> bool:
+        assert isinstance(cleaned, _MemoryCleanedSegment)
+        first = bisect_right(self._bases, cleaned.base_offset) - 1
+        olds = self._segments[first:first + len(base_offsets)] if first >= 0 else []
+        if (self.closed or len(olds) != len(base_offsets) or first + len(olds) >= len(self._segments)
+                or [s.base_offset for s in olds] != list(base_offsets)):
+            return False
+        new = cleaned.segment
+        new.last_append_ms = max(s.last_append_ms for s in olds)
+        new.roll_base_ms = olds[0].roll_base_ms
+        self._segments[first:first + len(olds)] = [new]
+        self._bases[first:first + len(olds)] = [new.base_offset]
+        self._size_bytes += new.size_bytes - sum(s.size_bytes for s in olds)
+        return True
+
     # -- aborted transactions (the segments' indexes, in memory)
     def append_aborted_txn(self, txn: AbortedTxn) -> bool:
         seg = self._segments[max(bisect_right(self._bases, txn.last_offset) - 1, 0)]
@@ -216,10 +300,16 @@ class MemoryLog(Log):
 
     # -- reads
     def _locate(self, offset: int) -> tuple[int, int]:
-        """(segment index, batch index) of the batch holding `offset`."""
+        """(segment index, batch index) of the batch holding `offset`, or of the first batch after
+        it when compaction removed it."""
         index = max(bisect_right(self._bases, offset) - 1, 0)
         seg = self._segments[index]
-        return index, max(bisect_right(seg.batch_offsets, offset) - 1, 0)
+        i = max(bisect_right(seg.batch_offsets, offset) - 1, 0)
+        if i < len(seg.batches) and seg.batch_offsets[i] + _last_offset_delta(seg.batches[i]) < offset:
+            i += 1
+            if i == len(seg.batches) and index + 1 < len(self._segments):
+                return index + 1, 0
+        return index, i
 
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
         if offset >= self.log_end_offset:
@@ -252,7 +342,7 @@ class MemoryLog(Log):
                 if parts and total + len(batch) > max_bytes:
                     return _batch_read(parts, extents)
                 total += len(batch)
-                last_offset = (offsets[i + 1] if i + 1 < len(offsets) else seg.next_offset) - 1
+                last_offset = offsets[i] + _last_offset_delta(batch)
                 parts.append(batch)
                 extents.append(BatchExtent(offsets[i], last_offset, total))
                 if last_offset >= stop_offset:

@@ -48,7 +48,8 @@ from quafka.broker.core.client_quotas import PRODUCER_BYTE_RATE
 from quafka.protocol.hot_encoders import ProducePartitionResult, encode_produce_response
 from quafka.protocol.compression import needs_recompression, recompress_batch
 from quafka.protocol.record_batch import (
-    COMPRESSION_ZSTD, HEADER_SIZE, InvalidBatch, ValidatedBatch, read_header, set_log_append_time, validate_batches,
+    COMPRESSION_ZSTD, HEADER_SIZE, InvalidBatch, ValidatedBatch, iter_records, read_header, set_log_append_time,
+    validate_batches,
 )
 
 from ..authorization import authorize, authorize_by_resource_type, authorize_cluster, filter_authorized
@@ -103,6 +104,8 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
         if h.producer_id < 0 or h.base_sequence < 0:
             return _failed(index, ErrorCode.invalid_record,
                            "a transactional batch needs a producer id and a base sequence", plog.log_start_offset)
+    if topic.compacted and (refusal := _keyless_record(records, pos, h, topic.name, index)) is not None:
+        return _failed(index, ErrorCode.invalid_record, refusal, plog.log_start_offset)
     if h.compression == COMPRESSION_ZSTD and version < 7:
         return _failed(index, ErrorCode.unsupported_compression_type,
                        "zstd-compressed batches need Produce v7 or later", plog.log_start_offset)
@@ -148,6 +151,19 @@ def produce_to_partition(topic: TopicState, part: PartitionState, records, now_m
                               info.first_offset, info.last_offset, append_time if append_time >= 0 else h.max_timestamp,
                               transactional)
     return ProducePartitionResult(index, _ERR_NONE, info.first_offset, append_time, info.log_start_offset, None, [])
+
+
+def _keyless_record(records, pos: int, h, topic: str, index: int) -> str | None:
+    """A compacted topic takes only records with a key (Kafka's LogValidator.validateKey): the
+    refusal's message, or None. Costs a pass over the records (decompressing the batch), on
+    compacted topics only, as in Kafka."""
+    try:
+        keyless = any(record.key is None for record in iter_records(memoryview(records)[pos:pos + h.batch_length + 12]))
+    except (ValueError, IndexError) as exc:
+        return f"the batch's records do not decode: {exc}"
+    if keyless:
+        return f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+    return None
 
 
 @handles(0, 3, 13)

@@ -73,6 +73,7 @@ from .dead_letters import DeadLetterRetriable
 from .errors import (OUTCOME_DEAD_LETTERED, OUTCOME_REJECTED, OUTCOME_RETRIED, ErrorInfo, describe)
 from .messages import Message
 from .policies import EXHAUSTED, REJECT, Verdict, VerdictKind, decide
+from .transactional import TransactionalOutput, transactional_id
 
 if TYPE_CHECKING:
     from .worker import Runtime
@@ -120,6 +121,7 @@ class ConsumerGroupWorkerThread(threading.Thread):
         self._sought: dict[TP, int] = {}  # seeks asked by the consumer during the running job
         self._resume_asked: set[TP] = set()
         self._in_job = False
+        self.output: TransactionalOutput | None = None  # transactional=True: the job's producer (transactional.py)
 
     # ------------------------------------------------------------------ thread
 
@@ -151,6 +153,8 @@ class ConsumerGroupWorkerThread(threading.Thread):
                   **route.settings["kafka"], "group.id": route.group, "enable.auto.commit": False,
                   "auto.offset.reset": route.settings["auto_offset_reset"], "enable.partition.eof": False}
         config.setdefault("client.id", self.runtime.client_id(route, self.index))
+        if route.settings["transactional"]:  # only committed input (Kafka: isolation.level, KIP-98)
+            config["isolation.level"] = "read_committed"
         return librdkafka_security_config(config)  # the Java client's security names in librdkafka's
 
     def _run(self) -> None:
@@ -165,6 +169,10 @@ class ConsumerGroupWorkerThread(threading.Thread):
         method = route.entry_point
         self.consumer = consumer = KafkaConsumer(self._config())
         try:
+            if route.settings["transactional"]:
+                self.output = TransactionalOutput(self.runtime.kafka, transactional_id(route, self.index),
+                                                  route.name)
+                self.output.start()
             consumer.subscribe([route.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                on_lost=self._on_lost)
             instance.initialized()
@@ -180,6 +188,8 @@ class ConsumerGroupWorkerThread(threading.Thread):
                     self._commit()
                 instance.shutdown()
             finally:
+                if self.output is not None:
+                    self.output.close()
                 self._close()
 
     def _close(self) -> None:
@@ -389,6 +399,9 @@ class ConsumerGroupWorkerThread(threading.Thread):
         started = time.monotonic()
         error: BaseException | None = None
         settled: dict = {}
+        output = self.output
+        if output is not None:
+            output.begin()  # raises to the thread only when the producer is unusable (fenced)
         self._in_job = True
         try:
             if route.executor == "process":  # seek() there has no worker to ask (TypeError); resume() is a no-op
@@ -402,6 +415,9 @@ class ConsumerGroupWorkerThread(threading.Thread):
             self.in_flight -= len(messages)
         duration = time.monotonic() - started
         settled = {**settled, **instance._take_settled()}
+        if output is not None:
+            self._end_transaction(output, tp, messages, settled, error, duration)
+            return
         if error is None:
             self.done += 1
             if events.wants("job.finished"):
@@ -413,12 +429,62 @@ class ConsumerGroupWorkerThread(threading.Thread):
         if error is not None and events.wants("job.failed"):
             events.publish("job.failed", route=route.name, messages=messages, duration_s=duration, error=error,
                            verdicts=[v.kind.value for _, v in verdicts], error_id=info.error_id)
+        self._settle_all(tp, verdicts, info)
+
+    def _settle_all(self, tp: TP, verdicts: list[tuple[Message, Verdict]], info: ErrorInfo | None) -> None:
         for message, verdict in verdicts:
             if tp not in self._halted:
                 self._settle(tp, message, verdict, info)
         sought, self._sought = self._sought, {}
         for (topic, partition), offset in sought.items():
             self._apply_seek((topic, partition), offset)
+
+    def _end_transaction(self, output: TransactionalOutput, tp: TP, messages: list[Message], settled: dict,
+                         error: BaseException | None, duration: float) -> None:
+        """A transactional job's end (transactional.py): commit its output with the partition's next
+        offset when every message is consumed or rejected; else abort, and the partition goes back
+        to the job's first message under the route's policy (the aborted output of the messages
+        marked consumed is made again)."""
+        events, route = self.runtime.events, self.route
+        if error is not None:  # nothing it produced stays: a message it marked consumed is not
+            settled = {k: v for k, v in settled.items() if v.kind is not VerdictKind.ACCEPT}
+        verdicts = decide(messages, settled, error is not None, route.settings)
+        info = None if error is None else describe(error)
+        if error is None:
+            self.done += 1
+        else:
+            self.failed += 1
+            if events.wants("job.failed"):
+                events.publish("job.failed", route=route.name, messages=messages, duration_s=duration, error=error,
+                               verdicts=[v.kind.value for _, v in verdicts], error_id=info.error_id)
+        retry = next((v for _, v in verdicts if v.kind in (VerdictKind.RELEASE, VerdictKind.BACKOFF)), None)
+        if error is None and retry is not None:  # e.g. an unmarked message: the whole job again
+            verdicts = [(messages[0], retry)]
+        if error is not None or retry is not None:
+            output.abort(f"{route.name} {tp[0]}-{tp[1]}@{messages[0].offset}: "
+                         + (f"the job raised {type(error).__name__}" if error is not None else "a message to retry"))
+            self._settle_all(tp, verdicts, info)
+            return
+        self._settle_all(tp, verdicts, info)
+        next_offset = self._uncommitted.get(tp)
+        if next_offset is None:  # nothing advanced (sought back): nothing to commit, nothing to keep
+            output.abort("the job's partition did not advance")
+            return
+        if events.wants("job.finished"):
+            events.publish("job.finished", route=route.name, messages=messages, duration_s=duration)
+        with self.lock:
+            metadata = self._consumer().consumer_group_metadata()
+        why = output.commit([(tp[0], tp[1], next_offset)], metadata)
+        if why is None:
+            if self._uncommitted.get(tp) == next_offset:
+                del self._uncommitted[tp]
+            return
+        log.warning("route %s worker %d: transaction for %s-%d@%d..%d aborted: %s; the partition goes back to %d",
+                    route.name, self.index, tp[0], tp[1], messages[0].offset, messages[-1].offset, why,
+                    messages[0].offset)
+        self.runtime.events.publish("worker.error", route=route.name, error=RuntimeError(why), kind="transaction")
+        self._uncommitted.pop(tp, None)
+        self._go_back(tp, messages[0], 0, same_attempt=True)
 
     def _settle(self, tp: TP, message: Message, verdict: Verdict, info: ErrorInfo | None,
                 reason: str | None = None) -> None:
@@ -535,6 +601,16 @@ class ConsumerGroupWorkerThread(threading.Thread):
     def resume(self, topic: str, partition: int) -> None:
         """The consumer's ``resume``: end the partition's pause before the next poll."""
         self._resume_asked.add((topic, partition))
+
+    def produce(self, topic: str, value: Any, key: Any = None, headers: Any = None,
+                partition: int | None = None) -> None:
+        """The consumer's ``produce``: into the running job's transaction."""
+        if self.output is None:
+            raise RuntimeError(f"produce() needs transactional=True on route {self.route.name} (its output is then "
+                               "committed with the consumed offsets, exactly once)")
+        if not self._in_job:
+            raise RuntimeError("produce() is for the running job (called from consume or consume_one)")
+        self.output.produce(topic, value, key, headers, partition)
 
     def renew(self, messages: list[Message], records: list | None = None) -> bool:
         """Consumer groups have no acquisition locks."""

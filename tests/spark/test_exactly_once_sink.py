@@ -1,20 +1,18 @@
-"""The sink's ``exactlyOnce`` (quafka/spark/sink.py; issue 31): a streaming query over a replayable
-file source writes through ``writeStream.format("quafka")`` while (1) one task fails and Spark
-retries it (the retry's InitProducerId with the same transactional.id fences the failed attempt
-and ends its transaction, Kafka's TransactionCoordinator.handleInitProducerId), and (2) the driver
-"dies" after the last batch's tasks committed but before Spark's commit log recorded it: its
-commit-log entry is removed, so the restarted query runs that batch again with the same batchId
-(MicroBatchExecution reruns the last batch of the offset log that has no commit-log entry), and
-its tasks find their batch committed and write nothing. Read at read_committed the output topic
-holds every input row exactly once.
-
-Spark fails the task in the Python UDF before the sink's worker has read a row, so the failed
-attempt's transaction is aborted empty (the sink logs it); a transaction holding records killed
-with its process is tests/framework/test_transactional_routes.py's case."""
+"""The sink's ``exactlyOnce`` (quafka/spark/sink.py; issue 31, acceptance 7) on local mode with the
+driver in a process of its own, over a replayable file source: a task's Python worker SIGKILLed
+(Spark retries the task; the retry's InitProducerId with the same transactional.id fences the
+killed attempt and ends its transaction, Kafka's TransactionCoordinator.handleInitProducerId), then
+the driver SIGKILLed in the middle of a micro-batch and started again on the checkpoint (Spark
+runs the batch again with the same batchId: MicroBatchExecution reruns the last batch of the
+offset log without a commit-log entry). Read at read_committed the output topic holds every input
+row exactly once. Plus the option combinations the sink refuses."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -22,6 +20,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer
 from pyspark.sql.types import StringType, StructField, StructType
+from support import wait_until
 
 from quafka.client import Admin
 from quafka.spark.options import OptionError, Options
@@ -30,7 +29,6 @@ from quafka.spark.sink import QuafkaStreamWriter, QuafkaWriter
 pytestmark = pytest.mark.spark
 
 FILES, ROWS = 3, 400  # one file per micro-batch (maxFilesPerTrigger=1): batches 0, 1, 2
-FAIL_AT = "row-500"  # in batch 1: its task fails once
 
 
 def read_all(bootstrap: str, topic: str, isolation: str, expect: int, partitions: int, timeout_s: float = 30.0) -> list[str]:
@@ -57,50 +55,103 @@ def read_all(bootstrap: str, topic: str, isolation: str, expect: int, partitions
     return values
 
 
-def test_exactly_once_sink_across_a_task_retry_and_a_rerun_batch(spark, bootstrap, tmp_path):
-    from pyspark.sql.functions import udf
+DRIVER = """
+import os, sys, time
+from pathlib import Path
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
+from pyspark.sql.types import StringType
 
-    out = f"eo-out-{uuid.uuid4().hex[:8]}"
+bootstrap, out, source, checkpoint, marks = sys.argv[1:6]
+stall = os.environ.get("EO_STALL") == "1"
+spark = (SparkSession.builder.master("local[2, 2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+
+
+@udf(StringType())
+def hold(value):
+    # the task holding `row` stops here once (its Python worker's pid written to marks/<name>)
+    for row, name in (("row-500", "executor"), ("row-900", "driver")):
+        mark = Path(marks) / name
+        if stall and value == row and not mark.exists():
+            mark.write_text(str(os.getpid()))
+            time.sleep(3600)
+    return value
+
+
+query = (spark.readStream.option("maxFilesPerTrigger", 1).text(source).repartition(2)
+         .select(hold("value").alias("value"))
+         .writeStream.format("quafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
+         .option("exactlyOnce", "true").option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+query.awaitTermination()
+sys.exit(1 if query.exception() is not None else 0)
+"""
+
+
+def start_driver(tmp_path, *args: str, stall: bool) -> subprocess.Popen:
+    (tmp_path / "driver.py").write_text(DRIVER)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1", EO_STALL="1" if stall else "0")
+    return subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), *args], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "driver.log", "ab"))
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL the driver, its JVM and every process of its session (as test_stream.kill_session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(30)
+
+
+def test_exactly_once_across_an_executor_sigkill_and_a_driver_restart(bootstrap, tmp_path):
+    """Issue 31, acceptance 7, on local mode with the driver in a process of its own: the Python
+    worker of a task of batch 1 is SIGKILLed mid-task (Spark retries the task: its InitProducerId
+    fences the killed attempt); then, in batch 2, the driver is SIGKILLed (with its JVM and
+    workers) while one task of the batch is held and the other has committed; a new driver on the
+    checkpoint runs batch 2 again, where the committed task writes nothing and the other writes
+    its rows. The output read at read_committed holds every input row once."""
+    out = f"eo-kill-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics({out: (2, 1)})
-    source = tmp_path / "in"
+    source, marks = tmp_path / "in", tmp_path / "marks"
     source.mkdir()
+    marks.mkdir()
     for f in range(FILES):
         (source / f"part-{f}.txt").write_text("".join(f"row-{f * ROWS + i}\n" for i in range(ROWS)))
-        os.utime(source / f"part-{f}.txt", (1_000_000 + f, 1_000_000 + f))  # the file source's order
-    flag = str(tmp_path / "failed-once")
+        os.utime(source / f"part-{f}.txt", (1_000_000 + f, 1_000_000 + f))
+    args = (bootstrap, out, str(source), str(tmp_path / "cp"), str(marks))
 
-    @udf(StringType())
-    def fail_once(value):
-        if value == FAIL_AT and not os.path.exists(flag):
-            open(flag, "w").close()
-            time.sleep(1)  # the rows produced before it reach the broker, inside the open transaction
-            raise RuntimeError("injected task failure")
-        return value
+    def log() -> str:
+        return (tmp_path / "driver.log").read_text(errors="replace")[-4000:]
 
-    checkpoint = tmp_path / "cp"
-    rows = (spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
-            .repartition(2).select(fail_once("value").alias("value")))
+    def committed_rows() -> int:
+        return len(read_all(bootstrap, out, "read_committed", 0, 2, timeout_s=5))
 
-    def run() -> None:
-        query = (rows.writeStream.format("quafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", out).option("exactlyOnce", "true")
-                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-        assert query.awaitTermination(180), "the query did not end"
-        assert query.exception() is None, query.exception()
+    driver = start_driver(tmp_path, *args, stall=True)
+    try:
+        wait_until(lambda: (marks / "executor").exists() or driver.poll() is not None, 120,
+                   message="a task of batch 1 to be held")
+        assert driver.poll() is None, log()
+        os.kill(int((marks / "executor").read_text()), signal.SIGKILL)  # the task's Python worker
+        wait_until(lambda: (marks / "driver").exists() or driver.poll() is not None, 120,
+                   message="a task of batch 2 to be held")
+        assert driver.poll() is None, log()
+        # batches 0 and 1 (800 rows) and batch 2's other task are committed
+        wait_until(lambda: committed_rows() > 2 * ROWS, 60, message="batch 2's other task to commit")
+    finally:
+        kill_session(driver)
 
-    run()
-    assert os.path.exists(flag)  # the task failed once and was retried
-    last = checkpoint / "commits" / str(FILES - 1)
-    assert last.exists() and not (checkpoint / "commits" / str(FILES)).exists()
-    last.unlink()  # the driver died after the tasks committed, before the commit log said so
-    (checkpoint / "commits" / f".{FILES - 1}.crc").unlink(missing_ok=True)  # (Hadoop's checksum of it)
-    run()  # batch 2 again, same batchId: its tasks find their transactions committed and write nothing
-    assert last.exists()
+    driver = start_driver(tmp_path, *args, stall=False)
+    try:
+        assert driver.wait(180) == 0, log()
+    finally:
+        kill_session(driver)
 
     expected = [f"row-{i}" for i in range(FILES * ROWS)]
-    committed = read_all(bootstrap, out, "read_committed", len(expected), 2)
-    counts = Counter(committed)
+    counts = Counter(read_all(bootstrap, out, "read_committed", len(expected), 2))
     assert sorted(counts) == sorted(expected)
     assert set(counts.values()) == {1}, {v: c for v, c in counts.items() if c > 1}
 

@@ -272,7 +272,9 @@ class _TaskTransaction:
         self.transactional_id = f"{sink.prefix or f'quafka-spark-{query}'}-{self.partition_id}"
         self.marker = sink.topic
         config = librdkafka_security_config(sink.config)
-        self.producer = Producer({**config, "transactional.id": self.transactional_id})
+        # the coordinator answers CONCURRENT_TRANSACTIONS while a transaction's markers are being
+        # written; librdkafka's default 100 ms before trying again is most of a small task's cost
+        self.producer = Producer({"retry.backoff.ms": 10, **config, "transactional.id": self.transactional_id})
         consumer_config = {k: v for k, v in config.items() if k in _CLIENT_KEYS or k.startswith(("ssl.", "sasl."))}
         self.consumer = Consumer({**consumer_config, "group.id": self.transactional_id,
                                   "isolation.level": "read_committed", "enable.auto.commit": False})

@@ -73,7 +73,7 @@ from .dead_letters import DeadLetterRetriable
 from .errors import (OUTCOME_DEAD_LETTERED, OUTCOME_REJECTED, OUTCOME_RETRIED, ErrorInfo, describe)
 from .messages import Message
 from .policies import EXHAUSTED, REJECT, Verdict, VerdictKind, decide
-from .transactional import TransactionalOutput, transactional_id
+from .transactional import TransactionalJobs, TransactionalOutput, transactional_id
 
 if TYPE_CHECKING:
     from .worker import Runtime
@@ -92,7 +92,7 @@ class _Closed(RuntimeError):
     """The consumer was closed under the worker (force_close)."""
 
 
-class ConsumerGroupWorkerThread(threading.Thread):
+class ConsumerGroupWorkerThread(TransactionalJobs, threading.Thread):
     """One worker thread of one consumer-group route, one consumer (``Worker`` is the process that runs the
     threads of every route)."""
 
@@ -122,6 +122,7 @@ class ConsumerGroupWorkerThread(threading.Thread):
         self._resume_asked: set[TP] = set()
         self._in_job = False
         self.output: TransactionalOutput | None = None  # transactional=True: the job's producer (transactional.py)
+        self._went_back: set[TP] = set()  # partitions sent back to a message (_go_back) since last cleared
 
     # ------------------------------------------------------------------ thread
 
@@ -439,53 +440,6 @@ class ConsumerGroupWorkerThread(threading.Thread):
         for (topic, partition), offset in sought.items():
             self._apply_seek((topic, partition), offset)
 
-    def _end_transaction(self, output: TransactionalOutput, tp: TP, messages: list[Message], settled: dict,
-                         error: BaseException | None, duration: float) -> None:
-        """A transactional job's end (transactional.py): commit its output with the partition's next
-        offset when every message is consumed or rejected; else abort, and the partition goes back
-        to the job's first message under the route's policy (the aborted output of the messages
-        marked consumed is made again)."""
-        events, route = self.runtime.events, self.route
-        if error is not None:  # nothing it produced stays: a message it marked consumed is not
-            settled = {k: v for k, v in settled.items() if v.kind is not VerdictKind.ACCEPT}
-        verdicts = decide(messages, settled, error is not None, route.settings)
-        info = None if error is None else describe(error)
-        if error is None:
-            self.done += 1
-        else:
-            self.failed += 1
-            if events.wants("job.failed"):
-                events.publish("job.failed", route=route.name, messages=messages, duration_s=duration, error=error,
-                               verdicts=[v.kind.value for _, v in verdicts], error_id=info.error_id)
-        retry = next((v for _, v in verdicts if v.kind in (VerdictKind.RELEASE, VerdictKind.BACKOFF)), None)
-        if error is None and retry is not None:  # e.g. an unmarked message: the whole job again
-            verdicts = [(messages[0], retry)]
-        if error is not None or retry is not None:
-            output.abort(f"{route.name} {tp[0]}-{tp[1]}@{messages[0].offset}: "
-                         + (f"the job raised {type(error).__name__}" if error is not None else "a message to retry"))
-            self._settle_all(tp, verdicts, info)
-            return
-        self._settle_all(tp, verdicts, info)
-        next_offset = self._uncommitted.get(tp)
-        if next_offset is None:  # nothing advanced (sought back): nothing to commit, nothing to keep
-            output.abort("the job's partition did not advance")
-            return
-        if events.wants("job.finished"):
-            events.publish("job.finished", route=route.name, messages=messages, duration_s=duration)
-        with self.lock:
-            metadata = self._consumer().consumer_group_metadata()
-        why = output.commit([(tp[0], tp[1], next_offset)], metadata)
-        if why is None:
-            if self._uncommitted.get(tp) == next_offset:
-                del self._uncommitted[tp]
-            return
-        log.warning("route %s worker %d: transaction for %s-%d@%d..%d aborted: %s; the partition goes back to %d",
-                    route.name, self.index, tp[0], tp[1], messages[0].offset, messages[-1].offset, why,
-                    messages[0].offset)
-        self.runtime.events.publish("worker.error", route=route.name, error=RuntimeError(why), kind="transaction")
-        self._uncommitted.pop(tp, None)
-        self._go_back(tp, messages[0], 0, same_attempt=True)
-
     def _settle(self, tp: TP, message: Message, verdict: Verdict, info: ErrorInfo | None,
                 reason: str | None = None) -> None:
         """Carry out ``verdict`` (``info``: the job's failure); a RELEASE or BACKOFF halts the
@@ -564,6 +518,7 @@ class ConsumerGroupWorkerThread(threading.Thread):
         (``same_attempt``: its dead letter failed, the job is not run again for it)."""
         self._retry[tp] = (message.offset, message.delivery_attempt + (0 if same_attempt else 1))
         self._halted.add(tp)
+        self._went_back.add(tp)
         partition = TopicPartition(tp[0], tp[1], message.offset)
         with self.lock:
             consumer = self._consumer()
@@ -601,16 +556,6 @@ class ConsumerGroupWorkerThread(threading.Thread):
     def resume(self, topic: str, partition: int) -> None:
         """The consumer's ``resume``: end the partition's pause before the next poll."""
         self._resume_asked.add((topic, partition))
-
-    def produce(self, topic: str, value: Any, key: Any = None, headers: Any = None,
-                partition: int | None = None) -> None:
-        """The consumer's ``produce``: into the running job's transaction."""
-        if self.output is None:
-            raise RuntimeError(f"produce() needs transactional=True on route {self.route.name} (its output is then "
-                               "committed with the consumed offsets, exactly once)")
-        if not self._in_job:
-            raise RuntimeError("produce() is for the running job (called from consume or consume_one)")
-        self.output.produce(topic, value, key, headers, partition)
 
     def renew(self, messages: list[Message], records: list | None = None) -> bool:
         """Consumer groups have no acquisition locks."""

@@ -12,7 +12,11 @@ This is what Kafka's own pattern does (KafkaProducer.sendOffsetsToTransaction wi
 ConsumerGroupMetadata, KIP-447; Kafka Streams' StreamsProducer in exactly_once_v2). A job that
 raises, or leaves a message to be tried again (release, pause, an unmarked message in manual
 mode), has its transaction aborted: its output is discarded and its partition goes back to the
-job's first message (seek), with the route's retry/backoff/max_attempts/dead-letter policy.
+job's first message (seek), with the route's retry/backoff/max_attempts/dead-letter policy. So
+does a job whose commit fails without fencing, or one of whose rejected messages could not be
+dead-lettered (the message is tried again after DLQ_RETRY_MS, and the messages after it, whose
+output was in the aborted transaction, with it). ``TransactionalJobs`` is that logic, mixed into
+consumer_group_worker.ConsumerGroupWorkerThread.
 
 The transactional.id is stable per worker slot: ``{prefix}-{host}-{process index}-{thread index}``
 (prefix: the route's ``transactional_id``, default ``quafka-{group}-{topic}``; the process index is
@@ -42,8 +46,13 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from quafka.client import librdkafka_security_config
 
 from .enqueue import _bytes, _headers
+from .errors import describe
+from .messages import Message
+from .policies import VerdictKind, decide
 
-__all__ = ["TransactionalOutput", "TransactionFenced", "transactional_id"]
+__all__ = ["TransactionalJobs", "TransactionalOutput", "TransactionFenced", "transactional_id"]
+
+TP = tuple[str, int]
 
 log = logging.getLogger("quafka.framework")
 INIT_TIMEOUT_S = 30.0
@@ -169,3 +178,95 @@ class TransactionalOutput:
                                      "process runs with this transactional.id (give each process its own "
                                      "QUAFKA_WORKER_INDEX or route transactional_id), or this one was a zombie")
         return exc
+
+
+class TransactionalJobs:
+    """The transactional part of consumer_group_worker.ConsumerGroupWorkerThread (a mixin: it uses
+    the worker's consumer, partitions state and settling)."""
+
+    output: TransactionalOutput | None
+    _went_back: set[TP]
+
+    def produce(self, topic: str, value: Any, key: Any = None, headers: Any = None,
+                partition: int | None = None) -> None:
+        """The consumer's ``produce``: into the running job's transaction."""
+        if self.output is None:
+            raise RuntimeError(f"produce() needs transactional=True on route {self.route.name} (its output is then "
+                               "committed with the consumed offsets, exactly once)")
+        if not self._in_job:
+            raise RuntimeError("produce() is for the running job (called from consume or consume_one)")
+        self.output.produce(topic, value, key, headers, partition)
+
+    def _end_transaction(self, output: TransactionalOutput, tp: TP, messages: list[Message], settled: dict,
+                         error: BaseException | None, duration: float) -> None:
+        """A transactional job's end (transactional.py): commit its output with the partition's next
+        offset when every message is consumed or rejected; else abort, and the partition goes back
+        to the job's first message under the route's policy (the aborted output of the messages
+        marked consumed is made again)."""
+        events, route = self.runtime.events, self.route
+        if error is not None:  # nothing it produced stays: a message it marked consumed is not
+            settled = {k: v for k, v in settled.items() if v.kind is not VerdictKind.ACCEPT}
+        verdicts = decide(messages, settled, error is not None, route.settings)
+        info = None if error is None else describe(error)
+        if error is None:
+            self.done += 1
+        else:
+            self.failed += 1
+            if events.wants("job.failed"):
+                events.publish("job.failed", route=route.name, messages=messages, duration_s=duration, error=error,
+                               verdicts=[v.kind.value for _, v in verdicts], error_id=info.error_id)
+        retry = next((v for _, v in verdicts if v.kind in (VerdictKind.RELEASE, VerdictKind.BACKOFF)), None)
+        if error is None and retry is not None:  # e.g. an unmarked message: the whole job again
+            verdicts = [(messages[0], retry)]
+        if error is not None or retry is not None:
+            output.abort(f"{route.name} {tp[0]}-{tp[1]}@{messages[0].offset}: "
+                         + (f"the job raised {type(error).__name__}" if error is not None else "a message to retry"))
+            self._settle_all(tp, verdicts, info)
+            return
+        before = self._uncommitted.get(tp)
+        self._went_back.discard(tp)
+        self._settle_all(tp, verdicts, info)
+        if tp in self._went_back:  # a dead letter that could not be written: the message comes again,
+            # and so do those after it, whose output is in this transaction: the whole job again
+            output.abort("a dead letter could not be written")
+            self._restore(tp, before)
+            self._back_to(tp, messages[0].offset)
+            return
+        next_offset = self._uncommitted.get(tp)
+        if next_offset is None:  # nothing advanced: nothing to commit, nothing to keep
+            output.abort("the job's partition did not advance")
+            return
+        if events.wants("job.finished"):
+            events.publish("job.finished", route=route.name, messages=messages, duration_s=duration)
+        with self.lock:
+            metadata = self._consumer().consumer_group_metadata()
+        why = output.commit([(tp[0], tp[1], next_offset)], metadata)
+        if why is None:
+            if self._uncommitted.get(tp) == next_offset:
+                del self._uncommitted[tp]
+            return
+        log.warning("route %s worker %d: transaction for %s-%d@%d..%d aborted: %s; the partition goes back to %d",
+                    route.name, self.index, tp[0], tp[1], messages[0].offset, messages[-1].offset, why,
+                    messages[0].offset)
+        self.runtime.events.publish("worker.error", route=route.name, error=RuntimeError(why), kind="transaction")
+        self._restore(tp, before)
+        self._go_back(tp, messages[0], 0, same_attempt=True)
+
+    def _restore(self, tp: TP, before: int | None) -> None:
+        """The partition's commit position as it was before the aborted job settled its messages."""
+        if before is None:
+            self._uncommitted.pop(tp, None)
+        else:
+            self._uncommitted[tp] = before
+
+    def _back_to(self, tp: TP, offset: int) -> None:
+        """A transactional job aborted after its partition went back to one of its later messages:
+        go back to its first, ``offset``, keeping the retry counter and any pause."""
+        if tp in self._paused:
+            self._paused[tp] = (self._paused[tp][0], offset)
+        with self.lock:
+            try:
+                self._consumer().seek(TopicPartition(tp[0], tp[1], offset))
+            except KafkaException as exc:  # revoked meanwhile: its next owner has it
+                log.warning("route %s worker %d: %s-%d is no longer assigned (%s); its next owner processes "
+                            "offset %d", self.route.name, self.index, tp[0], tp[1], exc, offset)

@@ -73,6 +73,7 @@ from .dead_letters import DeadLetterRetriable
 from .errors import (OUTCOME_DEAD_LETTERED, OUTCOME_REJECTED, OUTCOME_RETRIED, ErrorInfo, describe)
 from .messages import Message
 from .policies import EXHAUSTED, REJECT, Verdict, VerdictKind, decide
+from .transactional import TransactionalJobs, TransactionalOutput, transactional_id
 
 if TYPE_CHECKING:
     from .worker import Runtime
@@ -91,7 +92,7 @@ class _Closed(RuntimeError):
     """The consumer was closed under the worker (force_close)."""
 
 
-class ConsumerGroupWorkerThread(threading.Thread):
+class ConsumerGroupWorkerThread(TransactionalJobs, threading.Thread):
     """One worker thread of one consumer-group route, one consumer (``Worker`` is the process that runs the
     threads of every route)."""
 
@@ -120,6 +121,8 @@ class ConsumerGroupWorkerThread(threading.Thread):
         self._sought: dict[TP, int] = {}  # seeks asked by the consumer during the running job
         self._resume_asked: set[TP] = set()
         self._in_job = False
+        self.output: TransactionalOutput | None = None  # transactional=True: the job's producer (transactional.py)
+        self._went_back: set[TP] = set()  # partitions sent back to a message (_go_back) since last cleared
 
     # ------------------------------------------------------------------ thread
 
@@ -151,6 +154,8 @@ class ConsumerGroupWorkerThread(threading.Thread):
                   **route.settings["kafka"], "group.id": route.group, "enable.auto.commit": False,
                   "auto.offset.reset": route.settings["auto_offset_reset"], "enable.partition.eof": False}
         config.setdefault("client.id", self.runtime.client_id(route, self.index))
+        if route.settings["transactional"]:  # only committed input (Kafka: isolation.level, KIP-98)
+            config["isolation.level"] = "read_committed"
         return librdkafka_security_config(config)  # the Java client's security names in librdkafka's
 
     def _run(self) -> None:
@@ -165,6 +170,10 @@ class ConsumerGroupWorkerThread(threading.Thread):
         method = route.entry_point
         self.consumer = consumer = KafkaConsumer(self._config())
         try:
+            if route.settings["transactional"]:
+                self.output = TransactionalOutput(self.runtime.kafka, transactional_id(route, self.index),
+                                                  route.name)
+                self.output.start()
             consumer.subscribe([route.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                on_lost=self._on_lost)
             instance.initialized()
@@ -180,6 +189,8 @@ class ConsumerGroupWorkerThread(threading.Thread):
                     self._commit()
                 instance.shutdown()
             finally:
+                if self.output is not None:
+                    self.output.close()
                 self._close()
 
     def _close(self) -> None:
@@ -389,6 +400,9 @@ class ConsumerGroupWorkerThread(threading.Thread):
         started = time.monotonic()
         error: BaseException | None = None
         settled: dict = {}
+        output = self.output
+        if output is not None:
+            output.begin()  # raises to the thread only when the producer is unusable (fenced)
         self._in_job = True
         try:
             if route.executor == "process":  # seek() there has no worker to ask (TypeError); resume() is a no-op
@@ -402,6 +416,9 @@ class ConsumerGroupWorkerThread(threading.Thread):
             self.in_flight -= len(messages)
         duration = time.monotonic() - started
         settled = {**settled, **instance._take_settled()}
+        if output is not None:
+            self._end_transaction(output, tp, messages, settled, error, duration)
+            return
         if error is None:
             self.done += 1
             if events.wants("job.finished"):
@@ -413,6 +430,9 @@ class ConsumerGroupWorkerThread(threading.Thread):
         if error is not None and events.wants("job.failed"):
             events.publish("job.failed", route=route.name, messages=messages, duration_s=duration, error=error,
                            verdicts=[v.kind.value for _, v in verdicts], error_id=info.error_id)
+        self._settle_all(tp, verdicts, info)
+
+    def _settle_all(self, tp: TP, verdicts: list[tuple[Message, Verdict]], info: ErrorInfo | None) -> None:
         for message, verdict in verdicts:
             if tp not in self._halted:
                 self._settle(tp, message, verdict, info)
@@ -498,6 +518,7 @@ class ConsumerGroupWorkerThread(threading.Thread):
         (``same_attempt``: its dead letter failed, the job is not run again for it)."""
         self._retry[tp] = (message.offset, message.delivery_attempt + (0 if same_attempt else 1))
         self._halted.add(tp)
+        self._went_back.add(tp)
         partition = TopicPartition(tp[0], tp[1], message.offset)
         with self.lock:
             consumer = self._consumer()

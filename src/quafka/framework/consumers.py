@@ -9,8 +9,8 @@ others do not (calling one says why).
   then release it; the backoff must end inside the lock. The retry policy's backoffs are the
   broker's where it has quafka's redelivery backoff: delivery_controls.py).
 - consumer-group routes: ``mark_as_consumed``, ``seek``, ``pause(message, backoff_ms)`` (go back to
-  the message and pause its partition for the backoff), ``resume``, and the ``revoked(partitions)``
-  hook.
+  the message and pause its partition for the backoff), ``resume``, the ``revoked(partitions)``
+  hook, and ``produce`` on ``transactional=True`` routes (transactional.py).
 
 A message the consumer does not settle is settled by the route's ``ack_mode`` when the job returns;
 an exception is handled by its error policy (policies.py).
@@ -29,7 +29,7 @@ from .settings import BackoffExceedsLockDuration, RouteProblem
 __all__ = ["Consumer", "ConsumerGroupConsumer", "ShareGroupConsumer", "bind", "is_async"]
 
 SHARE_ONLY = {"accept", "release", "reject", "renew"}
-CONSUMER_ONLY = {"mark_as_consumed", "seek", "resume", "revoked"}
+CONSUMER_ONLY = {"mark_as_consumed", "seek", "resume", "revoked", "produce"}
 
 
 class WorkerHooks(Protocol):
@@ -40,6 +40,9 @@ class WorkerHooks(Protocol):
     def seek(self, topic: str, partition: int, offset: int) -> None: ...
 
     def resume(self, topic: str, partition: int) -> None: ...
+
+    def produce(self, topic: str, value: Any, key: Any = None, headers: Any = None,
+                partition: int | None = None) -> None: ...
 
 
 class Consumer:
@@ -142,6 +145,17 @@ class ConsumerGroupConsumer(Consumer):
         """End a pause early."""
         if self._hooks is not None:
             self._hooks.resume(topic, partition)
+
+    def produce(self, topic: str, value: Any, key: Any = None, headers: Any = None,
+                partition: int | None = None) -> None:
+        """Produce an output record inside the job's transaction (route ``transactional=True``):
+        it is visible to read_committed consumers only with the job's consumed offsets, exactly
+        once (Karafka's ``transaction { produce; mark_as_consumed }``, Kafka's
+        KafkaProducer.sendOffsetsToTransaction). Values as ``App.enqueue``: bytes, str, None or
+        JSON; ``headers`` a dict or (name, value) pairs."""
+        if self._hooks is None:
+            raise RuntimeError("produce() is for the running job of a transactional route")
+        self._hooks.produce(topic, value, key, headers, partition)
 
 
 _STRATEGIES = {"share": ShareGroupConsumer, "consumer": ConsumerGroupConsumer}

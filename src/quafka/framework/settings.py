@@ -252,6 +252,19 @@ ROUTE_SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "sets them (IncrementalAlterConfigs). Routes of one group must agree. A declared "
             "share.delivery.count.limit or share.record.lock.duration.ms is also the route's delivery_count_limit "
             "or lock_duration_ms.", kafka="kafka-configs --entity-type groups", check=_group_configs),
+    Setting("transactional", False, frozenset({CONSUMER}), "Consume-transform-produce exactly once: each job "
+            "runs in a Kafka transaction; what it produces with `self.produce(...)` is committed together with "
+            "the partition's consumed offset (send_offsets_to_transaction), or aborted when the job fails; the "
+            "route reads at isolation.level=read_committed. One transactional producer per worker thread; "
+            "costs one transaction (about 4 extra round trips) per job.", kafka="transactional.id",
+            check=lambda v: None if isinstance(v, bool) else f"must be true or false; got {v!r}",
+            why_not=_CONSUMER_ONLY + " (a share group cannot commit its acknowledgements in a transaction)"),
+    Setting("transactional_id", None, frozenset({CONSUMER}), "Prefix of the workers' transactional.id "
+            "(default `quafka-{group}-{topic}`; each worker adds `-{host}-{QUAFKA_WORKER_INDEX}-{thread}`). Two "
+            "processes with one id fence each other: give independent processes distinct prefixes.",
+            kafka="transactional.id",
+            check=lambda v: None if v is None or (isinstance(v, str) and v.strip())
+            else f"must be a non-empty string or None; got {v!r}", why_not=_CONSUMER_ONLY),
     Setting("auto_offset_reset", "latest", frozenset({CONSUMER}), "Where a consumer group without committed "
             "offsets starts.", kafka="auto.offset.reset", check=_one_of("earliest", "latest"),
             why_not=_CONSUMER_ONLY + " (set share.auto.offset.reset on the group instead)"),
@@ -365,6 +378,16 @@ def validate_route(route: str, group_type: str, settings: Mapping[str, Any]) -> 
             if name in ("group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof"):
                 problems.append(RouteProblem(route, f"kafka[{name!r}]", "is set by the framework (group name, manual "
                                                                         "commits, auto_offset_reset)"))
+    if group_type == CONSUMER and full["transactional"]:
+        if full["executor"] == "process":
+            problems.append(RouteProblem(route, "executor", "'process' cannot produce into the worker's transaction; "
+                                                            "use thread or async with transactional=True"))
+        level = str(full["kafka"].get("isolation.level", "read_committed"))
+        if level != "read_committed":
+            problems.append(RouteProblem(route, "kafka['isolation.level']", f"{level!r}: a transactional route reads "
+                                         "at read_committed (it would otherwise consume aborted records)"))
+    if group_type == CONSUMER and full["transactional_id"] is not None and not full["transactional"]:
+        problems.append(RouteProblem(route, "transactional_id", "needs transactional=True"))
     if full["dead_letter_mode"] == "broker" and group_type == CONSUMER:
         problems.append(RouteProblem(route, "dead_letter_mode", "`broker` applies to share groups only; a "
                                                                 "consumer group's dead letters are produced"))

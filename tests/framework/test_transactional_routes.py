@@ -15,15 +15,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import quafka
-from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import Producer
+from support.readers import read_to_end
 from support import wait_until
 
 from quafka.client import Admin
@@ -65,27 +64,8 @@ app.consumer_group(os.environ["TXN_GROUP"]).topic(os.environ["TXN_IN"], Copy, tr
 def read_all(bs: str, topic: str, isolation: str, expect: int, timeout_s: float = 30.0) -> list[bytes]:
     """Every record of ``topic`` (values) at ``isolation``, once ``expect`` are read and the log
     ends are reached."""
-    consumer = KafkaConsumer({"bootstrap.servers": bs, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                              "isolation.level": isolation, "enable.partition.eof": True})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline and not (len(values) >= expect and len(at_end) == PARTITIONS):
-            m = consumer.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            values.append(m.value())
-    finally:
-        consumer.close()
-    return values
+    return [m.value() for m in read_to_end(bs, topic, partitions=PARTITIONS, isolation=isolation, expect=expect,
+                                           timeout_s=timeout_s, partial_ok=True)]
 
 
 def committed_total(bs: str, group: str, topic: str) -> int:

@@ -15,6 +15,7 @@ import urllib.request
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from support.readers import read_to_end
 from support import wait_until
 
 SEGMENT = 1048576
@@ -46,24 +47,7 @@ def updates(start: int, count: int, keys: int, key_offset: int = 0) -> list[tupl
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
     """(offset, key, value) of every record from offset 0 to the end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                raise AssertionError(msg.error())
-            out.append((msg.offset(), msg.key(), msg.value()))
-        raise AssertionError("no end of partition within 30 s")
-    finally:
-        consumer.close()
+    return [(m.offset(), m.key(), m.value()) for m in read_to_end(bootstrap, topic)]
 
 
 def latest_by_key(items) -> dict[bytes, bytes | None]:

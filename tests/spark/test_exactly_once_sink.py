@@ -13,13 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer
 from pyspark.sql.types import StringType, StructField, StructType
+from support.readers import read_to_end
 from support import wait_until
 
 from quafka.client import Admin
@@ -32,27 +31,8 @@ FILES, ROWS = 3, 400  # one file per micro-batch (maxFilesPerTrigger=1): batches
 
 
 def read_all(bootstrap: str, topic: str, isolation: str, expect: int, partitions: int, timeout_s: float = 30.0) -> list[str]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation,
-                         "enable.partition.eof": True})
-    consumer.subscribe([topic])
-    values: list[str] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline and not (len(values) >= expect and len(at_end) == partitions):
-            m = consumer.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            values.append(m.value().decode())
-    finally:
-        consumer.close()
-    return values
+    return [m.value().decode() for m in read_to_end(bootstrap, topic, partitions=partitions, isolation=isolation,
+                                                    expect=expect, timeout_s=timeout_s, partial_ok=True)]
 
 
 DRIVER = """

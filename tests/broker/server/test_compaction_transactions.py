@@ -14,9 +14,9 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
+from support.readers import read_to_end
 from support import RawClient, wait_until
 from support.txn import READ_COMMITTED, READ_UNCOMMITTED, fetch, init_producer_id, install_verifier, produce, \
     write_markers
@@ -78,25 +78,7 @@ def batches(raw, isolation: int = READ_UNCOMMITTED) -> list[tuple]:
 
 def read_committed(bootstrap: str) -> list[tuple[bytes, bytes]]:
     """What a confluent-kafka read_committed consumer gets (up to the LSO), as (key, value prefix)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{time.monotonic_ns()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    out = []
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == -191:  # _PARTITION_EOF (the LSO for read_committed)
-                    return out
-                raise AssertionError(msg.error())
-            out.append((msg.key(), msg.value()[:8]))
-        raise AssertionError("no end of partition within 30 s")
-    finally:
-        consumer.close()
+    return [(m.key(), m.value()[:8]) for m in read_to_end(bootstrap, TOPIC, isolation="read_committed")]
 
 
 def scenario(broker, raw) -> dict:
@@ -287,22 +269,4 @@ def test_sigkill_in_the_middle_of_a_cleaning_keeps_the_aborted_transaction_index
 
 def read_committed_of(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
     """(key, value without its padding) of what a read_committed consumer gets."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{time.monotonic_ns()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == -191:
-                    return out
-                raise AssertionError(msg.error())
-            out.append((msg.key(), msg.value()[:-len(BIG)]))
-        raise AssertionError("no end of partition within 30 s")
-    finally:
-        consumer.close()
+    return [(m.key(), m.value()[:-len(BIG)]) for m in read_to_end(bootstrap, topic, isolation="read_committed")]

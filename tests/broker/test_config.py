@@ -329,7 +329,7 @@ def test_kraft_quickstart_properties_are_accepted_with_one_warning_per_ignored_k
 
 
 @pytest.mark.parametrize("name", [
-    "default.replication.factor", "min.insync.replicas", "unclean.leader.election.enable",
+    "default.replication.factor", "unclean.leader.election.enable",
     "background.threads", "num.replica.fetchers", "metadata.log.dir",
     "metric.reporters", "replica.lag.time.max.ms",
     "controller.quorum.voters", "controller.quorum.election.timeout.ms",
@@ -595,8 +595,11 @@ def test_describe_topic_configs_sources_and_synonyms():
     assert entries["max.message.bytes"].source == DYNAMIC_DEFAULT_BROKER_CONFIG
     assert entries["flush.messages"].source == DEFAULT_CONFIG
     assert entries["retention.ms"].synonyms == [ConfigSynonym("retention.ms", "1000", DYNAMIC_TOPIC_CONFIG)]
+    # min.insync.replicas is a served broker key (Kafka's cluster-wide default of the topic config,
+    # set at cluster level on a new cluster: core/elr.py), so its default is listed as a synonym
     assert entries["min.insync.replicas"] == ConfigEntry(
-        "min.insync.replicas", "1", DEFAULT_CONFIG, False, False, "int", TOPIC_KEYS["min.insync.replicas"].doc, [])
+        "min.insync.replicas", "1", DEFAULT_CONFIG, False, False, "int", TOPIC_KEYS["min.insync.replicas"].doc,
+        [ConfigSynonym("min.insync.replicas", "1", DEFAULT_CONFIG)])
     assert [e.name for e in describe_topic_configs(config, {}, ["retention.ms"])] == ["retention.ms"]
 
 

@@ -19,7 +19,9 @@ def bs():
 
 def test_describe_upgrade_and_downgrade_print_kafkas_lines(capsys, bs):
     code, out, _ = cli(capsys, "features", "--bootstrap-server", bs, "describe")
-    assert (code, out) == (0, "Feature: share.version\tSupportedMinVersion: 1\tSupportedMaxVersion: 2\t"
+    assert (code, out) == (0, "Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\t"
+                              "SupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n"
+                              "Feature: share.version\tSupportedMinVersion: 1\tSupportedMaxVersion: 2\t"
                               "FinalizedVersionLevel: 2\tEpoch: 0\n"
                               "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t"
                               "FinalizedVersionLevel: 2\tEpoch: 0\n")
@@ -48,11 +50,12 @@ def test_bad_commands_fail_with_one_line(capsys, args, message):
 
 def test_admin_describe_and_update_features(bs):
     with Admin({"bootstrap.servers": bs}) as admin:
-        assert admin.describe_features().finalized == {"share.version": (2, 2), "transaction.version": (2, 2)}
+        assert admin.describe_features().finalized == {"eligible.leader.replicas.version": (1, 1),
+                                                       "share.version": (2, 2), "transaction.version": (2, 2)}
         refused = admin.update_features({"share.version": 0}, "safe_downgrade")
         assert "only supports versions 1-2" in refused["share.version"].message
         assert admin.update_features({"share.version": 1}, "unsafe_downgrade") == {"share.version": None}
         meta = admin.describe_features()
         assert (meta.supported, meta.finalized, meta.finalized_epoch) == (
-            {"share.version": (1, 2), "transaction.version": (0, 2)},
-            {"share.version": (1, 1), "transaction.version": (2, 2)}, 1)
+            {"eligible.leader.replicas.version": (0, 1), "share.version": (1, 2), "transaction.version": (0, 2)},
+            {"eligible.leader.replicas.version": (1, 1), "share.version": (1, 1), "transaction.version": (2, 2)}, 1)

@@ -35,8 +35,9 @@ def test_topics_create_list_describe_alter_delete(broker, capsys):
     assert code == 0 and len(lines) == 3
     head = DESCRIBE_TOPIC.fullmatch(lines[0])
     assert head and head.group(1) == "jobs" and head.group(3) == "2"
-    # only the overridden (non-default) configs, comma-separated, sorted by name as Kafka's broker returns them
-    assert set(head.group(4).split(",")) == {"cleanup.policy=delete", "retention.ms=3600000"}
+    # only the overridden (non-default) configs, comma-separated, sorted by name as Kafka's broker returns them;
+    # min.insync.replicas is the cluster-level one a new Kafka 4.1+ cluster has (ELR, core/elr.py)
+    assert set(head.group(4).split(",")) == {"cleanup.policy=delete", "min.insync.replicas=1", "retention.ms=3600000"}
     for i, line in enumerate(lines[1:]):
         m = DESCRIBE_PARTITION.fullmatch(line)
         assert m and m.group(1) == "jobs" and int(m.group(2)) == i and m.group(3) == m.group(4) == m.group(5)
@@ -126,6 +127,8 @@ def test_configs_groups_topics_brokers(broker, capsys):
         "Dynamic configs for broker 1 are:",
         "Default configs for brokers in the cluster are:",
         "  message.max.bytes=2000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000000}",
+        # written when the cluster was formatted with eligible.leader.replicas.version 1 (core/elr.py)
+        "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}",
     ]
     code, _, err = cli(capsys, "configs", *bs, "--entity-type", "topics", "--entity-name", "nope", "--describe")
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err

@@ -393,6 +393,13 @@ _BROKER = [
     _key("compression.zstd.level", "int", 3, _between(-131072, 22),
          "Zstd level the broker compresses at when it rewrites a batch into zstd.",
          CLUSTER_WIDE, "compression.zstd.level"),
+    # Kafka's cluster-wide default of the topic config; with eligible.leader.replicas.version 1 (a new
+    # cluster) it is also set at cluster level in the metadata journal (core/elr.py)
+    _key("min.insync.replicas", "int", 1, _at_least(1),
+         "Default min.insync.replicas of topics: replicas that must hold a write acknowledged with acks=all.",
+         CLUSTER_WIDE, "min.insync.replicas",
+         note="one node: the ISR is always this broker alone, so acks=all waits for nothing more; with "
+         "eligible.leader.replicas.version 1 it is a cluster-level dynamic config that cannot be removed"),
     # -- log directory
     _key("log.dir", "list", ["./quafka-data"], _dir_list(allow_null=False),
          "Data directory, used when log.dirs is not set.",
@@ -882,7 +889,6 @@ IGNORED_KEYS: dict[str, str] = {
     "sasl.mechanism.inter.broker.protocol": "one node: there are no other brokers to authenticate to",
     "sasl.mechanism.controller.protocol": _NO_KRAFT,
     "default.replication.factor": "one node: every partition has exactly one replica",
-    "min.insync.replicas": "one node: the ISR is always this broker alone",
     "offsets.topic.replication.factor": _ONE_NODE_RF,
     "transaction.state.log.replication.factor": _ONE_NODE_RF,
     "transaction.state.log.min.isr": _ONE_NODE_RF,

@@ -45,7 +45,8 @@ def test_cluster_default_broker_config_applies_and_is_described(broker):
     with RawClient(broker.bootstrap_servers) as raw:
         assert alter(raw, BROKER, "", ("log.retention.ms", SET, "86400000")).error_code == 0
         default = describe(raw, BROKER, "")
-        assert [c.name for c in default.configs] == ["log.retention.ms"]
+        # min.insync.replicas: written when the cluster was formatted with ELR on (core/elr.py)
+        assert [c.name for c in default.configs] == ["log.retention.ms", "min.insync.replicas"]
         entry = value_of(describe(raw, BROKER, "1", ("log.retention.ms",)), "log.retention.ms")
         assert entry.value == "86400000" and entry.config_source == 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
         assert entry.documentation

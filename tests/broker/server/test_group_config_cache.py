@@ -21,8 +21,10 @@ def test_the_resolved_group_config_is_cached_and_follows_group_and_broker_change
     set_group_configs(broker.bootstrap_servers, "g1", {"share.record.lock.duration.ms": "20000"})
     assert (resolved("g1"), resolved("g2")) == ((20_000, 1_000), (30_000, 1_000))
 
-    # a dynamic change of a broker default (cluster-wide) reaches every group without its own value
-    broker.call(lambda: state.set_broker_configs("", {"group.share.assignment.interval.ms": "500"}))
+    # a dynamic change of a broker default (cluster-wide) reaches every group without its own value (the
+    # whole cluster-level set is replaced: it keeps the min.insync.replicas that ELR needs, core/elr.py)
+    broker.call(lambda: state.set_broker_configs("", {**state.dynamic_broker_configs(""),
+                                                      "group.share.assignment.interval.ms": "500"}))
     assert (resolved("g1"), resolved("g2")) == ((20_000, 500), (30_000, 500))
 
     set_group_configs(broker.bootstrap_servers, "g1", {"share.record.lock.duration.ms": "40000"})

@@ -63,3 +63,18 @@ def test_alter_configs_refuses_bad_values_and_keeps_the_old_ones(broker):
             resource_type=2, resource_name="nope", configs=()),), validate_only=False))
         assert missing.responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert describe(admin, "legacy2")["retention.ms"].value == "1000000"
+
+
+def test_replacing_the_cluster_level_set_without_min_insync_replicas_is_refused(broker):
+    """ConfigurationControlManager.legacyAlterConfigResource: a key the new set leaves out is deleted
+    implicitly, and deleting the cluster-level min.insync.replicas is refused while ELR is on."""
+    def alter_default(*configs):
+        return raw.request(AlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=4, resource_name="", configs=tuple(AlterableConfig(name=k, value=v) for k, v in configs)),),
+            validate_only=False)).responses[0]
+
+    with RawClient(broker.bootstrap_servers) as raw:
+        refused = alter_default(("log.retention.ms", "1000"))
+        assert (refused.error_code, refused.error_message) == (
+            40, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")  # INVALID_CONFIG
+        assert alter_default(("log.retention.ms", "1000"), ("min.insync.replicas", "1")).error_code == 0

@@ -32,6 +32,7 @@ import binascii
 from dataclasses import dataclass, field
 
 from . import acl as acls
+from .elr import ELR_SUPPORTED
 from .scram import SCRAM_MECHANISMS, ScramCredential
 
 METADATA_RECORD_TYPES = (
@@ -58,8 +59,12 @@ METADATA_RECORD_TYPES = (
 # quafka serves share groups whatever the level, so share.version 0 is refused (docs/dead-letters.md).
 # transaction.version (Kafka's TransactionVersion): 2 (KIP-890 part 2: EndTxn v5 bumps the epoch,
 # partitions join a transaction implicitly) as Kafka 4.2 formats; 0 and 1 are the KIP-98 protocol.
+# eligible.leader.replicas.version (KIP-966, core/elr.py) is not among the defaults: a journal
+# without a level for it is a cluster from before quafka had it, at 0 until upgraded; a new cluster's
+# first records set it to 1 (elr.bootstrap_records).
 DEFAULT_FEATURE_LEVELS = {"share.version": 2, "transaction.version": 2}
-SUPPORTED_FEATURES = {"share.version": (1, 2), "transaction.version": (0, 2)}
+SUPPORTED_FEATURES = {"eligible.leader.replicas.version": ELR_SUPPORTED, "share.version": (1, 2),
+                      "transaction.version": (0, 2)}
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -92,8 +97,10 @@ class ClusterMetadata:
     acls: acls.AclIndex = field(default_factory=acls.AclIndex)  # by id and by resource (core/acl.py)
     # SCRAM credentials: user -> mechanism -> credential
     scram_credentials: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
+    replayed_records: int = 0  # 0 after start-up: the journal is empty, a new cluster (elr.bootstrap_records)
 
     def replay(self, record: dict) -> None:
+        self.replayed_records += 1
         kind = record.get("type")
         if kind in ("user_scram_credential", "remove_user_scram_credential"):
             self._replay_scram(kind, record)
@@ -188,8 +195,9 @@ class ClusterMetadata:
             out.append({"type": "broker_configs", "resource": resource, "configs": dict(configs)})
         for group, configs in self.group_configs.items():
             out.append({"type": "group_configs", "group": group, "configs": dict(configs)})
-        for feature, level in self.feature_levels.items() if self.feature_epoch else ():  # else: as formatted
-            out.append({"type": "feature_level", "feature": feature, "level": level, "epoch": self.feature_epoch})
+        for feature, level in self.feature_levels.items():  # epoch 0: only the levels set as formatted
+            if self.feature_epoch or level != DEFAULT_FEATURE_LEVELS.get(feature, 0):
+                out.append({"type": "feature_level", "feature": feature, "level": level, "epoch": self.feature_epoch})
         # -- client quotas
         for entity, quotas in self.client_quotas.items():
             out.append(client_quota_record(entity, quotas))

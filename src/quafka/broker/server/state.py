@@ -12,9 +12,10 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from quafka.broker import config as cfg
+from quafka.broker.core import elr
 from quafka.broker.core.metadata import ClusterMetadata, ProducerIdAllocator, TopicInfo, client_quota_record
 from quafka.broker.core.producer_state import CompletedTxn, ProducerStateTable
 from quafka.broker.server.metadata_store import MetadataStore
@@ -176,6 +177,13 @@ class BrokerState:
 
     def _load(self) -> None:
         self.metadata = self.store.load()
+        if self.metadata.replayed_records == 0:
+            # an empty journal is a new cluster: its first records, as Kafka's controller appends the
+            # bootstrap records to an empty metadata log (ActivationRecordsGenerator.recordsForEmptyLog)
+            records = elr.bootstrap_records(self._static_min_isr())
+            self._commit(records)
+            log.info("new cluster: %s=%d, cluster-level %s=%s", elr.ELR_FEATURE, elr.ELR_NEW_CLUSTER_LEVEL,
+                     elr.MIN_ISR, records[0]["configs"][elr.MIN_ISR])
         self._apply_dynamic_broker_configs()
         now_ms = self.clock_ms()
         known = {(t.name, p) for t in self.metadata.topics.values() for p in range(t.partitions)}
@@ -285,6 +293,11 @@ class BrokerState:
                                                int(values["compression.zstd.level"]))
         topic.dlq_enabled = values["errors.deadletterqueue.group.enable"] in (True, "true")
         topic.compacted = "compact" in str(values["cleanup.policy"] or "").split(",")
+
+    def _static_min_isr(self) -> int:
+        """min.insync.replicas of the broker's properties (else Kafka's default, 1): the value the
+        cluster-level config gets (ConfigurationControlManager.getStaticallyConfiguredMinInsyncReplicas)."""
+        return int(self.static_config.get(elr.MIN_ISR))
 
     def _apply_dynamic_broker_configs(self) -> None:
         assert self.metadata is not None
@@ -462,11 +475,21 @@ class BrokerState:
         for part in topic.partitions:
             part.log.update_config(log_config)
 
-    def set_broker_configs(self, resource: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
-        """Replace the dynamic configs of `resource` (str(node id), or "" for the cluster default)."""
+    def set_broker_configs(self, resource: str, configs: dict[str, str], *, validate_only: bool = False,
+                           named: Iterable[str] = ()) -> None:
+        """Replace the dynamic configs of `resource` (str(node id), or "" for the cluster default).
+        `named`: the keys the request names (IncrementalAlterConfigs), which Kafka writes a record for
+        even when their value does not change; with the keys whose value does, they are what the ELR
+        rules check (core/elr.py: INVALID_CONFIG)."""
         if resource not in ("", str(self.node_id)):
             raise OperationError(ErrorCode.invalid_request, f"Unexpected broker id, expected {self.node_id} or empty string, but received {resource}")
         assert self.metadata is not None
+        current = self.metadata.broker_configs.get(resource, {})
+        altered = {k: configs.get(k) for k in {*named, *current, *configs} if configs.get(k) != current.get(k)
+                   or k in named}
+        why = elr.alter_error(resource, altered, self.feature_level(elr.ELR_FEATURE))
+        if why is not None:
+            raise OperationError(ErrorCode.invalid_config, why)
         per_broker = dict(self.metadata.broker_configs.get(str(self.node_id), {}))
         default = dict(self.metadata.broker_configs.get("", {}))
         if resource == "":
@@ -543,9 +566,21 @@ class BrokerState:
     def set_feature_level(self, feature: str, level: int) -> None:
         """Record a new finalized level (validated by the UpdateFeatures handler). The resolved
         group configs are dropped: what depends on them and on a feature (a group's dead-letter
-        queue needs share.version 2) is worked out again."""
-        self._commit([{"type": "feature_level", "feature": feature, "level": level}])
+        queue needs share.version 2) is worked out again. Turning ELR on first writes, in the same
+        append, the broker configs it needs (core/elr.py)."""
+        assert self.metadata is not None
+        records: list[dict] = []
+        if feature == elr.ELR_FEATURE and elr.enabled(level):
+            records = elr.safety_records(self.metadata.broker_configs, self._static_min_isr())
+            if records:
+                log.info("%s=%d: writing %s first", feature, level,
+                         ", ".join(f"broker resource {r['resource']!r}" for r in records))
+        self._commit(records + [{"type": "feature_level", "feature": feature, "level": level}])
         self._group_config_cache.clear()
+        if records:
+            self._apply_dynamic_broker_configs()
+            for topic in self.topics.values():
+                self._reconfigure_topic(topic)
 
     # ------------------------------------------------------------------ client quotas
     @property

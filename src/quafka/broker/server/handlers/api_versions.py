@@ -1,5 +1,7 @@
 """ApiVersions (key 18): the version ranges of every registered handler, and (v3+) the features
-the broker supports and their finalized levels (`share.version`; handlers/features.py)."""
+the broker supports and their finalized levels (`share.version`, `transaction.version`,
+`eligible.leader.replicas.version`; handlers/features.py). A level of 0 is not finalized: it is left
+out, as Kafka leaves out a feature whose FeatureLevelRecord removed it."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ cluster-wide default) and GROUP (32; a share group's configs, described for any 
 broker's defaults where the group sets nothing, as Kafka does). Dynamic changes are journalled before the response and applied to live
 logs at once. AlterConfigs (replace the whole set of a resource's dynamic configs) is deprecated in
 Kafka but still served by Kafka 4.x and used by older tools, so quafka serves it as well.
+While `eligible.leader.replicas.version` is 1 or more, the cluster-level `min.insync.replicas` cannot
+be removed (a DELETE, or an AlterConfigs of "" without it) and a per-broker one cannot be set or
+deleted: INVALID_CONFIG, as Kafka's ConfigurationControlManager.validateAlterConfig (core/elr.py).
 """
 
 from __future__ import annotations
@@ -124,13 +127,14 @@ def _current(state, resource_type: int, name: str) -> dict[str, str]:
     raise _unsupported(resource_type)
 
 
-def _apply(state, resource_type: int, name: str, configs: dict[str, str], validate_only: bool) -> None:
+def _apply(state, resource_type: int, name: str, configs: dict[str, str], validate_only: bool,
+           named: tuple[str, ...] = ()) -> None:
     if resource_type == TOPIC:
         state.set_topic_configs(name, configs, validate_only=validate_only)
     elif resource_type == GROUP:
         state.set_group_configs(name, configs, validate_only=validate_only)
-    else:
-        state.set_broker_configs(name, configs, validate_only=validate_only)
+    else:  # `named`: Kafka writes a BROKER record for every key named, changed or not (KAFKA-14136)
+        state.set_broker_configs(name, configs, validate_only=validate_only, named=named)
 
 
 def _key_type(resource_type: int, key: str) -> str | None:
@@ -184,7 +188,8 @@ async def handle_incremental_alter_configs(ctx, req):
         try:
             # ControllerApis.handleIncrementalAlterConfigs (authorizeAlterResource): ALTER_CONFIGS
             _authorize(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
-            _apply(state, r.resource_type, r.resource_name, _incremental(state, r), req.validate_only)
+            _apply(state, r.resource_type, r.resource_name, _incremental(state, r), req.validate_only,
+                   tuple(c.name for c in r.configs))
         except OperationError as exc:
             error, message = exc.error_code, exc.message
         results.append(make(result_cls, error_code=error, error_message=message, resource_type=r.resource_type,
@@ -212,7 +217,7 @@ async def handle_alter_configs(ctx, req):
                 if c.value is None:
                     raise OperationError(ErrorCode.invalid_request, f"Null value not supported for: {c.name}")
                 configs[c.name] = c.value
-            _apply(state, r.resource_type, r.resource_name, configs, req.validate_only)
+            _apply(state, r.resource_type, r.resource_name, configs, req.validate_only, tuple(configs))
         except OperationError as exc:
             error, message = exc.error_code, exc.message
         results.append(make(result_cls, error_code=error, error_message=message, resource_type=r.resource_type,

@@ -1,10 +1,13 @@
 """UpdateFeatures (key 57): `kafka-features.sh upgrade|downgrade` for the features quafka has.
 
-quafka has two features. `share.version` (Kafka's ShareVersion): 1 serves share groups (KIP-932),
+quafka has three features. `share.version` (Kafka's ShareVersion): 1 serves share groups (KIP-932),
 2 adds their dead-letter queues (KIP-1191, Kafka 4.4). `transaction.version` (Kafka's
 TransactionVersion): 2 lets clients use KIP-890 part 2 (EndTxn v5, implicit AddPartitionsToTxn);
 0 and 1 keep them on the KIP-98 protocol. A new cluster starts at 2 for both, as a Kafka 4.4
-cluster is formatted. ApiVersions advertises the supported range and the finalized level, which is
+cluster is formatted. `eligible.leader.replicas.version` (Kafka's EligibleLeaderReplicasVersion,
+KIP-966): 1 on a new cluster, which keeps a cluster-level `min.insync.replicas`; upgrading to 1
+writes that config first (BrokerState.set_feature_level, core/elr.py), downgrading to 0 only the
+feature record. ApiVersions advertises the supported range and the finalized level, which is
 where clients (`kafka-features.sh describe`, `Admin.describeFeatures`) read it.
 
 Following Kafka's `FeatureControlManager.updateFeatures`: every update of a request is checked

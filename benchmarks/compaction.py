@@ -15,8 +15,8 @@ has passed, rolls the last segment so that every update can be cleaned.
 2. It is stopped (SIGTERM) and started with the cleaner on (`log.cleaner.backoff.ms`
    --backoff-ms, `log.cleaner.min.cleanable.ratio` 0.01): its first round cleans the whole log,
    one 1 MiB segment per group. When that round is copying the segment at --kill-at of the log
-   (a `<base>.log.cleaned` file with that base offset or a later one: groups before it have been
-   swapped in, the rest not), the broker is SIGKILLed.
+   (a `<base>.log.cleaned` or `.swap` file with that base offset or a later one: groups before it
+   have been swapped in, the rest not), the broker is SIGKILLed.
 3. Started again: the `.cleaned` file is removed at start-up, the cleaning starts over and runs to
    its end (the `cleaner-offset-checkpoint` reaches the `__roll__` record). A Consumer reads the
    whole topic: exactly one record per key, the latest value of each live key, a tombstone for
@@ -335,7 +335,7 @@ def measure(args) -> tuple[dict, list[str]]:
             if broker.checkpoint() is not None:
                 raise RuntimeError("the cleaning round ended before the kill (lower --kill-at)")
             names = broker.in_progress()
-            late = [n for n in names if n.endswith(".swap") or int(n.split(".")[0]) >= kill_base]
+            late = [n for n in names if int(n.split(".")[0]) >= kill_base]
             return names if late else None
 
         seen = wait_for(copying_late_segment, args.deadline, "a cleaning in progress", poll_s=0.005)
@@ -345,7 +345,7 @@ def measure(args) -> tuple[dict, list[str]]:
         res["kill_bytes"], res["kill_segments"] = broker.segment_bytes()
         res["kill_base"] = kill_base
         left = broker.in_progress()
-        print(f"SIGKILL {res['kill_after_s']:.1f} s after the start, while copying: {', '.join(seen)}; on disk: "
+        print(f"SIGKILL {res['kill_after_s']:.1f} s after the start, seen: {', '.join(seen)}; on disk after: "
               f"{', '.join(left) or 'nothing of the cleaning'}; log {res['kill_bytes'] / 1e6:.1f} MB in "
               f"{res['kill_segments']} segments", flush=True)
         if not left:
@@ -427,7 +427,7 @@ SIZE_HEAD = ["log", "size", "segments", "records read back", "tombstones read ba
 def tables(res: dict) -> tuple[list[list[str]], list[list[str]]]:
     rounds = [round_cells("after the SIGKILL (the whole log)" if i == 0 else "after the SIGKILL, next", r)
               for i, r in enumerate(res["rounds_after_restart"])]
-    rounds += [round_cells("after delete.retention.ms", r) for r in res["rounds_after_retention"]]
+    rounds += [round_cells(f"after delete.retention.ms ({i + 1})", r) for i, r in enumerate(res["rounds_after_retention"])]
     sizes = [
         ["written, before cleaning", f"{res['before_bytes'] / 1e6:.1f} MB", f"{res['before_segments']}",
          f"{res['updates']:,} written + 1 roll", f"{res['deleted']} written"],
@@ -458,9 +458,10 @@ def section(res: dict, args, elapsed_s: float, load: str, problems: list[str]) -
         f"`delete.retention.ms` {args.delete_retention_ms}; broker `log.cleaner.backoff.ms` {args.backoff_ms}, "
         f"`log.cleaner.min.cleanable.ratio` 0.01, everything else default (one cleaner thread, no throttle). "
         f"Written with the cleaner off; then the broker started with it on and was SIGKILLed "
-        f"{res['kill_after_s']:.1f} s later, during its first round, while it copied "
-        f"{', '.join(res['kill_files'])} (the groups before it swapped in, the rest not); restarted, its cleaning "
-        f"started over from the log start and ran to the end.\n\n"
+        f"{res['kill_after_s']:.1f} s later, during its first round, with {', '.join(res['kill_files'])} on disk "
+        f"(`.cleaned`: the group starting at that offset being copied; `.swap`: being swapped in; the groups before "
+        f"it swapped in, the rest not); restarted, its cleaning started over from the log start and ran to the "
+        f"end.\n\n"
         + markdown_grid(SIZE_HEAD, sizes) + "\n\n"
         + markdown_grid(ROUND_HEAD, rounds) + "\n\n"
         f"{verdict} Round times and bytes come from the cleaner's log line (its metrics over the restarted "

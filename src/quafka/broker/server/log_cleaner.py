@@ -417,10 +417,10 @@ class LogCleanerService:
         if horizon is None and kept and ((control and can_discard) or any(not r.has_value for r in kept)):
             # KIP-534: tombstones, and markers nothing needs, live delete.retention.ms on
             new_horizon = min(now_ms + retention_ms, _MAX_LONG)
+        if not kept:  # an empty batch too: kept only when it must be (MemoryRecords.filterTo)
+            return empty_batch(header) if retention is BatchRetention.RETAIN_EMPTY else None
         if len(kept) == len(records) and new_horizon is None:
             return batch
-        if not kept:
-            return empty_batch(header) if retention is BatchRetention.RETAIN_EMPTY else None
         return rebuild_batch(header, body, kept, new_horizon)
 
 

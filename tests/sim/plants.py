@@ -21,6 +21,10 @@ Each is a monkeypatch inside the simulation process, undone when the run ends:
   wakes the parked fetch nor hands back what it acquired): a parked ShareFetch whose client
   dropped its connection acquires records for nobody (issue 28, item 1). Expected:
   ``delivery-count-skipped``.
+- ``marker-first-partition-only``: the transaction coordinator's marker writer
+  (`txn_markers.write_txn_markers`) writes the COMMIT/ABORT marker to the first partition of a
+  transaction only and reports every partition written, so the coordinator completes the
+  transaction. Expected: ``txn-half-committed`` (or ``txn-commit-lost``, ``txn-never-completed``).
 - ``dead-letter-twice-on-reload``: the DLQ writer does not look for dead letters written before a
   crash when it writes recovered ARCHIVING records again. Expected: ``dead-letter-duplicated``;
   it needs a crash between a DLQ write and its ARCHIVED state write, so it is for campaigns, not
@@ -53,6 +57,7 @@ PLANTS = {
     "dead-letter-skipped": ("dead-letter-missing",),
     "dead-letter-twice-on-reload": ("dead-letter-duplicated",),
     "fetch-for-gone-client": ("delivery-count-skipped",),
+    "marker-first-partition-only": ("txn-half-committed", "txn-commit-lost", "txn-never-completed"),
 }
 CI_PLANTS = tuple(p for p in PLANTS if p != "dead-letter-twice-on-reload")
 
@@ -72,6 +77,8 @@ def install(name: str, world) -> Callable[[], None]:
         return _dead_letter_skipped()
     if name == "dead-letter-twice-on-reload":
         return _dead_letter_twice_on_reload()
+    if name == "marker-first-partition-only":
+        return _marker_first_partition_only()
     raise ValueError(f"unknown plant {name!r}; known: {', '.join(PLANTS)}")
 
 
@@ -220,4 +227,22 @@ def _fetch_for_gone_client() -> Callable[[], None]:
 
     def undo() -> None:
         ShareSessionCache.is_live, SharePartitionManager.session_ended = real_live, real_ended
+    return undo
+
+
+def _marker_first_partition_only() -> Callable[[], None]:
+    from quafka.broker.server import txn_markers
+
+    original = txn_markers.write_txn_markers
+
+    async def write_txn_markers(server, producer_id, producer_epoch, coordinator_epoch, committed, partitions):
+        partitions = sorted(partitions)
+        written = await original(server, producer_id, producer_epoch, coordinator_epoch, committed, partitions[:1])
+        return {tp: written.get(tp, ErrorCode.none) for tp in partitions}
+
+    txn_markers.write_txn_markers = write_txn_markers
+
+    def undo() -> None:
+        txn_markers.write_txn_markers = original
+
     return undo

@@ -24,6 +24,7 @@ from quafka.broker.server.connection import RequestContext
 from quafka.broker.server.session import ClientSession
 from quafka.client._wire import WireConnection
 from quafka.protocol.framing import decode_request, encode_response, peek_header
+from quafka.protocol.transaction_log_records import TRANSACTION_STATE_TOPIC
 
 from .disk import SimCrash, SimDisk, SimLog, torn_copy
 
@@ -130,6 +131,23 @@ class Faults:
         self.counts[name] += 1
         inc.crash(f"{'after' if swapped else 'before'} the log cleaner's swap of segments {list(base_offsets)} "
                   f"of {log.topic}-{log.partition}")
+
+    def at_txn_step(self, inc: "Incarnation", log: SimLog, batches, *, after: bool) -> None:
+        """A crash at a step of a transaction's end: before or after an append to
+        `__transaction_state` (a transition's record: Ongoing, PrepareCommit/PrepareAbort before
+        EndTxn is answered, CompleteCommit/CompleteAbort after the markers) or of a COMMIT/ABORT
+        marker (so between the markers of two partitions too). Drawn only at those appends (seeds
+        without transactions draw as before), at 4 times crash_after_append (at most 0.05): a
+        transaction has 5-8 of them."""
+        if log.topic != TRANSACTION_STATE_TOPIC and not any(h.is_control for _, h in batches):
+            return
+        p = min(0.05, 4 * self.profile.crash_after_append)
+        if not self.enabled or p <= 0.0 or self.rng.random() >= p:
+            return
+        what = "marker" if log.topic != TRANSACTION_STATE_TOPIC else "transaction state record"
+        self.counts[f"crash_{'after' if after else 'before'}_txn_{'marker' if what == 'marker' else 'record'}"] += 1
+        inc.crash(f"{'after' if after else 'before'} the append of a {what} to {log.topic}-{log.partition} "
+                  f"(end {log.log_end_offset})")
 
     def before_meta_commit(self, inc: "Incarnation", records: list[dict]) -> None:
         what = ",".join(str(r.get("type")) for r in records)

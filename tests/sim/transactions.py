@@ -290,7 +290,7 @@ class TxnLedger:
         self.txns: list[Txn] = []
         self.checked = 0
         self.state_partitions = 1
-        if not enabled or rng.random() >= 0.5:
+        if not enabled or rng.random() >= 0.4:
             return
         self.topics = {"x0": rng.randint(2, 3)}
         if rng.random() < 0.5:

@@ -139,9 +139,10 @@ class Faults:
         (a transition's record) or of a COMMIT/ABORT marker. The steps of EndTxn — the
         PrepareCommit/PrepareAbort record (before it is durable; durable, EndTxn not answered), each
         partition's marker (so between the markers of two partitions too), the
-        CompleteCommit/CompleteAbort record — draw at 8 times crash_after_append (at most 0.08), the
-        other records (Ongoing, Empty, tombstones) at 4 times (at most 0.05): a seed has a few dozen
-        transactions. Drawn only at those appends, so seeds without transactions draw as before."""
+        CompleteCommit/CompleteAbort record — draw at 5 times crash_after_append (at most 0.05): a
+        seed has a few dozen transactions. The other records (Ongoing, Empty, tombstones) get only
+        the crashes of every append. Drawn only at those appends, so seeds without transactions
+        draw as before."""
         if log.topic == TRANSACTION_STATE_TOPIC:
             states = _txn_states(buf, batches)
             end_step = any(s.startswith(("Prepare", "Complete")) for s in states)
@@ -151,8 +152,9 @@ class Faults:
             what = "a marker"
         else:
             return
-        k = self.profile.crash_after_append
-        p = min(0.08, 8 * k) if end_step else min(0.05, 4 * k)
+        if not end_step:
+            return  # Ongoing, Empty, tombstones: the crashes of every append are enough
+        p = min(0.05, 5 * self.profile.crash_after_append)
         if not self.enabled or p <= 0.0 or self.rng.random() >= p:
             return
         when = "after" if after else "before"

@@ -11,6 +11,8 @@ import time
 
 import confluent_kafka
 
+from support import wait_until
+
 from quafka import EmbeddedBroker
 from quafka.broker.server.internal_log import verified_records
 from quafka.client import Admin
@@ -110,3 +112,36 @@ def test_a_transaction_state_topic_created_without_compaction_becomes_compacted_
         assert configs["cleanup.policy"] == "compact" and "retention.ms" not in configs
         assert configs["segment.bytes"] == "104857600"
         assert sorted(b.server.transactions.coordinator.durable_state()) == sorted(IDS)
+
+
+def test_tombstones_of_expired_transactional_ids_are_kept_by_the_cleaner_and_replayed(tmp_path):
+    """TransactionStateManager.removeExpiredTransactionalIds writes a tombstone for an id idle
+    past transactional.id.expiration.ms; the cleaner keeps each id's tombstone (for
+    delete.retention.ms) and drops everything before it, and the replay removes the id."""
+    data = str(tmp_path / "data")
+    config = {**CONFIG, "transactional.id.expiration.ms": 1000}
+    with EmbeddedBroker(data_dir=data, config=config) as b:
+        with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+            admin.create_topics({"out": (2, 1)})
+        run_transactions(b.bootstrap_servers, 6)
+        service = b.server.transactions
+
+        async def expire() -> int:
+            return service.expire_transactional_ids()
+
+        def expired() -> bool:
+            on_loop(b, expire())
+            return not set(IDS) & set(service.coordinator.durable_state())
+
+        wait_until(expired, 20, message="the transactional ids expired")
+        time.sleep(0.035)  # the tombstones' segment ages past log.roll.ms: the next append rolls it
+        p = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "delta"})
+        p.init_transactions(30)
+        while on_loop(b, b.server.log_cleaner.clean_filthiest(int(time.time() * 1000))):
+            pass
+        after = records(b)
+        active_base = txn_log(b).segment_base_offsets[-1]
+        for txn_id in IDS:
+            assert [(v, o < active_base) for o, t, v in after if t == txn_id] == [(None, True)], (txn_id, after)
+    with EmbeddedBroker(data_dir=data, config=config) as b:
+        assert sorted(b.server.transactions.coordinator.durable_state()) == ["delta"]

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-hours", type=float, help="stop each seed after this much simulated time")
     parser.add_argument("--plant", help="plant a bug (tests/sim/plants.py: PLANTS)")
     parser.add_argument("--areas", help="comma-separated areas of the world beyond share groups (default all: "
-                                        "consumer-groups,dlq,parked-drops); 'none': the world of the seeds found "
+                                        "consumer-groups,dlq,parked-drops,transactions); 'none': the world of the seeds found "
                                         "before them (KNOWN_BUGS)")
     parser.add_argument("--check", action="append", default=[],
                         help="enforce an invariant of oracle.PENDING (counted, not enforced, by default)")
@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     failures = []
     anomalies = 0
     commits = dead_letters = 0
+    txns: collections.Counter[str] = collections.Counter()
     pending: dict[str, list[int]] = {}
     for seed in seeds:
         if args.budget is not None and time.perf_counter() - started >= args.budget:
@@ -90,13 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         anomalies += len(result.anomalies)
         commits += result.commits_acked
         dead_letters += result.dead_letters
+        txns.update(result.txns)
         for name in result.pending:
             pending.setdefault(name, []).append(seed)
         status = "ok" if result.ok else ("VIOLATION " + result.violation.invariant if result.violation else "ERROR")
         print(f"seed {seed}: {status}  steps {result.steps}  simulated {result.sim_seconds / 60:.1f} min  "
               f"wall {result.wall_seconds:.1f} s  crashes {result.faults.get('crashes', 0)}  "
               f"acked records {result.acked_records}  deliveries {result.deliveries}  commits {result.commits_acked}  "
-              f"dead letters {result.dead_letters}  digest {result.digest:016x}", flush=True)
+              f"dead letters {result.dead_letters}  transactions {sum(result.txns.values())}  "
+              f"digest {result.digest:016x}", flush=True)
         for name, text in sorted(result.pending.items()):
             print(f"  pending invariant {name} (not enforced): {text}", flush=True)
         if args.full_trace and sim.world.full_trace is not None:
@@ -116,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
           + (f"  plant {args.plant}" if args.plant else ""))
     fault_keys = sorted(k for k in totals if k not in ("checks",))
     print("faults and events: " + ", ".join(f"{k} {totals[k]}" for k in fault_keys))
-    print(f"acknowledged commits {commits}  dead letters {dead_letters}")
+    print(f"acknowledged commits {commits}  dead letters {dead_letters}  transactions (EndTxn outcome the "
+          f"client saw) {dict(sorted(txns.items()))}")
     if anomalies:
         print(f"unexpected exceptions (lenient): {anomalies}")
     for name, hit in sorted(pending.items()):

@@ -111,9 +111,11 @@ class SimLog(MemoryLog):
         inc.check_alive()
         if batches:
             inc.faults.before_append(inc, self, buf, batches)
+            inc.faults.at_txn_step(inc, self, buf, batches, after=False)
         info = super().append(buf, batches, now_ms, defer_flush=defer_flush)
         if batches:
             inc.faults.after_append(inc, self)
+            inc.faults.at_txn_step(inc, self, buf, batches, after=True)
         return info
 
     def begin_flush(self):

@@ -21,6 +21,16 @@ Each is a monkeypatch inside the simulation process, undone when the run ends:
   wakes the parked fetch nor hands back what it acquired): a parked ShareFetch whose client
   dropped its connection acquires records for nobody (issue 28, item 1). Expected:
   ``delivery-count-skipped``.
+- ``marker-first-partition-only``: the transaction coordinator's marker writer
+  (`txn_markers.write_txn_markers`) writes the COMMIT/ABORT marker to the first partition of a
+  transaction only and reports every partition written, so the coordinator completes the
+  transaction. Expected: ``txn-half-committed`` (or ``txn-commit-lost``, ``txn-never-completed``).
+- ``lso-at-high-watermark``: `PartitionState.last_stable_offset` is the high watermark, open
+  transactions or not, so read_committed readers see records of transactions still open.
+  Expected: ``uncommitted-visible-read-committed``.
+- ``aborted-list-empty``: `PartitionState.aborted_transactions` finds none, so a read_committed
+  Fetch lists no aborted transaction and its consumer keeps their records. Expected:
+  ``aborted-visible-read-committed``.
 - ``dead-letter-twice-on-reload``: the DLQ writer does not look for dead letters written before a
   crash when it writes recovered ARCHIVING records again. Expected: ``dead-letter-duplicated``;
   it needs a crash between a DLQ write and its ARCHIVED state write, so it is for campaigns, not
@@ -53,6 +63,9 @@ PLANTS = {
     "dead-letter-skipped": ("dead-letter-missing",),
     "dead-letter-twice-on-reload": ("dead-letter-duplicated",),
     "fetch-for-gone-client": ("delivery-count-skipped",),
+    "marker-first-partition-only": ("txn-half-committed", "txn-commit-lost", "txn-never-completed"),
+    "lso-at-high-watermark": ("uncommitted-visible-read-committed",),
+    "aborted-list-empty": ("aborted-visible-read-committed",),
 }
 CI_PLANTS = tuple(p for p in PLANTS if p != "dead-letter-twice-on-reload")
 
@@ -72,6 +85,12 @@ def install(name: str, world) -> Callable[[], None]:
         return _dead_letter_skipped()
     if name == "dead-letter-twice-on-reload":
         return _dead_letter_twice_on_reload()
+    if name == "marker-first-partition-only":
+        return _marker_first_partition_only()
+    if name == "lso-at-high-watermark":
+        return _lso_at_high_watermark()
+    if name == "aborted-list-empty":
+        return _aborted_list_empty()
     raise ValueError(f"unknown plant {name!r}; known: {', '.join(PLANTS)}")
 
 
@@ -220,4 +239,46 @@ def _fetch_for_gone_client() -> Callable[[], None]:
 
     def undo() -> None:
         ShareSessionCache.is_live, SharePartitionManager.session_ended = real_live, real_ended
+    return undo
+
+
+def _marker_first_partition_only() -> Callable[[], None]:
+    from quafka.broker.server import txn_markers
+
+    original = txn_markers.write_txn_markers
+
+    async def write_txn_markers(server, producer_id, producer_epoch, coordinator_epoch, committed, partitions):
+        partitions = sorted(partitions)
+        written = await original(server, producer_id, producer_epoch, coordinator_epoch, committed, partitions[:1])
+        return {tp: written.get(tp, ErrorCode.none) for tp in partitions}
+
+    txn_markers.write_txn_markers = write_txn_markers
+
+    def undo() -> None:
+        txn_markers.write_txn_markers = original
+
+    return undo
+
+
+def _lso_at_high_watermark() -> Callable[[], None]:
+    from quafka.broker.server.state import PartitionState
+
+    original = PartitionState.last_stable_offset
+    PartitionState.last_stable_offset = property(lambda self: self.log.log_end_offset)
+
+    def undo() -> None:
+        PartitionState.last_stable_offset = original
+
+    return undo
+
+
+def _aborted_list_empty() -> Callable[[], None]:
+    from quafka.broker.server.state import PartitionState
+
+    original = PartitionState.aborted_transactions
+    PartitionState.aborted_transactions = lambda self, start_offset, end_offset: []
+
+    def undo() -> None:
+        PartitionState.aborted_transactions = original
+
     return undo

@@ -32,6 +32,7 @@ from .disk import SimCrash, SimLogStore, SimMetadataStore
 from .members import GroupLedger, Member
 from .members import GroupModel as GroupModelCG
 from .oracle import Oracle, Violation
+from .transactions import TxnLedger
 from .vloop import WALL_EPOCH_NS, VirtualLoop, install_clock, uninstall_clock
 from .world import FaultProfile, Incarnation, SimConnection, World
 
@@ -44,7 +45,9 @@ REPLAY = "PYTHONHASHSEED=0 .venv/bin/python -m tests.sim"
 # groups' dead-letter queues (dead_letters.py), and consumers that drop their connection while a
 # ShareFetch is parked. `areas=()` gives the world of the seeds found before them (KNOWN_BUGS):
 # the same random draws, so those seeds replay as they did.
-AREAS = ("consumer-groups", "dlq", "parked-drops")
+# "transactions" (issue 31, transactions.py): transactional producers in about half the seeds.
+AREAS = ("consumer-groups", "dlq", "parked-drops", "transactions")
+AREAS_BEFORE_TXN = ("consumer-groups", "dlq", "parked-drops")  # the world of KNOWN_BUGS_ALL_AREAS
 AREA_SALT = 0xA2EA5
 
 
@@ -66,6 +69,7 @@ class Result:
     pending: dict[str, str] = field(default_factory=dict)  # PENDING invariant -> first violation seen
     commits_acked: int = 0
     dead_letters: int = 0
+    txns: dict[str, int] = field(default_factory=dict)  # EndTxn outcomes the clients saw
 
     @property
     def ok(self) -> bool:
@@ -141,6 +145,10 @@ class Simulation:
             self.props["log.flush.interval.messages"] = "1"
         if rng.random() < 0.3:
             self.props["log.roll.ms"] = str(rng.choice((5000, 60000)))
+        # transactions draw from their own random source too (transactions.TXN_SALT)
+        self.txns = TxnLedger(self, "transactions" in self.areas)
+        if self.txns.producers:
+            self.props["transaction.state.log.num.partitions"] = str(self.txns.state_partitions)
         self.config = cfg.BrokerConfig.from_props(self.props)
         n_topics = rng.randint(1, 3)
         self.topic_partitions = {f"t{i}": rng.randint(1, 3) for i in range(n_topics)}
@@ -172,7 +180,7 @@ class Simulation:
         self.groups_ledger.members = self.members
         self.dlqs = DeadLetterQueues(self, area_rng, sorted(self.group_setup) if "dlq" in self.areas else [])
         self.parked_drop_p = 0.02 if "parked-drops" in self.areas else 0.0
-        self.actors = [*self.producers, *self.consumers, self.admin, *self.members]
+        self.actors = [*self.producers, *self.consumers, self.admin, *self.members, *self.txns.producers]
 
     def describe(self) -> str:
         groups = "; ".join(f"{g}: {t} lock {lock} limit {lim} x{sum(1 for c in self.consumers if c.group == g)}"
@@ -182,7 +190,8 @@ class Simulation:
         return (f"topics {self.topic_partitions}; groups {groups}; producers {len(self.producers)}; "
                 f"flush {'on' if self.world.profile.flush_on else 'off'}"
                 + (f"; consumer groups {cgroups}" if cgroups else "")
-                + (f"; DLQs {self.dlqs.describe()}" if self.dlqs.topic_of else ""))
+                + (f"; DLQs {self.dlqs.describe()}" if self.dlqs.topic_of else "")
+                + (f"; transactions {self.txns.describe()}" if self.txns.producers else ""))
 
     def group_empty(self, group: str) -> bool:
         return all(not c.joined and not c.busy for c in self.consumers if c.group == group)
@@ -237,6 +246,8 @@ class Simulation:
         result.pending = dict(self.oracle.pending_seen)
         result.commits_acked = self.groups_ledger.commits_acked
         result.dead_letters = self.dlqs.seen
+        for txn in self.txns.txns:
+            result.txns[txn.outcome or "open"] = result.txns.get(txn.outcome or "open", 0) + 1
         return result
 
     def _close_loop(self, loop: VirtualLoop) -> None:
@@ -469,6 +480,9 @@ class Simulation:
             if self.dlqs.topic_ids:
                 if not await self.dlqs.check(lambda tid, p, decode: self.fetch_all(call, tid, p, decode), final):
                     return
+            if self.txns.topic_ids:
+                if not await self.txns.check(call, final):
+                    return
             self.world.stats["checks"] += 1
         finally:
             conn.drop()
@@ -568,7 +582,7 @@ class Simulation:
             if actor.busy:
                 continue
             candidates.append(actor)
-            weights.append(3 if actor.kind in ("producer", "member") else 4 if actor.kind == "consumer" else 1)
+            weights.append(3 if actor.kind in ("producer", "member", "txn") else 4 if actor.kind == "consumer" else 1)
         if not candidates:
             return
         actor = rng.choices(candidates, weights)[0]
@@ -607,6 +621,13 @@ class Simulation:
             t = response.topics[0]
             assert int(t.error_code) == 0, t
             self.dlqs.topic_ids[name] = t.topic_id
+        for name, partitions in sorted(self.txns.topics.items()):
+            response = await conn.call(req(19, 7, topics=[{"name": name, "num_partitions": partitions,
+                                                           "replication_factor": -1, "assignments": (), "configs": ()}],
+                                           timeout=ms(30000), validate_only=False))
+            t = response.topics[0]
+            assert int(t.error_code) == 0, t
+            self.txns.topic_ids[name] = t.topic_id
         for group, (topics, lock_ms, limit) in sorted(self.group_setup.items()):
             self.oracle.add_group(group, topics, lock_ms, limit)
             entity, configs = self.admin.group_config_entity(group, lock_ms, limit, self.dlqs.group_configs(group))
@@ -622,7 +643,7 @@ class Simulation:
         world.step = self.steps
         world.faults.enabled = False
         self.paused_groups.clear()
-        for c in [*self.consumers, *self.members]:
+        for c in [*self.consumers, *self.members, *self.txns.producers]:
             c.draining = True
             c.rejoin_at_step = 0
         await self.maybe_restart()
@@ -637,6 +658,8 @@ class Simulation:
                     actor.act()
                 elif actor.kind == "admin":
                     actor.settle()
+                elif actor.kind == "txn" and not actor.settled:
+                    actor.act()
             lock = max((g.lock_ms for g in self.oracle.groups.values()), default=1000)
             await asyncio.sleep(lock / 1000.0 if round_ % 10 == 9 else 0.05)
             self.process_completions()
@@ -646,7 +669,7 @@ class Simulation:
                     and not any(p.pending for p in self.producers) and not self.oracle.uncertain_topics \
                     and not self.admin.to_create \
                     and all(self.groups_ledger.converged(g) for g in self.groups_ledger.groups) \
-                    and not self.dlqs.writes_pending():
+                    and not self.dlqs.writes_pending() and self.txns.settled():
                 break
         await asyncio.sleep(0.1)
         self.process_completions()

@@ -24,6 +24,9 @@ from quafka.broker.server.connection import RequestContext
 from quafka.broker.server.session import ClientSession
 from quafka.client._wire import WireConnection
 from quafka.protocol.framing import decode_request, encode_response, peek_header
+from quafka.broker.core.transaction_state import TransactionState
+from quafka.protocol.record_batch import LOG_OVERHEAD, iter_records
+from quafka.protocol.transaction_log_records import TRANSACTION_STATE_TOPIC, decode_transaction_log_record
 
 from .disk import SimCrash, SimDisk, SimLog, torn_copy
 
@@ -131,6 +134,34 @@ class Faults:
         inc.crash(f"{'after' if swapped else 'before'} the log cleaner's swap of segments {list(base_offsets)} "
                   f"of {log.topic}-{log.partition}")
 
+    def at_txn_step(self, inc: "Incarnation", log: SimLog, buf, batches, *, after: bool) -> None:
+        """A crash at a step of a transaction: before or after an append to `__transaction_state`
+        (a transition's record) or of a COMMIT/ABORT marker. The steps of EndTxn — the
+        PrepareCommit/PrepareAbort record (before it is durable; durable, EndTxn not answered), each
+        partition's marker (so between the markers of two partitions too), the
+        CompleteCommit/CompleteAbort record — draw at 5 times crash_after_append (at most 0.05): a
+        seed has a few dozen transactions. The other records (Ongoing, Empty, tombstones) get only
+        the crashes of every append. Drawn only at those appends, so seeds without transactions
+        draw as before."""
+        if log.topic == TRANSACTION_STATE_TOPIC:
+            states = _txn_states(buf, batches)
+            end_step = any(s.startswith(("Prepare", "Complete")) for s in states)
+            what = "+".join(states) + " record(s)"
+        elif any(h.is_control for _, h in batches):
+            end_step = True
+            what = "a marker"
+        else:
+            return
+        if not end_step:
+            return  # Ongoing, Empty, tombstones: the crashes of every append are enough
+        p = min(0.05, 5 * self.profile.crash_after_append)
+        if not self.enabled or p <= 0.0 or self.rng.random() >= p:
+            return
+        when = "after" if after else "before"
+        self.counts[f"crash_{when}_txn_{'marker' if what == 'a marker' else 'record'}"] += 1
+        self.world.stats[f"txn crash {when} {what}"] += 1
+        inc.crash(f"{when} the append of {what} to {log.topic}-{log.partition} (end {log.log_end_offset})")
+
     def before_meta_commit(self, inc: "Incarnation", records: list[dict]) -> None:
         what = ",".join(str(r.get("type")) for r in records)
         if self._roll("meta_error"):
@@ -225,6 +256,21 @@ class World:
         self.stats["torn tails"] += counts["torn_tails"]
         self.event(f"CRASH ({kind}) {where}; lost {counts['lost_batches']} unflushed batch(es), "
                    f"{counts['torn_tails']} torn tail(s)")
+
+
+def _txn_states(buf, batches) -> list[str]:
+    """The states of the `__transaction_state` records in an append (a tombstone: "tombstone")."""
+    out = []
+    view = memoryview(bytes(buf))
+    for pos, header in batches:
+        for rec in iter_records(view[pos:pos + header.batch_length + LOG_OVERHEAD]):
+            try:
+                value = decode_transaction_log_record(rec.key, rec.value).value
+            except Exception:  # noqa: BLE001 - a torn or foreign record: named as such
+                out.append("undecodable")
+                continue
+            out.append("tombstone" if value is None else TransactionState.from_id(value.transaction_status).state_name)
+    return out
 
 
 def _stable_hash(text: str) -> int:

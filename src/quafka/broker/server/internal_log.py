@@ -30,7 +30,7 @@ log = logging.getLogger("quafka.internal_log")
 
 T = TypeVar("T")
 
-__all__ = ["CONTROL_ABORT", "CONTROL_COMMIT", "append_records", "consumer_offsets_configs",
+__all__ = ["CONTROL_ABORT", "CONTROL_COMMIT", "append_records", "consumer_offsets_configs", "ensure_compacted",
            "ensure_consumer_offsets_compacted", "group_offsets_log", "verified_batches", "verified_records"]
 
 
@@ -59,14 +59,21 @@ def consumer_offsets_configs(state) -> dict[str, str]:
 def ensure_consumer_offsets_compacted(state) -> None:
     """An existing `__consumer_offsets` created before quafka compacted it (retention.ms=-1,
     cleanup.policy delete) becomes compacted: its history then shrinks to the live keys."""
-    topic = state.topics.get(CONSUMER_OFFSETS_TOPIC)
+    ensure_compacted(state, CONSUMER_OFFSETS_TOPIC, consumer_offsets_configs(state))
+
+
+def ensure_compacted(state, topic_name: str, compacted_configs: dict[str, str]) -> None:
+    """An existing internal topic created before quafka compacted it (retention.ms=-1,
+    cleanup.policy delete) gets `compacted_configs` (cleanup.policy=compact, ...): its history
+    then shrinks to the live keys. Nothing when the topic is absent or already compacted."""
+    topic = state.topics.get(topic_name)
     if topic is None or "compact" in topic.configs.get("cleanup.policy", ""):
         return
     configs = {k: v for k, v in topic.configs.items() if k != "retention.ms"}
-    configs.update(consumer_offsets_configs(state))
-    state.set_topic_configs(CONSUMER_OFFSETS_TOPIC, configs)
-    log.info("%s: set cleanup.policy=compact and segment.bytes=%s (it was created without compaction)",
-             CONSUMER_OFFSETS_TOPIC, configs["segment.bytes"])
+    configs.update(compacted_configs)
+    state.set_topic_configs(topic_name, configs)
+    log.info("%s: set %s (it was created without compaction)", topic_name,
+             ", ".join(f"{k}={v}" for k, v in sorted(compacted_configs.items())))
 
 
 def group_offsets_log(state, group_id: str) -> Log:

@@ -51,7 +51,7 @@ from quafka.protocol.transaction_log_records import (
 )
 
 from .clock import wall_clock_ms
-from .internal_log import append_records, verified_records
+from .internal_log import append_records, ensure_compacted, verified_records
 
 if TYPE_CHECKING:
     from ._services import BrokerServices
@@ -127,16 +127,24 @@ class TransactionCoordinatorService:
         return wall_clock_ms()
 
     # ------------------------------------------------------------------ topic
+    def topic_configs(self) -> dict[str, str]:
+        """The configs `__transaction_state` is created with, as Kafka's
+        TransactionStateManager.transactionTopicConfigs: compacted (one record per transactional id
+        is the state, a tombstone removes an expired id), segments of
+        `transaction.state.log.segment.bytes`. (Kafka also sets compression.type=uncompressed,
+        which is how quafka writes it, and min.insync.replicas / unclean.leader.election.enable,
+        which mean nothing on one node.)"""
+        config = self.server.state.config
+        return {"cleanup.policy": "compact",
+                "segment.bytes": str(int(config.get("transaction.state.log.segment.bytes")))}
+
     def _topic(self):
         """`__transaction_state`, created on its first write (as `__consumer_offsets` and
         `__share_group_state` are): a broker that never sees a transactional producer has none."""
         topic = self.server.state.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is None:
-            config = self.server.state.config
-            topic = self.server.state.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, {
-                "segment.bytes": str(config.get("transaction.state.log.segment.bytes")),
-                "retention.ms": "-1",
-            })
+            topic = self.server.state.ensure_internal_topic(TRANSACTION_STATE_TOPIC, self.num_partitions,
+                                                            self.topic_configs())
         return topic
 
     def _log(self, partition: int) -> Log:
@@ -145,7 +153,11 @@ class TransactionCoordinatorService:
     # ------------------------------------------------------------------ start-up
     async def load(self) -> None:
         """Replay each partition of `__transaction_state` (all of them are this node's), resume the
-        markers of transactions found in PrepareCommit/PrepareAbort and start the timers."""
+        markers of transactions found in PrepareCommit/PrepareAbort and start the timers. The log
+        may have been compacted: offsets with gaps, only each id's latest record, tombstones of
+        expired ids (replay removes the id) — a replay of the latest record per id is the state.
+        A topic created before quafka compacted it (retention.ms=-1) is made compacted."""
+        ensure_compacted(self.server.state, TRANSACTION_STATE_TOPIC, self.topic_configs())
         topic = self.server.state.topics.get(TRANSACTION_STATE_TOPIC)
         if topic is not None and len(topic.partitions) != self.num_partitions:
             log.warning("%s has %d partitions (transaction.state.log.num.partitions is %d): using %d",

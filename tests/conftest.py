@@ -93,17 +93,3 @@ def broker_process():
     for b in started:
         b.ensure_stopped()
 
-
-# Tests that take a minute or more each (Spark sessions and jobs, documents that run a broker and
-# examples, the simulator's slice, crash loops). pytest-xdist hands tests out in collection order,
-# so when these come last (tests/spark sorts late) one worker is still running them after the other
-# has finished: started first, the short tests fill in behind them and both workers end together.
-_LONG_FIRST = ("tests/spark/", "tests/docs/", "tests/sim/", "tests/interop/test_share_state_crash.py",
-               "tests/framework/test_example_job_processor.py", "tests/framework/test_transactional_routes.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    def rank(item) -> int:  # the order of _LONG_FIRST, then everything else (a stable sort keeps each in order)
-        return next((i for i, prefix in enumerate(_LONG_FIRST) if item.nodeid.startswith(prefix)), len(_LONG_FIRST))
-
-    items.sort(key=rank)

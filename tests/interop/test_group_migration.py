@@ -308,7 +308,7 @@ class _AiokafkaMember:
     async def _run(self) -> None:
         from aiokafka import AIOKafkaConsumer
 
-        from aiokafka.errors import RebalanceInProgressError
+        from aiokafka.errors import KafkaError
 
         def new_consumer():
             return AIOKafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id=self.group,
@@ -325,7 +325,9 @@ class _AiokafkaMember:
                 try:
                     await consumer.start()
                     break
-                except RebalanceInProgressError:
+                except KafkaError as exc:  # start() raises it bare, or wrapped: KafkaError(RebalanceInProgressError())
+                    if "RebalanceInProgress" not in repr(exc):
+                        raise
                     await consumer.stop()
                     if attempt == 2:
                         raise

@@ -132,7 +132,7 @@ def stop(workers: subprocess.Popen) -> str:
 
 
 def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal: Path, total: int, *,
-                                  stopped: bool = False) -> None:
+                                  stopped: bool = False, log: str = "") -> None:
     """``stopped``: the workers were stopped part-way, so a flaky job may first have been acquired
     and then released unstarted at the stop; its next delivery counts 2 (Kafka 4.2+ keeps the
     delivery count of a released record: SharePartition.releaseAcquiredRecords, DeliveryCountOps.NO_OP)
@@ -149,7 +149,9 @@ def check_every_job_accounted_for(bootstrap: str, names: dict[str, str], journal
     gave_up = {j for what, j, kind, attempt, *_ in runs if kind == "bad" and attempt >= MAX_ATTEMPTS}
     assert set(done) | set(rejected) | {(j, "bad") for j in bad} == expected_jobs(total)
     assert not set(done) & set(rejected) and not {j for j, _ in done} & bad
-    assert [j for j, n in done.items() if n > 1] == []  # none processed twice, flaky ones and reminders included
+    twice = [j for j, n in done.items() if n > 1]
+    assert twice == [], (sorted(r for r in runs if (r[1], r[2]) in twice),  # none processed twice, flaky
+                         [line for line in log.splitlines() if "WARN" in line or "ERROR" in line][-40:])  # ones and reminders included
     assert [j for j, n in rejected.items() if n > 1] == []
     assert {j for j, _ in rejected} == {j for j in range(total) if kind_of(j) == "poison"}
     flaky = {j for j in range(total) if kind_of(j) == "flaky"}
@@ -272,8 +274,8 @@ def test_sigterm_part_way_loses_nothing_and_a_restart_completes_the_rest(broker_
         wait_until(lambda: workers.poll() is not None or len(settled_jobs(journal)) == len(expected_jobs(total)), 120,
                    interval_s=0.5, message="the rest settled after the restart")
     finally:
-        stop(workers)
-    check_every_job_accounted_for(bootstrap, names, journal, total, stopped=True)
+        log += stop(workers)
+    check_every_job_accounted_for(bootstrap, names, journal, total, stopped=True, log=log)
 
 
 def consecutive_free_ports(count: int) -> int:

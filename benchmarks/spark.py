@@ -229,7 +229,7 @@ class StreamResult:
 
 def run_stream(spark, collector: ProgressCollector, broker, admin, topic: str, records: int, trigger: int,
                locks: int | None, work_dir: str, deadline_s: float, name: str, verify: bool = True,
-               partitions: int = 1) -> StreamResult:
+               partitions: int = 1, options: dict[str, str] | None = None) -> StreamResult:
     group = new_group(admin, f"t{trigger}", locks)
     res = StreamResult(name, trigger, locks or DEFAULT_LOCKS, records, partitions)
     checkpoint = tempfile.mkdtemp(prefix="cp-", dir=work_dir)
@@ -239,6 +239,7 @@ def run_stream(spark, collector: ProgressCollector, broker, admin, topic: str, r
           .option("share.group", group)
           .option("maxRecordsPerTrigger", trigger)
           .option("numPartitions", NUM_PARTITIONS)
+          .options(**(options or {}))
           .load())
     t0 = time.monotonic()
     query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
@@ -374,7 +375,8 @@ def drive_runner(bootstrap: str, topic: str, group: str, trigger: int, records: 
     from quafka.spark.stream import QuafkaShareStreamReader
 
     reader = QuafkaShareStreamReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "share.group": group,
-                                      "maxRecordsPerTrigger": str(trigger), "numPartitions": str(NUM_PARTITIONS)},
+                                      "maxRecordsPerTrigger": str(trigger), "numPartitions": str(NUM_PARTITIONS),
+                                      "executorFetch": "false"},  # as on local[2]; this process is no Spark JVM's child
                                      RECORD_SCHEMA)
     handler = signal.getsignal(signal.SIGTERM)
     phase = dict.fromkeys(PHASES, 0.0)
@@ -730,6 +732,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also drive QuafkaShareStreamReader in this process and profile it")
     ap.add_argument("--profile-trigger", type=int, default=100_000, help="maxRecordsPerTrigger of the runner profile")
     ap.add_argument("--quick", action="store_true", help="a small smoke run")
+    ap.add_argument("--only-wide", action="store_true",
+                    help="only the 10-partition streaming rows (100k per trigger): no 1-partition rows, no batch reader")
     ap.add_argument("--update-docs", action="store_true", help=f"rewrite the spark section of {DOC_PATH.relative_to(REPO)}")
     ap.add_argument("--doc", default=str(DOC_PATH), help="the markdown file --update-docs rewrites")
     ap.add_argument("--deadline", type=float, default=300.0, help="seconds one measurement may take before it fails")
@@ -756,8 +760,9 @@ def main(argv: list[str] | None = None) -> int:
         warm, topic, topic4 = "bench-spark-warmup", "bench-spark-1p", "bench-spark-4p"
         wide_topic = f"bench-spark-{WIDE_PARTITIONS}p"
         produce_partitioned(broker, run.admin, warm, WARMUP_RECORDS, 1, args)
-        produce_partitioned(broker, run.admin, topic, n, 1, args)
-        produce_partitioned(broker, run.admin, topic4, n, 4, args)
+        if not args.only_wide:
+            produce_partitioned(broker, run.admin, topic, n, 1, args)
+            produce_partitioned(broker, run.admin, topic4, n, 4, args)
         if args.wide_locks:
             produce_partitioned(broker, run.admin, wide_topic, args.wide_records, WIDE_PARTITIONS, args)
 
@@ -771,19 +776,24 @@ def main(argv: list[str] | None = None) -> int:
         run_batch(spark, broker, warm, WARMUP_RECORDS, 1, 1, "warm-up batch")
 
         print("streaming source -> noop sink ...", flush=True)
-        for trigger in TRIGGER_SIZES:
+        for trigger in () if args.only_wide else TRIGGER_SIZES:
             streams.append(run_stream(spark, collector, broker, run.admin, topic, n, trigger, None, work_dir,
                                       args.deadline, f"stream {trigger // 1000}k/trigger"))
         if args.wide_locks:
-            streams.append(run_stream(spark, collector, broker, run.admin, topic, n, 10_000, args.wide_locks,
-                                      work_dir, args.deadline, f"stream 10k/trigger, {args.wide_locks // 1000}k locks"))
+            if not args.only_wide:
+                streams.append(run_stream(spark, collector, broker, run.admin, topic, n, 10_000, args.wide_locks,
+                                          work_dir, args.deadline, f"stream 10k/trigger, {args.wide_locks // 1000}k locks"))
+            wide = f"stream 100k/trigger, {args.wide_locks // 1000}k locks, {WIDE_PARTITIONS} partitions"
             streams.append(run_stream(spark, collector, broker, run.admin, wide_topic, args.wide_records, 100_000,
-                                      args.wide_locks, work_dir, args.deadline,
-                                      f"stream 100k/trigger, {args.wide_locks // 1000}k locks, {WIDE_PARTITIONS} partitions",
-                                      partitions=WIDE_PARTITIONS))
-        print("batch reader -> noop sink ...", flush=True)
-        batches.append(run_batch(spark, broker, topic, n, 1, args.repeat, "batch reader, 1 partition"))
-        batches.append(run_batch(spark, broker, topic4, n, 4, args.repeat, "batch reader, 4 partitions"))
+                                      args.wide_locks, work_dir, args.deadline, wide, partitions=WIDE_PARTITIONS))
+            # the same with the executors reading each batch by offset (what a cluster does by default)
+            streams.append(run_stream(spark, collector, broker, run.admin, wide_topic, args.wide_records, 100_000,
+                                      args.wide_locks, work_dir, args.deadline, f"{wide}, executorFetch",
+                                      partitions=WIDE_PARTITIONS, options={"executorFetch": "true"}))
+        if not args.only_wide:
+            print("batch reader -> noop sink ...", flush=True)
+            batches.append(run_batch(spark, broker, topic, n, 1, args.repeat, "batch reader, 1 partition"))
+            batches.append(run_batch(spark, broker, topic4, n, 4, args.repeat, "batch reader, 4 partitions"))
         spark.stop()
         spark = None
 
@@ -794,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
                                       args.wide_locks, args.deadline)
             else:
                 prof = profile_runner(broker, run.admin, topic, n, args.profile_trigger, None, args.deadline)
-        for t in (warm, topic, topic4) + ((wide_topic,) if args.wide_locks else ()):
+        for t in (warm,) + (() if args.only_wide else (topic, topic4)) + ((wide_topic,) if args.wide_locks else ()):
             delete_topic(run.admin, t)
     except KeyboardInterrupt:
         return interrupted()

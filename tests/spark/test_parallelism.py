@@ -8,7 +8,13 @@ import sys
 
 import pytest
 
-from quafka.spark.parallelism import default_parallelism, parse_properties, runner_default_parallelism, submit_conf
+from quafka.spark.parallelism import (
+    default_parallelism,
+    is_local_master,
+    parse_properties,
+    runner_default_parallelism,
+    submit_conf,
+)
 
 JAVA = ["/usr/bin/java", "-cp", "/spark/conf:/spark/jars/*", "-Xmx1g", "org.apache.spark.deploy.SparkSubmit"]
 
@@ -20,6 +26,16 @@ JAVA = ["/usr/bin/java", "-cp", "/spark/conf:/spark/jars/*", "-Xmx1g", "org.apac
 ])
 def test_masters(master, expected):
     assert default_parallelism({"spark.master": master}, cpu_count=16) == expected
+
+
+@pytest.mark.parametrize("master, local", [
+    ("local", True), ("local[2]", True), ("local[2, 2]", True), ("local[*]", True),
+    ("local-cluster[2, 1, 1024]", False), ("spark://127.0.0.1:7077", False), ("yarn", False),
+    ("k8s://https://api:6443", False), (None, False), ("", False),
+])
+def test_local_masters_keep_the_executors_in_the_driver_jvm(master, local):
+    """The streaming source's executorFetch=auto: false only where the executors share the driver's JVM."""
+    assert is_local_master(master) is local
 
 
 def test_explicit_setting_wins_and_cluster_sizes():

@@ -153,13 +153,17 @@ def test_num_partitions_defaults_to_spark_default_parallelism(spark, broker, tmp
     assert big and all(pids == {0, 1, 2} for pids in big), sink.batches
 
 
-def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path):
+@pytest.mark.parametrize("executor_fetch", ["auto", "true"])
+def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path, executor_fetch):
+    """auto on local[2, 2]: the runner hands the records to the tasks; true: the tasks read them by
+    offset from the broker (a cluster's default) — the same rows, delivery counts included."""
     n = 10_000  # as the issue asks
     # a 30 s lock: "exactly once" below must not hang on a 5 s lock that a loaded CI machine let lapse
     # (the runner then goes on and the broker delivers the records again)
     topic, group = make_topic(broker, n, lock_ms=30_000)
     sink = Sink()
-    query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=4, maxRecordsPerTrigger=3000)
+    query = start(spark, broker, topic, group, tmp_path / "cp", sink, numPartitions=4, maxRecordsPerTrigger=3000,
+                  executorFetch=executor_fetch)
     try:
         wait_for(lambda: len(sink.seen()) == n or query.exception() is not None, 60, "all records in the sink")
         assert query.exception() is None, query.exception()
@@ -465,6 +469,8 @@ def test_options_checked_and_reader_pickles_without_client():
     with pytest.raises(OptionError, match="share.acknowledgement.mode"):
         QuafkaShareStreamReader(Options({**base, "share.group": "g",
                                          "kafka.share.acknowledgement.mode": "implicit"}), RECORD_SCHEMA)
+    with pytest.raises(OptionError, match="executorFetch.*true, false or auto"):
+        QuafkaShareStreamReader(Options({**base, "share.group": "g", "executorFetch": "yes"}), RECORD_SCHEMA)
     for name in ("startingOffsets", "startingTimestamp", "endingOffsetsByTimestamp"):
         with pytest.raises(OptionError, match=f"{name}.*does not apply to a share-group stream"):
             QuafkaShareStreamReader(Options({**base, "share.group": "g", name: "1"}), RECORD_SCHEMA)

@@ -28,6 +28,8 @@ from ._base import AsyncClient, SyncClient
 from ._config import Key
 from ._security import SECURITY_CONFIG
 from .errors import KafkaException, error_for_code
+from quafka.protocol.record_batch import iter_headers
+
 from .records import Record, decode_batches
 
 __all__ = ["AsyncPartitionReader", "PartitionReader", "READER_CONFIG"]
@@ -89,6 +91,20 @@ class AsyncPartitionReader(AsyncClient):
                           max_bytes: int | None = None) -> AsyncIterator[list[Record]]:
         """As ``read``, one list of records per Fetch response (what the sync reader hands across
         threads: one hop per response, not per record)."""
+        async for chunk in self._fetch_loop(topic, partition, start_offset, end_offset, max_bytes, raw=False):
+            yield chunk
+
+    async def read_raw(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+                       max_bytes: int | None = None) -> AsyncIterator[tuple[bytes, int, int]]:
+        """quafka extension: as ``read_chunks`` undecoded, per Fetch response ``(record batches,
+        first, last)``: the complete v2 batches as the broker sent them (they may begin before
+        ``start_offset``, and hold control batches) and the offsets of the read they cover — for a
+        caller that decodes in bulk (``quafka.spark.record_columns``)."""
+        async for chunk in self._fetch_loop(topic, partition, start_offset, end_offset, max_bytes, raw=True):
+            yield chunk
+
+    async def _fetch_loop(self, topic: str, partition: int, start_offset: int, end_offset: int | None,
+                          max_bytes: int | None, *, raw: bool) -> AsyncIterator[Any]:
         if start_offset < 0:
             raise KafkaException(f"start_offset must be >= 0, got {start_offset}", ErrorCode.offset_out_of_range)
         if end_offset is not None and end_offset <= start_offset:
@@ -126,6 +142,21 @@ class AsyncPartitionReader(AsyncClient):
                 stop = part.high_watermark
                 if offset >= stop:
                     return
+            if raw:
+                next_offset = None
+                for _pos, header in iter_headers(part.records or b""):
+                    next_offset = header.last_offset + 1
+                if next_offset is not None and next_offset > offset:
+                    yield (bytes(part.records), offset, min(next_offset, stop) - 1)
+                    if next_offset >= stop:
+                        return
+                    offset = next_offset
+                    continue
+                if part.records and offset < part.high_watermark:
+                    raise KafkaException(f"{where}: the next record batch is larger than the {partition_max_bytes} "
+                                         f"bytes asked for; raise max.partition.fetch.bytes or max_bytes",
+                                         ErrorCode.record_list_too_large)
+                continue
             records, next_offset = decode_batches(topic, partition, part.records,
                                                   check_crcs=self.config["check.crcs"], min_offset=offset)
             if records and records[-1].offset >= stop:
@@ -155,6 +186,10 @@ class PartitionReader(SyncClient):
     def read_chunks(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
                     max_bytes: int | None = None) -> Iterator[list[Record]]:
         return self._iterate(self._async.read_chunks(topic, partition, start_offset, end_offset, max_bytes))
+
+    def read_raw(self, topic: str, partition: int, start_offset: int, end_offset: int | None = None,
+                 max_bytes: int | None = None) -> Iterator[tuple[bytes, int, int]]:
+        return self._iterate(self._async.read_raw(topic, partition, start_offset, end_offset, max_bytes))
 
 
 def _flatten(chunks: Iterator[list[Record]]) -> Iterator[Record]:

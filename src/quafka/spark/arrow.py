@@ -17,7 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-__all__ = ["RECORD_SCHEMA", "arrow_schema", "columns_batch", "records_batch", "utc_datetime"]
+__all__ = ["RECORD_SCHEMA", "arrow_schema", "columns_batch", "utc_datetime"]
 
 #: Spark's Kafka source columns, plus deliveryCount (null when read by offset).
 RECORD_SCHEMA = StructType([
@@ -73,18 +73,3 @@ def columns_batch(topic: str, partition: int, cols: dict[str, list]):
         pa.array(cols["delivery_count"], pa.int32()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def records_batch(records: list, delivery_count: int | None = None):
-    """``quafka.client.Record``s of one partition (read by offset) as a ``pyarrow.RecordBatch`` of
-    RECORD_SCHEMA; ``deliveryCount`` is ``delivery_count`` for all (None: null)."""
-    cols = {
-        "key": [r.key for r in records],
-        "value": [r.value for r in records],
-        "offset": [r.offset for r in records],
-        "timestamp": [r.timestamp for r in records],
-        "timestamp_type": [r.timestamp_type for r in records],
-        "headers": [r.headers for r in records],
-        "delivery_count": [delivery_count] * len(records),
-    }
-    return columns_batch(records[0].topic, records[0].partition, cols)

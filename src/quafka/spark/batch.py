@@ -77,7 +77,8 @@ from pyspark.sql.types import (
 
 from quafka.client.coordinator_records import kafka_uuid_str
 
-from .arrow import records_batch, utc_datetime
+from .arrow import utc_datetime
+from .record_columns import fetched_arrow_batches
 from .offset_specs import parse_spec
 from .options import SHARE_STATE_TOPIC, OptionError, Options
 
@@ -342,9 +343,12 @@ class QuafkaBatchReader(DataSourceReader):
                 records = reader.read(partition.topic, partition.partition, partition.start, partition.end)
                 yield from self._share_state_rows(records, partition.topic_names)
                 return
-            # one pyarrow.RecordBatch per Fetch response: Spark takes it without per-row conversion
-            for chunk in reader.read_chunks(partition.topic, partition.partition, partition.start, partition.end):
-                yield records_batch(chunk)
+            # pyarrow.RecordBatches decoded in bulk per Fetch response (record_columns.py): Spark takes
+            # them without per-row conversion
+            yield from fetched_arrow_batches(partition.topic, partition.partition,
+                                             reader.read_raw(partition.topic, partition.partition, partition.start,
+                                                             partition.end),
+                                             check_crcs=reader.config["check.crcs"])
 
     @staticmethod
     def _share_state_rows(records: Iterator[Any], names: dict[str, str]) -> Iterator[tuple]:

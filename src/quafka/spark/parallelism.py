@@ -18,7 +18,9 @@ holds the rest. From those, :func:`default_parallelism` applies Spark's rule:
 A setting made after the JVM started (``spark-submit app.py`` whose code then sets
 ``spark.default.parallelism`` on the builder) is not visible here; ``numPartitions`` set on the
 query always wins. :func:`runner_default_parallelism` reads the parent process's command line
-(``/proc`` on Linux, ``ps`` elsewhere) and returns None when the parent is not a Spark JVM.
+(``/proc`` on Linux, ``ps`` elsewhere) and returns None when the parent is not a Spark JVM;
+:func:`runner_master` reads ``spark.master`` from the same configuration (the streaming source's
+``executorFetch=auto`` asks whether the executors run in the driver's JVM).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from collections.abc import Mapping, Sequence
 
 from quafka.protocol.properties import parse_properties
 
-__all__ = ["default_parallelism", "parse_properties", "runner_default_parallelism", "submit_conf"]
+__all__ = ["default_parallelism", "is_local_master", "parse_properties", "runner_default_parallelism", "runner_master",
+           "submit_conf"]
 
 _SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 #: spark-submit flags that stand for a configuration key
@@ -151,15 +154,37 @@ def _command_line(pid: int) -> list[str] | None:
         return None
 
 
-def runner_default_parallelism() -> int | None:
-    """spark.default.parallelism of the Spark driver JVM that started this process, or None."""
+def _runner_conf() -> Mapping[str, str] | None:
+    """The launch configuration of the Spark driver JVM that started this process, or None."""
     argv = _command_line(os.getppid())
     if not argv:
         return None
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(os.environ.get("SPARK_HOME", ""), "conf")
     defaults_text = _read_text(os.path.join(conf_dir, "spark-defaults.conf"))
     defaults = parse_properties(defaults_text) if defaults_text else {}
-    conf = submit_conf(argv, defaults, _read_text)
+    return submit_conf(argv, defaults, _read_text)
+
+
+def runner_default_parallelism() -> int | None:
+    """spark.default.parallelism of the Spark driver JVM that started this process, or None."""
+    conf = _runner_conf()
     if conf is None:
         return None
     return default_parallelism(conf, os.cpu_count() or 1)
+
+
+def is_local_master(master: str | None) -> bool:
+    """Whether ``master`` runs the executors inside the driver JVM (``local``, ``local[N]``,
+    ``local[N, F]``, ``local[*]``; not ``local-cluster[...]``, whose executors are processes of their own)."""
+    return bool(master) and _LOCAL.match(str(master).strip()) is not None
+
+
+def runner_master() -> str | None:
+    """spark.master of the Spark driver JVM that started this process (``local[2]``,
+    ``spark://host:7077``, ``yarn``, ``k8s://...``), or None when its launch configuration does
+    not say."""
+    conf = _runner_conf()
+    if conf is None:
+        return None
+    master = conf.get("spark.master")
+    return str(master).strip() if master else None

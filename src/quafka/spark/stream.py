@@ -7,8 +7,8 @@ call ``read`` on an unpickled copy made by a planner. So:
 
 - The runner owns one ``quafka.client.ShareConsumer`` (explicit acknowledgement mode), created
   lazily on the first runner call — never in ``__init__`` — and dropped by ``__getstate__``.
-- ``latestOffset(start, limit)`` first ACCEPTs (and ``commit_sync``s) every pending batch with
-  ``seq <= start.seq``: Spark calls it only once the batch ending at ``start`` is in the commit log,
+- ``latestOffset(start, limit)`` first ACCEPTs every pending batch with ``seq <= start.seq`` that
+  ``commit()`` did not: Spark calls it only once the batch ending at ``start`` is in the commit log,
   and, unlike ``commit()``, it runs on every trigger, so the last batch before an idle stretch is
   acknowledged too (the commit-timing trap, spark-notes §0). Then one long poll (~0.5 s) acquires
   up to the limit — ``poll_batches``, so the runner decodes nothing: it gets the record bytes and
@@ -26,8 +26,11 @@ call ``read`` on an unpickled copy made by a planner. So:
   A cache miss (a replay after a restart) gives partitions carrying offset ranges that executors
   read with ``quafka.client.PartitionReader`` (plain Fetch, no group). A record batch that fails
   its CRC check or does not decode fails the task (as in Spark's Kafka source).
-- ``commit(end)`` ACCEPTs pending batches with ``seq <= end.seq`` (a no-op when ``latestOffset``
-  already did).
+- ``commit(end)`` ACCEPTs pending batches with ``seq <= end.seq`` and sends the acknowledgements
+  without waiting for the answer (``commit_async``; a failure is logged by the acknowledgement
+  callback and means a redelivery, never a loss): Spark's micro-batch does not wait a round trip,
+  and the next ShareFetch follows the ShareAcknowledge on the same connection, so the broker has
+  freed the in-flight room before it acquires again.
 - A daemon thread RENEWs the locks of pending batches every third of the lock duration
   (``acquisition_lock_timeout_ms()``), so a batch that runs longer than the lock is neither
   redelivered nor duplicated.
@@ -58,7 +61,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .arrow import columns_batch, records_batch
+from .record_columns import acquired_arrow_batches, fetched_arrow_batches
 from .lifetime import end_with_driver
 from .options import OptionError, Options
 
@@ -168,6 +171,10 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         self.group = options.required("share.group", "the share group the streaming source consumes through")
         self.max_records = options.integer("maxRecordsPerTrigger", DEFAULT_MAX_RECORDS)
         self.num_partitions = options.integer("numPartitions", 0) or None  # None: resolved in the runner
+        fetch = (options.get("executorFetch") or "auto").strip().lower()
+        if fetch not in ("auto", "true", "false"):
+            raise OptionError(f"option 'executorFetch'={fetch!r}: expected true, false or auto")
+        self.executor_fetch = fetch
         options.refuse(("asyncProgressTrackingEnabled",),
                        "is not supported by the quafka share-group source (at-least-once needs every "
                        "batch in the commit log before the next one is planned)")
@@ -200,10 +207,12 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         self._stop = threading.Event()
         self._closed = False
         self._default_parallelism: int | None = None
+        self._fetch_on_executors: bool | None = None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        for key in ("_consumer", "_lock", "_pending", "_renewer", "_stop", "_closed", "_default_parallelism"):
+        for key in ("_consumer", "_lock", "_pending", "_renewer", "_stop", "_closed", "_default_parallelism",
+                    "_fetch_on_executors"):
             state.pop(key, None)
         return state
 
@@ -226,6 +235,25 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
                 self._default_parallelism = FALLBACK_PARALLELISM
         return self._default_parallelism
 
+    def _executors_fetch(self) -> bool:
+        """executorFetch: true, false, or auto — true unless the driver JVM's master is local
+        (``parallelism.runner_master``; unknown counts as a cluster)."""
+        if self._fetch_on_executors is None:
+            if self.executor_fetch == "auto":
+                from .parallelism import is_local_master, runner_master
+
+                try:
+                    master = runner_master()
+                except Exception:  # noqa: BLE001 - an unreadable launch configuration: a cluster
+                    log.exception("quafka stream: reading spark.master failed")
+                    master = None
+                self._fetch_on_executors = not is_local_master(master)
+            else:
+                self._fetch_on_executors = self.executor_fetch == "true"
+            log.info("quafka stream: executors %s", "fetch each batch's records by offset" if self._fetch_on_executors
+                     else "get each batch's records from the runner")
+        return self._fetch_on_executors
+
     def _member(self):
         if self._consumer is None:
             if self._closed:
@@ -233,6 +261,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
             from quafka.client import ShareConsumer
 
             consumer = ShareConsumer(self.client_config)
+            consumer.set_acknowledgement_commit_callback(self._ack_results)
             consumer.subscribe(self.topics)
             self._consumer = consumer
             end_with_driver(self.close)  # SIGTERM, the driver's exit or its closed socket close it
@@ -242,8 +271,9 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
 
     # ------------------------------------------------------------------ acknowledgements
 
-    def _ack(self, batches: list[_Batch], ack_type) -> None:
-        """Acknowledge every record of ``batches`` and commit_sync; call with self._lock held."""
+    def _ack(self, batches: list[_Batch], ack_type, wait: bool = True) -> None:
+        """Acknowledge every record of ``batches``, then commit_sync (``wait``) or commit_async
+        (the results reach ``_ack_results``); call with self._lock held."""
         consumer = self._consumer
         if consumer is None or not batches:
             return
@@ -258,13 +288,24 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
                     except IllegalStateException as exc:  # a failed renewal lost them: redelivered, not lost
                         log.warning("quafka stream: %s of %s-%d offsets %d..%d of batch %d skipped: %s", ack_type.name,
                                     item.topic, item.partition, first, last, batch.seq, exc)
+        if not wait:
+            consumer.commit_async()
+            return
         results = consumer.commit_sync(COMMIT_TIMEOUT_S)
         failed = {tp: err for tp, err in results.items() if err is not None}
         if failed:
             log.warning("quafka stream: %s of batches %s failed: %s", ack_type.name,
                         [b.seq for b in batches], failed)
 
-    def _accept_through(self, seq: int) -> None:
+    @staticmethod
+    def _ack_results(offsets: dict, exc: Exception | None) -> None:
+        """The acknowledgement commit callback: an acknowledgement sent without waiting that failed
+        (its records come again: at-least-once) is logged."""
+        if exc is not None:
+            log.warning("quafka stream: acknowledging %s failed: %s",
+                        {str(tp): len(o) for tp, o in offsets.items()}, exc)
+
+    def _accept_through(self, seq: int, wait: bool = True) -> None:
         from quafka.client import AcknowledgeType
 
         with self._lock:
@@ -273,7 +314,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
                 return
             for b in done:
                 del self._pending[b.seq]
-            self._ack(done, AcknowledgeType.ACCEPT)
+            self._ack(done, AcknowledgeType.ACCEPT, wait)
 
     def _renew_loop(self) -> None:
         from quafka.client import AcknowledgeType
@@ -328,7 +369,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict, limit=None) -> dict:
         seq = int(start.get("seq", 0))
         self._member()
-        self._accept_through(seq)
+        self._accept_through(seq, wait=False)  # usually commit() did; sent before the poll below
         with self._lock:
             later = [b for s, b in sorted(self._pending.items()) if s > seq]
             if later:
@@ -348,6 +389,8 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
             if not items:
                 return start
             end = {"v": 1, "seq": seq + 1, "member": consumer.member_id, "acq": compact_ranges(items)}
+            if self._executors_fetch():  # the executors read the records by offset: keep only the ranges
+                items = [item._replace(data=b"") for item in items]
             self._pending[seq + 1] = _Batch(seq + 1, end, items)
             return end
 
@@ -355,10 +398,10 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         n = self._parallelism()
         seq = int(end.get("seq", 0))
         batch = self._pending.get(seq)
-        if batch is not None and batch.end.get("member") == end.get("member"):
+        if batch is not None and batch.end.get("member") == end.get("member") and not self._executors_fetch():
             groups = fan_out(batch.items, n)
             return [RowsPartition(i, pieces) for i, pieces in enumerate(groups)] or [RowsPartition(0, [])]
-        # replay after a restart: read the logged ranges by offset on the executors
+        # executorFetch, or a replay after a restart: the executors read the logged ranges by offset
         ranges = []
         for key, spans in (end.get("acq") or {}).items():
             topic, partition = _split_key(key)
@@ -382,17 +425,17 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         return [RangesPartition(i, self.bootstrap, p, self.security) for i, p in enumerate(parts)]
 
     def commit(self, end: dict) -> None:
-        self._accept_through(int(end.get("seq", 0)))
+        # sent without waiting: Spark's micro-batch does not wait a round trip for it, and the next
+        # ShareFetch (latestOffset's poll) follows it on the same connection
+        self._accept_through(int(end.get("seq", 0)), wait=False)
 
     # ------------------------------------------------------------------ executors
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """pyarrow.RecordBatches of RECORD_SCHEMA: the runner's, or read by offset for a replay."""
         if isinstance(partition, RowsPartition):
-            for piece in partition.pieces:
-                cols = piece.columns()  # a corrupt batch raises: the task fails (as Spark's Kafka source)
-                if cols["offset"]:
-                    yield columns_batch(piece.topic, piece.partition, cols)
+            for piece in partition.pieces:  # a corrupt batch raises: the task fails (as Spark's Kafka source)
+                yield from acquired_arrow_batches(piece)
             return
         if not partition.ranges:
             return
@@ -400,5 +443,4 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
 
         with PartitionReader({"bootstrap.servers": partition.bootstrap, **partition.security}) as reader:
             for topic, part, first, last, dc in partition.ranges:
-                for chunk in reader.read_chunks(topic, part, first, last + 1):
-                    yield records_batch(chunk, dc)
+                yield from fetched_arrow_batches(topic, part, reader.read_raw(topic, part, first, last + 1), dc)

@@ -108,6 +108,27 @@ def test_end_offset_is_exclusive_and_start_offset_may_fall_inside_a_batch(produc
         assert list(reader.read("codec-lz4", 1, PER_PARTITION)) == []  # start at the high watermark
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_read_raw_hands_the_record_batches_and_the_offsets_they_cover(produced, codec):
+    """read_raw (the Spark readers decode in bulk from it): per Fetch response the complete batches
+    as sent and (first, last) of the read they cover; decoded within those offsets they are the
+    records read() gives — a start inside a batch and an exclusive end alike."""
+    from quafka.client import AcquiredBatches
+
+    broker, expected = produced
+    topic = f"codec-{codec}"
+    with PartitionReader({"bootstrap.servers": broker.bootstrap_servers, "max.partition.fetch.bytes": 300}) as reader:
+        for start, end in ((0, None), (5, 12), (3, PER_PARTITION)):
+            chunks = list(reader.read_raw(topic, 1, start, end))
+            spans = [(first, last) for _, first, last in chunks]
+            stop = PER_PARTITION if end is None else end
+            assert spans[0][0] == start and spans[-1][1] == stop - 1
+            assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:]))  # contiguous, no offset twice
+            records = [r for data, first, last in chunks for r in AcquiredBatches(topic, 1, data, [(first, last, 1)]).records()]
+            assert _as_tuples(records) == expected[codec][1][start:stop]
+        assert list(reader.read_raw(topic, 1, 12, 12)) == []
+
+
 def test_small_max_bytes_reads_everything_in_several_fetches(produced):
     broker, expected = produced
     with PartitionReader({"bootstrap.servers": broker.bootstrap_servers, "max.partition.fetch.bytes": 64}) as reader:

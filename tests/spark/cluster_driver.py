@@ -37,7 +37,11 @@ def main(argv: list[str]) -> int:
     builder = SparkSession.builder.master(master).appName(f"quafka-cluster-test-{os.getpid()}")
     for key, value in DRIVER_CONF.items():
         builder = builder.config(key, value)
-    spark = builder.config("spark.cores.max", "2").getOrCreate()
+    # a JVM that starts fast on a busy machine (C1 only, serial GC): this driver and its executors
+    # do little work, and most of the test's time is JVMs starting
+    fast = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    spark = (builder.config("spark.cores.max", "2").config("spark.driver.extraJavaOptions", fast)
+             .config("spark.executor.extraJavaOptions", fast).getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
 
     @udf(BinaryType())

@@ -33,10 +33,12 @@ from quafka.client import Admin
 
 pytestmark = pytest.mark.spark
 
-RECORDS = 6000
-TRIGGER = 1000  # maxRecordsPerTrigger: the bound on the extra copies one crash may cause
+RECORDS = 4000
+TRIGGER = 500  # maxRecordsPerTrigger: the bound on the extra copies one crash may cause
 CRASHES = 2  # the executor, then the driver
-EXECUTOR_HOLD, DRIVER_HOLD = 1500, 4500  # held in different micro-batches (1000 records each)
+# one topic partition, acquired in offset order: a micro-batch holds at most TRIGGER consecutive
+# values, so these two are in different batches, the second a later one
+EXECUTOR_HOLD, DRIVER_HOLD = 750, 2750
 DRIVER = Path(__file__).resolve().parent / "cluster_driver.py"
 LOCK_MS = 60_000  # the broker's maximum: a loaded machine must not let a held batch's locks lapse
 
@@ -44,12 +46,12 @@ LOCK_MS = 60_000  # the broker's maximum: a loaded machine must not let a held b
 def make_input(bootstrap: str) -> tuple[str, str, str]:
     topic, out, group = (f"cl-{tag}-{uuid.uuid4().hex[:8]}" for tag in ("in", "out", "sg"))
     with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics({topic: (2, 1), out: (1, 1)})
+        admin.create_topics({topic: (1, 1), out: (1, 1)})
     set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest", "share.assignment.interval.ms": "0",
                                          "share.record.lock.duration.ms": str(LOCK_MS)})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(RECORDS):
-        producer.produce(topic, value=str(i).encode(), partition=i % 2)
+        producer.produce(topic, value=str(i).encode())
     assert producer.flush(30) == 0
     return topic, out, group
 
@@ -180,3 +182,27 @@ def test_stream_into_sink_across_an_executor_and_a_driver_sigkill_then_batch_cou
     assert set(counts) == set(range(RECORDS))  # none lost, nothing else
     assert extra <= CRASHES * TRIGGER, {v: c for v, c in counts.items() if c > 1}
     assert count == RECORDS  # the batch reader on the cluster counts every record
+
+
+@pytest.mark.parametrize("found_by", ["mark", "cwd"])
+def test_cluster_stop_fails_when_a_process_of_it_is_left(tmp_path, found_by):
+    """The teardown's leftover check (SparkCluster.stop) finds a process of the cluster that its
+    JVMs' process groups did not take along — by the cluster's mark in its environment (an executor
+    and its Python workers inherit it) or by a working directory under the cluster's directory
+    (an executor runs in its work dir) — kills it, and fails naming it."""
+    from support.spark_cluster import CLUSTER_MARK, SparkCluster
+
+    cluster = SparkCluster(workers=0, root=tmp_path)
+    env = dict(os.environ, **({CLUSTER_MARK: cluster.mark} if found_by == "mark" else {}))
+    cwd = tmp_path / "worker-0" if found_by == "cwd" else Path.cwd()
+    cwd.mkdir(exist_ok=True)
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env, cwd=cwd,
+                             start_new_session=True)
+    try:
+        with pytest.raises(AssertionError, match=rf"pid {stray.pid} .*time.sleep\(600\)"):
+            cluster.stop(timeout_s=0.5)
+        assert stray.wait(10) == -signal.SIGKILL
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait(10)

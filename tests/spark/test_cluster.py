@@ -127,10 +127,12 @@ def executor_of(pid: int, app_id: str) -> int:
 
 
 def app_gone(cluster, app_id: str, timeout_s: float = 60.0) -> None:
-    """No executor JVM of `app_id` is left (the workers kill an application's executors, and their
-    Python workers go with them, once its driver is gone), nor any process of this driver."""
-    wait_until(lambda: not cluster.executors(app_id), timeout_s, interval_s=0.2,
-               message=f"the executors of {app_id} to exit (left: {cluster.executors(app_id)})")
+    """No executor JVM of `app_id` and no Python worker of its executors is left: the workers kill
+    an application's executors once its driver is gone, and their pyspark.daemon ends with them."""
+    assert app_id.startswith("app-"), app_id
+    wait_until(lambda: not cluster.app_processes(app_id), timeout_s, interval_s=0.2,
+               message=f"the processes of {app_id} to exit (left: "
+                       f"{[p.cmdline[:100] for p in cluster.app_processes(app_id)]})")
 
 
 def test_stream_into_sink_across_an_executor_and_a_driver_sigkill_then_batch_count(spark_cluster, bootstrap, tmp_path):
@@ -156,13 +158,14 @@ def test_stream_into_sink_across_an_executor_and_a_driver_sigkill_then_batch_cou
         finally:
             first.kill()  # mid-batch again: the driver, its JVM and its runner
         timings["driver killed"] = time.monotonic() - began
-        app_gone(spark_cluster, first.app_id)
 
-        second = Driver(spark_cluster, tmp_path, *args).started()
+        second = Driver(spark_cluster, tmp_path, *args)
         try:
+            app_gone(spark_cluster, first.app_id)  # while the new driver starts
+            second.started()
             expected = set(range(RECORDS))
             wait_until(lambda: expected <= set(output.drain()) or second.proc.poll() is not None, 90, interval_s=0.2,
-                       message=f"every record in the output (missing {len(expected - set(output.values))})")
+                       message=f"all {RECORDS} records in the output")
             assert second.proc.poll() is None, second.log()
             timings["every record out"] = time.monotonic() - began
             (second.marks / "stop").touch()

@@ -13,7 +13,8 @@ each JVM's process group (the Worker starts its executors, CoarseGrainedExecutor
 group; their pyspark.daemon makes a group of its own and exits with its JVM's pipe) and then fails
 loudly if any process of the cluster is left: one whose environment carries the cluster's mark
 (every process below a master or worker inherits it), whose command line or working directory names
-the cluster's directory, or whose command line names one of its ports.
+the cluster's directory, or whose command line names one of its workers' ports (an executor's
+``--worker-url``).
 
 Every JVM is started in a session of its own and with PR_SET_PDEATHSIG=SIGKILL (Linux), so it dies
 with the process that started it even when that process is SIGKILLed and no finalizer runs.
@@ -98,10 +99,6 @@ class SparkCluster:
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.master.port}"
 
-    @property
-    def ports(self) -> list[int]:
-        return [p for d in self._daemons for p in (d.port, d.webui_port)]
-
     def env(self) -> dict[str, str]:
         """The environment of the cluster's JVMs (and what a driver of it should run with)."""
         env = dict(os.environ)
@@ -113,7 +110,7 @@ class SparkCluster:
             "SPARK_CONF_DIR": str(self.root / "conf"),  # empty: no user spark-defaults.conf
             "SPARK_LOCAL_DIRS": str(self.root / "local"),
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
-            # the master's REST submission server takes the fixed port 6066: off, as are other fixed ports
+            # the master's REST submission server would take the fixed port 6066: off
             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
             # the master and workers only schedule: start them fast (C1 only); executors are untouched
             "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
@@ -193,11 +190,20 @@ class SparkCluster:
         return [p.pid for p in self.leftovers()
                 if "CoarseGrainedExecutorBackend" in p.cmdline and (app_id is None or f"--app-id {app_id}" in p.cmdline)]
 
+    def app_processes(self, app_id: str) -> list:
+        """The live processes of application `app_id` on this cluster: its executor JVMs (named by
+        --app-id) and whatever runs in their work dirs (<worker dir>/<app id>/<executor id>: their
+        pyspark.daemon and Python workers)."""
+        return [p for p in self.leftovers()
+                if f"--app-id {app_id}" in p.cmdline or f"/{app_id}/" in _cwd(p.pid) + "/"]
+
     def leftovers(self) -> list:
         """The live processes of this cluster: by its mark in their environment, its directory in
-        their command line or working directory, or one of its ports in their command line."""
+        their command line or working directory, or one of its workers' ports in their command line."""
         me = os.getpid()
-        needles = [str(self.root)] + [f"127.0.0.1:{p}" for p in self.ports] if self.root else []
+        # an executor's command line names its worker (--worker-url spark://Worker@127.0.0.1:<port>);
+        # not the master's port: a driver's JVM names that, and a driver is not the cluster's
+        needles = [str(self.root)] + [f"Worker@127.0.0.1:{d.port}" for d in self._daemons[1:]] if self.root else []
         found = []
         for p in processes():
             if p.pid == me or p.state == "Z":
@@ -253,10 +259,12 @@ def _has_mark(pid: int, mark: str) -> bool:
         return False
 
 
-def _cwd_under(pid: int, root: Path | None) -> bool:
-    if root is None:
-        return False
+def _cwd(pid: int) -> str:
     try:
-        return os.readlink(f"/proc/{pid}/cwd").startswith(str(root))
-    except OSError:
-        return False
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:  # gone, or another user's
+        return ""
+
+
+def _cwd_under(pid: int, root: Path | None) -> bool:
+    return root is not None and _cwd(pid).startswith(str(root))

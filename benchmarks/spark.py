@@ -29,6 +29,12 @@ off, `spark.sql.shuffle.partitions=2`, loopback only, log level ERROR) and measu
   then once more under cProfile (top functions by cumulative and own time); then the executor side:
   unpickle each partition and iterate `read(partition)`.
 
+- `--cluster` (instead of the above): the same N records on a 4-partition topic, streamed
+  (maxRecordsPerTrigger 20,000, 10,000 record locks, numPartitions=2, noop sink) and batch-read on a
+  Spark standalone cluster (tests/support/spark_cluster.py: master and workers from pyspark's
+  spark-class on loopback) of 1 worker, then of 2 workers, 1 core each, with the driver in this
+  process; rows/s side by side and the ratio 2 / 1.
+
 A small warm-up query (and a warm-up batch read) runs first so that Python worker start-up is not
 measured. It prints a table and with `--update-docs` rewrites its own section of
 docs/benchmarks.md (between `<!-- spark:begin -->` and `<!-- spark:end -->`).
@@ -36,6 +42,7 @@ docs/benchmarks.md (between `<!-- spark:begin -->` and `<!-- spark:end -->`).
     .venv/bin/python benchmarks/spark.py                                   # 200,000 records, prints only
     .venv/bin/python benchmarks/spark.py --profile-runner --update-docs    # the documented run
     .venv/bin/python benchmarks/spark.py --quick                           # smoke run (20,000 records)
+    .venv/bin/python benchmarks/spark.py --cluster --records 100000        # 1 vs 2 workers, standalone
 """
 
 from __future__ import annotations
@@ -726,6 +733,110 @@ Batch reader into the noop sink:
 # ----------------------------------------------------------------------------- main
 
 
+# ----------------------------------------------------------------------------- standalone cluster (--cluster)
+
+CLUSTER_PARTITIONS = 4      # topic partitions of the --cluster topic
+CLUSTER_TRIGGER = 20_000    # maxRecordsPerTrigger on the cluster (4 partitions x 10,000 locks leave room)
+CLUSTER_WORKERS = (1, 2)    # workers of 1 core each, measured one after the other
+
+
+def cluster_session(master_url: str, workers: int):
+    """A SparkSession in this process whose executors run on the standalone cluster `master_url`
+    (1 core each, at most `workers` of them)."""
+    from pyspark.sql import SparkSession
+    from support.spark_cluster import DRIVER_CONF
+
+    builder = SparkSession.builder.master(master_url).appName(f"quafka-bench-spark-cluster-{workers}w")
+    for key, value in DRIVER_CONF.items():
+        builder = builder.config(key, value)
+    spark = (builder.config("spark.cores.max", str(workers))
+             .config("spark.sql.streaming.numRecentProgressUpdates", "100000").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def wait_for_executors(spark, count: int, deadline_s: float) -> None:
+    """Until `count` executors have registered with the driver (so no measurement includes an
+    executor's start-up): the driver's status tracker lists them (and the driver itself)."""
+    deadline = time.monotonic() + deadline_s
+    while len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) < count + 1:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {count} executors registered after {deadline_s:.0f} s")
+        time.sleep(0.2)
+
+
+def run_on_cluster(workers: int, broker, admin, topic: str, warm: str, args, work_dir: str
+                   ) -> tuple[StreamResult, BatchResult]:
+    """The streaming source (into noop) and the batch reader over `topic` on a fresh standalone
+    cluster of `workers` workers (tests/support/spark_cluster.py), after a warm-up of each."""
+    from support.spark_cluster import SparkCluster
+
+    with SparkCluster(workers=workers) as cluster:
+        print(f"  {workers} worker(s) ALIVE on {cluster.master_url} in {cluster.started_s:.1f} s", flush=True)
+        spark = cluster_session(cluster.master_url, workers)
+        try:
+            wait_for_executors(spark, workers, args.deadline)
+            collector = ProgressCollector()
+            spark.streams.addListener(collector.listener)
+            run_stream(spark, collector, broker, admin, warm, WARMUP_RECORDS, 1000, None, work_dir, args.deadline,
+                       f"warm-up stream, {workers} worker(s)")
+            run_batch(spark, broker, warm, WARMUP_RECORDS, 1, 1, f"warm-up batch, {workers} worker(s)")
+            stream = run_stream(spark, collector, broker, admin, topic, args.records, CLUSTER_TRIGGER, WIDE_LOCKS,
+                                work_dir, args.deadline, f"cluster stream, {workers} worker(s)",
+                                partitions=CLUSTER_PARTITIONS)
+            batch = run_batch(spark, broker, topic, args.records, CLUSTER_PARTITIONS, args.repeat,
+                              f"cluster batch reader, {workers} worker(s)")
+        finally:
+            spark.stop()
+    return stream, batch
+
+
+def cluster_table(streams: list[StreamResult], batches: list[BatchResult]) -> tuple[list[str], list[list[str]]]:
+    """rows/s per worker count, side by side, and the ratio of the last to the first."""
+    head = ["measurement", *(f"{w} worker{'s' if w > 1 else ''} rows/s" for w in CLUSTER_WORKERS),
+            f"{CLUSTER_WORKERS[-1]} / {CLUSTER_WORKERS[0]}"]
+    rows = []
+    for name, rates in (("streaming source (wall)", [r.rate_wall for r in streams]),
+                        ("streaming source (Σ triggerExecution)", [r.rate_trigger for r in streams]),
+                        ("batch reader (best)", [r.best for r in batches])):
+        ratio = f"{rates[-1] / rates[0]:.2f}" if rates and rates[0] else "-"
+        rows.append([name, *(f"{v:,.0f}" for v in rates), ratio])
+    return head, rows
+
+
+def cluster_main(args) -> int:
+    """--cluster: the same records streamed and batch-read on a standalone cluster of 1 worker, then
+    of 2 workers (1 core each; master and workers from pyspark's spark-class on loopback)."""
+    sys.path.insert(0, str(REPO / "tests"))  # support.spark_cluster
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    t_start = time.monotonic()
+    overrides = [f"group.share.max.partition.max.record.locks={WIDE_LOCKS}"]
+    run = BrokerRun(lambda work_dir: ShareBroker(work_dir, overrides=overrides), "quafka-bench-spark-cluster-")
+    streams: list[StreamResult] = []
+    batches: list[BatchResult] = []
+    try:
+        run.start()
+        warm, topic = "bench-spark-cluster-warmup", f"bench-spark-cluster-{CLUSTER_PARTITIONS}p"
+        produce_partitioned(run.broker, run.admin, warm, WARMUP_RECORDS, 1, args)
+        produce_partitioned(run.broker, run.admin, topic, args.records, CLUSTER_PARTITIONS, args)
+        for workers in CLUSTER_WORKERS:
+            print(f"standalone cluster with {workers} worker(s) ...", flush=True)
+            stream, batch = run_on_cluster(workers, run.broker, run.admin, topic, warm, args, run.work_dir)
+            streams.append(stream)
+            batches.append(batch)
+    except KeyboardInterrupt:
+        return interrupted()
+    finally:
+        run.close()
+    elapsed = time.monotonic() - t_start
+    print_blocks(text(*stream_table(streams)), text(*phase_table(streams)), text(*batch_table(batches)),
+                 text(*cluster_table(streams, batches)))
+    problems = [f"{r.name}: {p}" for r in [*streams, *batches] for p in r.problems]
+    return finish(problems, elapsed)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = arg_parser(__doc__)
@@ -743,6 +854,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a small smoke run")
     ap.add_argument("--only-wide", action="store_true",
                     help="only the 10-partition streaming rows (100k per trigger): no 1-partition rows, no batch reader")
+    ap.add_argument("--cluster", action="store_true",
+                    help="instead: the streaming source and the batch reader on a Spark standalone cluster of 1, "
+                         "then 2 workers (1 core each), side by side")
     ap.add_argument("--update-docs", action="store_true", help=f"rewrite the spark section of {DOC_PATH.relative_to(REPO)}")
     ap.add_argument("--doc", default=str(DOC_PATH), help="the markdown file --update-docs rewrites")
     ap.add_argument("--deadline", type=float, default=300.0, help="seconds one measurement may take before it fails")
@@ -755,6 +869,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.wide_locks is None:
         args.wide_locks = 0 if args.quick else WIDE_LOCKS
     n = args.records
+    if args.cluster:
+        return cluster_main(args)
 
     t_start = time.monotonic()
     overrides = [f"group.share.max.partition.max.record.locks={args.wide_locks}"] if args.wide_locks else []

@@ -124,3 +124,16 @@ def bootstrap():
     """One broker for the module: every test uses its own topics and groups."""
     with EmbeddedBroker() as broker:
         yield broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A Spark standalone master and 2 workers (1 core each) on loopback, shared by the session's
+    cluster tests (tests/support/spark_cluster.py); its stop fails the teardown if any of its JVMs,
+    executors or Python workers is left."""
+    from support.spark_cluster import SparkCluster
+
+    cluster = SparkCluster(workers=2).start()
+    print(f"\nspark cluster {cluster.master_url}: 2 workers ALIVE in {cluster.started_s:.1f} s")
+    yield cluster
+    cluster.stop()

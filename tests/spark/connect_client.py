@@ -2,9 +2,11 @@
 Connect server: tests/spark/test_connect.py runs it as a subprocess.
 
 It runs in a process of its own because the test process hosts the classic SparkSession of
-tests/spark/conftest.py: pyspark keeps one active/default session per process, and
-``SparkSession.builder`` answers with that classic session unless ``remote`` is set; a Connect
-session next to a live py4j gateway works but shares those globals.
+tests/spark/conftest.py: creating a Connect session sets ``SPARK_CONNECT_MODE_ENABLED=1`` in
+``os.environ`` ("prevents that local PySpark is used in conjunction with Spark Connect mode",
+pyspark/sql/session.py, 4.3), which turns ``pyspark.sql.utils.is_remote()`` true for the whole
+process — pyspark's functions then dispatch to their Connect versions — and is inherited by every
+process started afterwards, the classic session's Python workers included.
 
 Steps, each reported on stdout as one JSON line:
 

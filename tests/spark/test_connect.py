@@ -27,7 +27,7 @@ pytestmark = pytest.mark.spark
 
 CLIENT = Path(__file__).resolve().parent / "connect_client.py"
 N = 2000
-PER_TRIGGER = 700  # so the stream takes at least 3 micro-batches
+PER_TRIGGER = 1000  # so the stream takes at least 2 micro-batches
 
 
 class Client:
@@ -106,10 +106,13 @@ def test_connect_client_runs_batch_read_share_group_stream_and_sink(spark_connec
                      "--max-records-per-trigger", str(PER_TRIGGER), "--register"])
     try:
         assert client.next("registered", 30)["registered"] == "quafka"
+        registered = time.monotonic()
         batch = client.next("batch", 60)["batch"]
+        batch_read = time.monotonic()
         assert len(batch) == N, f"the batch read counted {len(batch)} of {N}"
         assert {tuple(r) for r in batch} == expected
         client.next("started", 30)
+        stream_started = time.monotonic()
 
         deadline = time.monotonic() + 60
         out: list = []
@@ -119,17 +122,20 @@ def test_connect_client_runs_batch_read_share_group_stream_and_sink(spark_connec
                                                  f"(drained: {drained(bootstrap, group, source, ends)})")
             time.sleep(0.5)
             out = read_to_end(bootstrap, sink, timeout_s=10)
+        streamed = time.monotonic()
         client.proc.stdin.write("stop\n")
         client.proc.stdin.flush()
         stopped = client.next("stopped", 30)
         assert client.proc.wait(30) == 0, client.tail()
     finally:
         client.stop()
-    took = time.monotonic() - started
+    ended = time.monotonic()
 
     written = Counter((m.key().decode(), m.value().decode()) for m in out)
     assert set(written) == expected, f"missing {len(expected - set(written))}, unexpected {set(written) - expected}"
     assert stopped["input_rows"] >= N and stopped["batches"] >= N // PER_TRIGGER
     duplicates = sum(c - 1 for c in written.values())
-    print(f"Connect pipeline: {N} records read, streamed and written in {took:.1f} s "
-          f"({stopped['batches']} micro-batches, {stopped['input_rows']} input rows, {duplicates} duplicates)")
+    print(f"Connect pipeline, {N} records: client up and registered {registered - started:.1f} s, batch read "
+          f"{batch_read - registered:.1f} s, stream started {stream_started - batch_read:.1f} s, every record in "
+          f"the output and the group drained {streamed - stream_started:.1f} s ({stopped['batches']} micro-batches, "
+          f"{stopped['input_rows']} input rows, {duplicates} duplicates), stopped {ended - streamed:.1f} s")

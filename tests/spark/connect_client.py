@@ -22,7 +22,8 @@ Steps, each reported on stdout as one JSON line:
    record and the group is drained), stops the query and reports
    ``{"stopped": id, "input_rows": sum of numInputRows, "batches": batches with rows}``.
 
-When the query dies it reports ``{"error": ...}`` and exits 1."""
+When the query dies, or a step raises, it reports ``{"error": ...}`` (the error without the JVM's
+stack) and exits 1."""
 
 from __future__ import annotations
 
@@ -110,4 +111,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception as e:  # noqa: BLE001 - reported to the test, which fails with it
+        message = str(e)
+        say(error=f"{type(e).__name__}: {message.split('JVM stacktrace:')[0][:3000]}")
+        raise

@@ -63,7 +63,7 @@ class SparkConnectServer:
                 "--class", SERVER_CLASS,
                 "--master", self.master,
                 "--name", "quafka-tests-connect",
-                "--conf", f"spark.connect.grpc.binding.address=127.0.0.1",
+                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                 "--conf", f"spark.connect.grpc.binding.port={self.port}",
                 "--conf", "spark.ui.enabled=false",
                 "--conf", "spark.sql.shuffle.partitions=2",

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from support import process_running, wait_until
 from support.readers import read_to_end
 
 from quafka.client import Admin
@@ -126,10 +127,18 @@ def test_connect_client_runs_batch_read_share_group_stream_and_sink(spark_connec
             time.sleep(0.5)
             out = read_to_end(bootstrap, sink, timeout_s=10)
         streamed = time.monotonic()
+        # the server's processes carry its mark (what its teardown checks): the JVM, Python
+        # workers, and the query's runner, which must end with the query
+        server = spark_connect.server_processes()
+        assert spark_connect.proc.pid in {p.pid for p in server}
+        runners = [p.pid for p in server if "python_streaming_source_runner" in p.cmdline]
+        assert runners, [p.cmdline[:120] for p in server]
         client.proc.stdin.write("stop\n")
         client.proc.stdin.flush()
         stopped = client.next("stopped", 30)
         assert client.proc.wait(30) == 0, client.tail()
+        wait_until(lambda: not any(process_running(pid) for pid in runners), 30,
+                   message=f"the query's runner {runners} to end with query.stop()")
     finally:
         client.stop()
     ended = time.monotonic()

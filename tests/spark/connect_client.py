@@ -8,7 +8,8 @@ pyspark/sql/session.py, 4.3), which turns ``pyspark.sql.utils.is_remote()`` true
 process — pyspark's functions then dispatch to their Connect versions — and is inherited by every
 process started afterwards, the classic session's Python workers included.
 
-Steps, each reported on stdout as one JSON line:
+Steps, each reported on stdout as one JSON line (``--without-quafka`` first makes quafka
+unimportable in this process, ``--batch-only`` stops after step 2):
 
 1. ``{"registered": name}`` — ``spark.dataSource.register(QuafkaDataSource)`` (with ``--register``):
    the client pickles the class (by reference: ``quafka.spark.datasource.QuafkaDataSource``) and the
@@ -28,6 +29,7 @@ stack) and exits 1."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import select
 import sys
@@ -49,7 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-records-per-trigger", type=int, default=1000)
     ap.add_argument("--register", action="store_true")
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--without-quafka", action="store_true",
+                    help="make quafka unimportable here: the server finds format('quafka') by itself")
+    ap.add_argument("--batch-only", action="store_true")
     args = ap.parse_args(argv)
+    if args.without_quafka:
+        for name in ("quafka", "pyspark_quafka"):
+            sys.modules[name] = None  # `import quafka` raises ImportError from now on
+        try:
+            importlib.import_module("quafka")
+            blocked = False
+        except ImportError:
+            blocked = True
+        say(without_quafka=blocked)
 
     from pyspark.sql import SparkSession
 
@@ -67,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
             .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
             .collect())
     say(batch=[[r.key, r.value] for r in rows])
+    if args.batch_only:
+        spark.stop()
+        return 0
 
     bootstrap, output = args.bootstrap, args.output
 

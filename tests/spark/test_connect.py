@@ -151,3 +151,22 @@ def test_connect_client_runs_batch_read_share_group_stream_and_sink(spark_connec
           f"{batch_read - registered:.1f} s, stream started {stream_started - batch_read:.1f} s, every record in "
           f"the output and the group drained {streamed - stream_started:.1f} s ({stopped['batches']} micro-batches, "
           f"{stopped['input_rows']} input rows, {duplicates} duplicates), stopped {ended - streamed:.1f} s")
+
+
+def test_connect_client_without_quafka_reads_through_the_servers_lookup(spark_connect, bootstrap):
+    """docs/spark.md: quafka is optional on a Connect client — the server finds format("quafka")
+    through pyspark_quafka in its own Python; here the client cannot import quafka at all."""
+    topic = f"cplain-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({topic: (2, 1)})
+    expected = produce(bootstrap, topic, 100)
+    client = Client(["--remote", spark_connect.url, "--bootstrap", bootstrap, "--input", topic,
+                     "--output", "unused", "--group", "unused", "--checkpoint", "unused",
+                     "--without-quafka", "--batch-only"])
+    try:
+        assert client.next("without_quafka", 30)["without_quafka"] is True
+        batch = client.next("batch", 120)["batch"]
+        assert client.proc.wait(30) == 0, client.tail()
+    finally:
+        client.stop()
+    assert len(batch) == 100 and {tuple(r) for r in batch} == expected

@@ -17,8 +17,9 @@ from quafka.client import AcknowledgeType, Admin, ShareConsumer
 from support import free_port, port_open, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
-# top-level modules of the [test], [spark], [dev] and [bench] extras (pyspark[sql] brings pyarrow)
-EXTRA_MODULES = ["pyspark", "pandas", "pyarrow", "pytest", "xdist", "hypothesis", "importlinter",
+# top-level modules of the [test], [spark], [dev] and [bench] extras (pyspark[sql] brings pyarrow,
+# pyspark[connect] grpc)
+EXTRA_MODULES = ["pyspark", "pandas", "pyarrow", "grpc", "pytest", "xdist", "hypothesis", "importlinter",
                  "prometheus_client", "kafka", "aiokafka", "snappy", "lz4", "zstandard", "build", "redis",
                  "hiredis", "httpx", "selenium"]
 

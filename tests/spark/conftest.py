@@ -137,3 +137,15 @@ def spark_cluster():
     print(f"\nspark cluster {cluster.master_url}: 2 workers ALIVE in {cluster.started_s:.1f} s")
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """A Spark Connect server (pyspark's own, master local[2], on a free loopback port) whose Python
+    workers run this interpreter and this quafka (tests/support/spark_connect.py). Its teardown
+    fails when the JVM or one of its Python processes had to be killed or outlived it."""
+    from support.spark_connect import SparkConnectServer
+
+    server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect")).start()
+    yield server
+    server.stop()

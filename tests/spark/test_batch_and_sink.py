@@ -329,3 +329,14 @@ def test_topic_column_and_stream_writer(spark, bootstrap, tmp_path):
     for topic in topics:
         back = _reader(spark, bootstrap, subscribe=topic).collect()
         assert sorted(bytes(r.value).decode() for r in back) == sorted(v for t, v in rows if t == topic)
+
+
+def test_empty_topic_and_empty_range_read_no_rows(spark, bootstrap, topic3):
+    """No offset slice to read (an empty topic, or a range with nothing in it): pyspark then plans
+    one `InputPartition(None)` of its own (pyspark/sql/worker/plan_data_source_read.py), which the
+    reader must read as no rows — as Spark's Kafka source answers an empty range."""
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics({"empty2": (2, 1)})
+    assert _reader(spark, bootstrap, subscribe="empty2").count() == 0
+    at_4 = json.dumps({TOPIC: {"0": 4, "1": 4, "2": 4}})
+    assert _reader(spark, bootstrap, subscribe=TOPIC, startingOffsets=at_4, endingOffsets=at_4).collect() == []

@@ -336,6 +336,10 @@ class QuafkaBatchReader(DataSourceReader):
         from quafka.client import PartitionReader
         from quafka.client.reader import READER_CONFIG
 
+        if not isinstance(partition, OffsetSlice):
+            # partitions() planned no slice (an empty topic or range): pyspark then runs one
+            # InputPartition(None) of its own (pyspark/sql/worker/plan_data_source_read.py)
+            return
         if partition.start >= partition.end:
             return
         with PartitionReader(_client_config(self.options, READER_CONFIG)) as reader:

@@ -4,6 +4,11 @@ Reads one JSON request a line on stdin, ``{"name": ..., "code": ...}``, executes
 namespace of the blocks before it (``__name__ == "__main__"``, as a script), and answers on the
 file descriptor given as the first argument: ``{"ok": true}`` or ``{"ok": false, "error": ...}``.
 The blocks' own output goes to this process's stdout and stderr.
+
+It first imports kio as an installation without hypothesis does (the way the ``quafka`` command
+does, quafka.cli.main._import_kio_without_test_strategies): in this test environment kio would
+otherwise import hypothesis and pytest to register test strategies, ~0.5 s of each of the ~40
+interpreters the documents' python blocks start, which no block uses.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import traceback
 
 
 def main() -> None:
+    from quafka.cli.main import _import_kio_without_test_strategies
+
+    _import_kio_without_test_strategies()
     answers = os.fdopen(int(sys.argv[1]), "w")
     namespace: dict = {"__name__": "__main__"}
     for line in sys.stdin:

@@ -583,7 +583,7 @@ def analysis(streams: list[StreamResult], batches: list[BatchResult], prof: Runn
             f"the only set-up in which a trigger can hold 100k records (see below). Its micro-batches held "
             f"{mean_rows(wide):,.0f} rows on average (max {max(wide.batches):,}); per batch Spark spent "
             f"{per_batch(wide, 'latestOffset'):.0f} ms in latestOffset (the runner's one `poll_batches`; the "
-            f"previous batch's ACCEPT went out without waiting in `commit()`), {per_batch(wide, 'addBatch'):.0f} ms "
+            f"previous batch was ACCEPTed, and the answer waited for, in `commit()`), {per_batch(wide, 'addBatch'):.0f} ms "
             f"running the tasks (executors decoding the record batches into Arrow columns and handing them to the "
             f"JVM), "
             f"{per_batch(wide, 'walCommit') + per_batch(wide, 'commitOffsets'):.0f} ms writing the offset and commit "
@@ -714,8 +714,8 @@ Streaming source into the noop sink:
 {markdown(sh, sr)}
 
 Mean milliseconds per data batch in each phase of Spark's micro-batch (`durationMs` of the
-progress events; `latestOffset` is the runner's `latestOffset` call — ACCEPT of the previous batch
-plus one `poll_batches()` — and `addBatch` runs the tasks, including the planner and executor Python workers):
+progress events; `latestOffset` is the runner's `latestOffset` call — one `poll_batches()`, the previous
+batch having been ACCEPTed in `commit()` — and `addBatch` runs the tasks, including the planner and executor Python workers):
 
 {markdown(*phase_table(streams))}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 
+import crc32c
 import pyarrow as pa
 import pytest
 
@@ -111,6 +112,22 @@ def test_a_corrupt_batch_raises_as_the_record_at_a_time_path():
     batch = bytearray(build([(b"k", b"v", [], 1000)] * 3))
     rb.stamp_base_offset(batch, 0, 7)
     item = AcquiredBatches("t", 0, break_crc(bytes(batch)), [(7, 9, 1)])
+    with pytest.raises(CorruptRecordException):
+        reference(item)
+    with pytest.raises(CorruptRecordException):
+        decoded(item)
+
+
+def test_a_batch_whose_fields_overrun_its_records_raises_as_the_record_at_a_time_path():
+    """A batch with a valid CRC whose last record's value length points past the data (a
+    producer's bug): the vectorized decode leaves it to the record-at-a-time path, which rejects it."""
+    batch = bytearray(build([(b"k", b"v" * 10, [], 1000)] * 3))
+    value_len_at = len(batch) - 12  # the last record: ... value length (1 byte), 10 value bytes, header count
+    assert batch[value_len_at] == 20  # zigzag(10)
+    batch[value_len_at] = 0x7E  # zigzag(63): past the end of the batch
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    rb.stamp_base_offset(batch, 0, 0)
+    item = AcquiredBatches("t", 0, bytes(batch), [(0, 2, 1)])
     with pytest.raises(CorruptRecordException):
         reference(item)
     with pytest.raises(CorruptRecordException):

@@ -136,7 +136,7 @@ def _fast_batch(pa: Any, schema: Any, topic: str, partition: int, parts: list[tu
         value_at = p
         p = p + np.maximum(value_len, 0)
         header_count, p = _zigzag_varints(buf, p)
-    except ValueError:
+    except (IndexError, ValueError):  # a field past the data: the slow way names the corrupt batch
         return None
     if header_count.any() or not np.array_equal(p, ends):
         return None

@@ -24,7 +24,9 @@ call ``read`` on an unpickled copy made by a planner. So:
   launch configuration by ``parallelism.py``) that carry them undecoded (more tasks than the
   topic has partitions); the executors decode them in parallel and yield ``pyarrow.RecordBatch``es.
   A cache miss (a replay after a restart) gives partitions carrying offset ranges that executors
-  read with ``quafka.client.PartitionReader`` (plain Fetch, no group). A record batch that fails
+  read with ``quafka.client.PartitionReader`` (plain Fetch, no group); so does ``executorFetch``
+  (``auto``: on any master but a local one), which keeps no record bytes in the runner. Either way
+  the executors decode into Arrow columns in bulk (``record_columns.py``). A record batch that fails
   its CRC check or does not decode fails the task (as in Spark's Kafka source).
 - ``commit(end)`` ACCEPTs pending batches with ``seq <= end.seq`` and waits for the answer
   (``commit_sync``): the next poll must find the in-flight room freed (an ACCEPT sent without
@@ -418,7 +420,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
     # ------------------------------------------------------------------ executors
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """pyarrow.RecordBatches of RECORD_SCHEMA: the runner's, or read by offset for a replay."""
+        """pyarrow.RecordBatches of RECORD_SCHEMA: the runner's, or read by offset (executorFetch, a replay)."""
         if isinstance(partition, RowsPartition):
             for piece in partition.pieces:  # a corrupt batch raises: the task fails (as Spark's Kafka source)
                 yield from acquired_arrow_batches(piece)

@@ -94,6 +94,24 @@ def test_consumer_protocol_subscription_and_assignment():
 
 # --------------------------------------------------------------------------- upgrade
 
+def test_a_member_that_joined_during_the_rebalance_without_the_groups_protocol_comes_over():
+    """The last generation chose range; a member that joined since (never synced: no assignment)
+    asks roundrobin only, as aiokafka does. The upgrade takes its subscription from the protocol it
+    has and gives it no partitions (ConsumerGroup.fromClassicGroup accepts the empty assignment);
+    it was refused as a malformed protocol before — a clean-clone CI run caught it, an aiokafka
+    member rejoining as the KIP-848 member arrived."""
+    classic = classic_group()
+    classic.add(ClassicGroupMember("c", None, "client-c", "/127.0.0.1", 30000, 10000, "consumer",
+                                   (("roundrobin", subscription()),), b""))
+    assert classic.protocol_name == "range"
+    c = coordinator()
+    c.adopt_classic(classic, now_ms=0)
+    group = c.group("g")
+    assert group.members["c"].current.assigned == {} and group.target["c"] == {}
+    assert group.members["c"].subscribed_topic_names == group.members["a"].subscribed_topic_names
+    assert group.members["a"].current.assigned and group.members["b"].current.assigned
+
+
 def test_a_classic_group_becomes_a_consumer_group_at_its_generation_members_keeping_their_partitions():
     c, _effects = upgraded()
     group = c.group("g")

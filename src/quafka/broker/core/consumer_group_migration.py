@@ -181,14 +181,22 @@ class ClassicMembers:
     def adopt_classic(self: "ConsumerGroupCoordinator", classic: ClassicGroup, now_ms: int) -> list:
         """ConsumerGroup.fromClassicGroup, then the group is put in place as a restored one (its
         classic members' session timers armed with their own timeouts). ValueError for a member
-        whose subscription or assignment does not decode (the group is then left untouched)."""
+        whose subscription or (non-empty) assignment does not decode (the group is then left untouched)."""
         ids = {name: topic_id for name, (topic_id, _n) in self._topics.items()}
         group = ConsumerGroup(classic.group_id, group_epoch=classic.generation_id,
                               assignment_epoch=classic.generation_id)
         for cm in classic.members.values():
-            subscription = decode_consumer_subscription(cm.metadata(classic.protocol_name))
+            # A member that joined during the rebalance may not support the protocol the last
+            # generation chose (aiokafka asks roundrobin only, kafka-python range first); its
+            # subscription, the same in each of its protocols, comes from the first one. Kafka's
+            # fromClassicGroup calls ClassicGroupMember.metadata(protocolName), whose
+            # IllegalArgumentException it does not catch: the heartbeat fails with an unknown error.
+            name = classic.protocol_name if classic.protocol_name in cm.protocol_names() else cm.protocols[0][0]
+            subscription = decode_consumer_subscription(cm.metadata(name))
+            # a member that joined and never synced has no assignment yet: no partitions, as Kafka's
+            # ConsumerGroup.fromClassicGroup accepts it (only a non-empty one must decode)
             assigned = {ids[t]: frozenset(ps) for t, ps in decode_consumer_assignment(cm.assignment).items()
-                        if t in ids and ps}
+                        if t in ids and ps} if cm.assignment else {}
             member = ConsumerGroupMember(
                 cm.member_id, instance_id=cm.group_instance_id, rack_id=subscription.rack_id,
                 rebalance_timeout_ms=cm.rebalance_timeout_ms, client_id=cm.client_id, client_host=cm.client_host,

@@ -153,9 +153,7 @@ class AsyncPartitionReader(AsyncClient):
                     offset = next_offset
                     continue
                 if part.records and offset < part.high_watermark:
-                    raise KafkaException(f"{where}: the next record batch is larger than the {partition_max_bytes} "
-                                         f"bytes asked for; raise max.partition.fetch.bytes or max_bytes",
-                                         ErrorCode.record_list_too_large)
+                    raise _batch_too_large(where, partition_max_bytes)
                 continue
             records, next_offset = decode_batches(topic, partition, part.records,
                                                   check_crcs=self.config["check.crcs"], min_offset=offset)
@@ -169,9 +167,12 @@ class AsyncPartitionReader(AsyncClient):
             if next_offset is not None:
                 offset = max(offset, next_offset)
             elif part.records and offset < part.high_watermark:
-                raise KafkaException(f"{where}: the next record batch is larger than the {partition_max_bytes} bytes "
-                                     f"asked for; raise max.partition.fetch.bytes or max_bytes",
-                                     ErrorCode.record_list_too_large)
+                raise _batch_too_large(where, partition_max_bytes)
+
+
+def _batch_too_large(where: str, partition_max_bytes: int) -> KafkaException:
+    return KafkaException(f"{where}: the next record batch is larger than the {partition_max_bytes} bytes asked for; "
+                          f"raise max.partition.fetch.bytes or max_bytes", ErrorCode.record_list_too_large)
 
 
 class PartitionReader(SyncClient):

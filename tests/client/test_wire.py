@@ -114,3 +114,32 @@ def test_build_entity_builds_nested_entities_and_drops_fields_a_version_lacks():
 
 def test_kio_version_range():
     assert kio_version_range(18)[0] == 0 and kio_version_range(1)[1] >= 17
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_large_frame_is_collected_in_pieces_and_frames_around_it_still_decode(monkeypatch, seed):
+    """A frame of at least _LARGE_FRAME_BYTES (lowered here so that small responses take that
+    path) is kept as the pieces received and joined once; frames before and after it in the same
+    reads, and reads cut anywhere (a random cut of the stream, seed printed), decode as before."""
+    import random
+
+    from quafka.client import _wire
+
+    monkeypatch.setattr(_wire, "_LARGE_FRAME_BYTES", 16)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    wire = WireConnection("c")
+    responses = []
+    for i in range(6):
+        wire.send(_metadata_v12())
+        responses.append(MetadataResponse(throttle_time=datetime.timedelta(0), brokers=(),
+                                          cluster_id="c" * rng.randrange(1, 400), controller_id=i, topics=()))
+    data = b"".join(encode_response(i, r) for i, r in enumerate(responses))
+    completed, pos = [], 0
+    while pos < len(data):
+        step = rng.choice([1, 3, 7, 40, 300, 1000])
+        chunk = data[pos : pos + step]
+        completed += wire.receive_bytes(bytearray(chunk) if rng.random() < 0.3 else chunk)
+        pos += step
+    assert completed == list(enumerate(responses))
+    assert wire.in_flight == () and wire._missing == 0 and not wire._pieces and not wire._buffer

@@ -57,6 +57,8 @@ API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 MAX_RESPONSE_BYTES = 1 << 30
+#: a response frame at least this large is collected as the pieces received and joined once
+_LARGE_FRAME_BYTES = 1 << 20
 
 
 class WireError(KafkaException):
@@ -182,6 +184,9 @@ class WireConnection:
         self._next_correlation_id = 0
         self._in_flight: deque[InFlight] = deque()
         self._buffer = bytearray()
+        # a large frame being received: its pieces (joined once, when complete) and the bytes missing
+        self._pieces: list[bytes] = []
+        self._missing = 0
 
     # ------------------------------------------------------------------ outbound
 
@@ -224,6 +229,7 @@ class WireConnection:
         failed = list(self._in_flight)
         self._in_flight.clear()
         self._buffer.clear()
+        self._pieces, self._missing = [], 0
         return failed
 
     # ------------------------------------------------------------------ inbound
@@ -234,15 +240,33 @@ class WireConnection:
         Raises WireError for a response nobody asked for, a correlation id out of order, an
         absurd size or a body kio cannot decode.
         """
-        self._buffer += data
         out: list[tuple[int, Any]] = []
+        if self._missing:  # the rest of a large frame: kept as received, joined once complete
+            piece = data if isinstance(data, bytes) else bytes(data)
+            if len(piece) < self._missing:
+                self._pieces.append(piece)
+                self._missing -= len(piece)
+                return out
+            self._pieces.append(piece[: self._missing])
+            frame = b"".join(self._pieces)
+            data = piece[self._missing :]
+            self._pieces, self._missing = [], 0
+            out.append(self._decode_frame(frame))
+        self._buffer += data
         while len(self._buffer) >= 4:
             (size,) = _SIZE.unpack_from(self._buffer, 0)
             if size < 4 or size > MAX_RESPONSE_BYTES:
                 raise WireError(f"response frame size {size} is outside 4..{MAX_RESPONSE_BYTES} bytes")
             if len(self._buffer) < 4 + size:
+                if size >= _LARGE_FRAME_BYTES:
+                    # a large response (a fetch of megabytes) arrives in many reads: growing the
+                    # buffer and cutting the frame out of it copied every byte three times
+                    self._pieces = [bytes(memoryview(self._buffer)[4:])]
+                    self._missing = 4 + size - len(self._buffer)
+                    self._buffer.clear()
                 break
-            frame = bytes(self._buffer[4 : 4 + size])
+            with memoryview(self._buffer) as view:
+                frame = bytes(view[4 : 4 + size])
             del self._buffer[: 4 + size]
             out.append(self._decode_frame(frame))
         return out

@@ -1,4 +1,4 @@
-"""The `quafka` command's start-up (quafka.cli.main._import_kio_without_test_strategies): where
+"""The `quafka` command's start-up (quafka.protocol.kio_import.import_kio_without_test_strategies): where
 hypothesis is installed (this test environment), kio would import it, and pytest through
 trio.testing, to register test strategies for its protocol types, ~0.5 s of every broker start and
 tool command. The command imports kio without them, and hypothesis stays importable afterwards."""

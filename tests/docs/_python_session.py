@@ -6,7 +6,7 @@ file descriptor given as the first argument: ``{"ok": true}`` or ``{"ok": false,
 The blocks' own output goes to this process's stdout and stderr.
 
 It first imports kio as an installation without hypothesis does (the way the ``quafka`` command
-does, quafka.cli.main._import_kio_without_test_strategies): in this test environment kio would
+does, quafka.protocol.kio_import.import_kio_without_test_strategies): in this test environment kio would
 otherwise import hypothesis and pytest to register test strategies, ~0.5 s of each of the ~40
 interpreters the documents' python blocks start, which no block uses.
 """
@@ -20,9 +20,9 @@ import traceback
 
 
 def main() -> None:
-    from quafka.cli.main import _import_kio_without_test_strategies
+    from quafka.protocol.kio_import import import_kio_without_test_strategies
 
-    _import_kio_without_test_strategies()
+    import_kio_without_test_strategies()
     answers = os.fdopen(int(sys.argv[1]), "w")
     namespace: dict = {"__name__": "__main__"}
     for line in sys.stdin:

@@ -81,6 +81,7 @@ from .arrow import utc_datetime
 from .record_columns import fetched_arrow_batches
 from .offset_specs import parse_spec
 from .options import SHARE_STATE_TOPIC, OptionError, Options
+from .worker_process import settle_worker_process
 
 __all__ = ["QuafkaBatchReader", "SHARE_STATE_SCHEMA", "OffsetSlice"]
 
@@ -333,6 +334,7 @@ class QuafkaBatchReader(DataSourceReader):
     # ------------------------------------------------------------------ reading (executors)
 
     def read(self, partition: OffsetSlice) -> Iterator[Any]:
+        settle_worker_process()
         from quafka.client import PartitionReader
         from quafka.client.reader import READER_CONFIG
 

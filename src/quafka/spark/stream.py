@@ -64,6 +64,7 @@ from pyspark.sql.types import StructType
 from .record_columns import acquired_arrow_batches, fetched_arrow_batches
 from .lifetime import end_with_driver
 from .options import OptionError, Options
+from .worker_process import settle_worker_process
 
 __all__ = ["QuafkaShareStreamReader"]
 
@@ -421,6 +422,7 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """pyarrow.RecordBatches of RECORD_SCHEMA: the runner's, or read by offset (executorFetch, a replay)."""
+        settle_worker_process()
         if isinstance(partition, RowsPartition):
             for piece in partition.pieces:  # a corrupt batch raises: the task fails (as Spark's Kafka source)
                 yield from acquired_arrow_batches(piece)

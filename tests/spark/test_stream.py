@@ -178,6 +178,42 @@ def test_fan_out_every_record_and_group_drained(spark, broker, tmp_path, executo
     assert set(sink.delivery_counts) == {1}
 
 
+FILESYSTEM_CHECKPOINT_MANAGER = \
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+
+def test_stream_with_spark_filesystem_checkpoint_manager_and_restart(spark, broker, tmp_path):
+    """docs/spark.md's setting for a checkpoint on a local disk (Spark's own class, named as pyspark
+    4.3 has it): the stream runs with it, writes its offset and commit logs, and a restart from that
+    checkpoint goes on where the first query stopped."""
+    n = 2000
+    topic, group = make_topic(broker, n, lock_ms=30_000)
+    checkpoint = tmp_path / "cp"
+    spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", FILESYSTEM_CHECKPOINT_MANAGER)
+    try:
+        first = Sink()
+        query = start(spark, broker, topic, group, checkpoint, first, maxRecordsPerTrigger=500)
+        try:
+            wait_for(lambda: len(first.seen()) >= 1000 or query.exception() is not None, 60, "two batches")
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+        logged = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+        assert logged and (checkpoint / "offsets" / str(logged[-1])).is_file(), logged
+        second = Sink()
+        query = start(spark, broker, topic, group, checkpoint, second, maxRecordsPerTrigger=500)
+        try:
+            wait_for(lambda: first.seen() | second.seen() == set(range(n)) or query.exception() is not None,
+                     60, "every record after the restart")
+            assert query.exception() is None, query.exception()
+            wait_drained(broker, group, topic, n)
+        finally:
+            query.stop()
+        assert min(b for b, _, _ in second.batches) > logged[-1]  # it went on from the checkpoint
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+
+
 def restart_and_check(spark, broker, topic, group, checkpoint, n, failing: Sink) -> None:
     sink = Sink()
     query = start(spark, broker, topic, group, checkpoint, sink, numPartitions=2, maxRecordsPerTrigger=1000)

@@ -8,9 +8,10 @@ call ``read`` on an unpickled copy made by a planner. So:
 - The runner owns one ``quafka.client.ShareConsumer`` (explicit acknowledgement mode), created
   lazily on the first runner call — never in ``__init__`` — and dropped by ``__getstate__``.
 - ``latestOffset(start, limit)`` first ACCEPTs (and ``commit_sync``s) every pending batch with
-  ``seq <= start.seq`` that ``commit()`` did not: Spark calls it only once the batch ending at ``start`` is in the commit log,
-  and, unlike ``commit()``, it runs on every trigger, so the last batch before an idle stretch is
-  acknowledged too (the commit-timing trap, spark-notes §0). Then one long poll (~0.5 s) acquires
+  ``seq <= start.seq``: Spark calls it only once the batch ending at ``start`` is in the commit log,
+  and it calls ``commit()`` for that batch only after this (``MicroBatchExecution.constructNextBatch``
+  commits the previous batch's end once the next one is planned); it also runs on every trigger, so
+  the last batch before an idle stretch is acknowledged too (the commit-timing trap, spark-notes §0). Then one long poll (~0.5 s) acquires
   up to the limit — ``poll_batches``, so the runner decodes nothing: it gets the record bytes and
   the acquired ranges (``AcquiredBatches``) and acknowledges by range — ; they are cached under
   ``seq + 1`` and the end offset returned carries the acquired offset ranges, so the checkpoint's
@@ -28,9 +29,10 @@ call ``read`` on an unpickled copy made by a planner. So:
   (``auto``: on any master but a local one), which keeps no record bytes in the runner. Either way
   the executors decode into Arrow columns in bulk (``record_columns.py``). A record batch that fails
   its CRC check or does not decode fails the task (as in Spark's Kafka source).
-- ``commit(end)`` ACCEPTs pending batches with ``seq <= end.seq`` and waits for the answer
-  (``commit_sync``): the next poll must find the in-flight room freed (an ACCEPT sent without
-  waiting raced the next ShareFetch and left micro-batches a fraction of the trigger's size).
+- ``commit(end)`` ACCEPTs what is still pending with ``seq <= end.seq`` (normally nothing, see
+  above). Every ACCEPT is waited for (``commit_sync``) before the next poll: the poll must find the
+  in-flight room freed (an ACCEPT sent without waiting raced the next ShareFetch and left
+  micro-batches a fraction of the trigger's size).
 - A daemon thread RENEWs the locks of pending batches every third of the lock duration
   (``acquisition_lock_timeout_ms()``), so a batch that runs longer than the lock is neither
   redelivered nor duplicated.
@@ -413,9 +415,10 @@ class QuafkaShareStreamReader(DataSourceStreamReader):
         return [RangesPartition(i, self.bootstrap, p, self.security) for i, p in enumerate(parts)]
 
     def commit(self, end: dict) -> None:
-        # acknowledged and waited for (commit_sync): an ACCEPT sent without waiting raced the next
-        # poll, whose ShareFetch then found the in-flight cap still held and acquired a fraction of a
-        # batch (measured: batches of 100,000 / 64,799 / 34,102 records instead of 100,000 each)
+        # Spark commits a batch after it planned the next, whose latestOffset already ACCEPTed it;
+        # what is left is acknowledged and waited for (commit_sync): an ACCEPT sent without waiting
+        # raced the next poll, whose ShareFetch then found the in-flight cap still held and acquired
+        # a fraction of a batch (measured: 100,000 / 64,799 / 34,102 records instead of 100,000 each)
         self._accept_through(int(end.get("seq", 0)))
 
     # ------------------------------------------------------------------ executors

@@ -19,9 +19,16 @@ print(json.dumps({"kio": "kio.serial" in sys.modules, "hypothesis": "hypothesis"
 """
 
 SETTLE_PROBE = """
-import gc, json, os
+import gc, json, os, sys, types
+from quafka.spark import worker_process
 from quafka.spark.worker_process import settle_worker_process
 before = gc.get_freeze_count()
+settle_worker_process()  # not a pyspark.daemon worker (python -c): nothing frozen
+outside = gc.get_freeze_count()
+# as in a worker forked by `python -m pyspark.daemon` with SPARK_REUSE_WORKER set
+sys.modules["__main__"].__spec__ = types.SimpleNamespace(name="pyspark.daemon")
+os.environ["SPARK_REUSE_WORKER"] = "1"
+worker_process._settled_pid = None
 settle_worker_process()
 first = gc.get_freeze_count()
 settle_worker_process()  # once per process: nothing more is frozen
@@ -32,7 +39,8 @@ if pid == 0:  # a forked child (pyspark.daemon forks its workers) settles itself
     settle_worker_process()
     os._exit(0 if gc.get_freeze_count() > 0 else 3)
 _, status = os.waitpid(pid, 0)
-print(json.dumps({"before": before, "first": first, "again": again, "child": os.waitstatus_to_exitcode(status)}))
+print(json.dumps({"before": before, "outside": outside, "first": first, "again": again,
+                  "child": os.waitstatus_to_exitcode(status)}))
 """
 
 
@@ -47,7 +55,8 @@ def test_a_worker_importing_quafka_spark_gets_kio_without_hypothesis_or_pytest()
     assert _probe(IMPORT_PROBE) == {"kio": True, "hypothesis": False, "pytest": False}
 
 
-def test_settle_freezes_the_heap_once_per_process_and_again_in_a_forked_child():
+def test_settle_freezes_the_heap_once_per_reused_daemon_worker_and_again_in_a_forked_child():
     answer = _probe(SETTLE_PROBE)
-    assert answer["before"] == 0 and answer["first"] > 10_000, answer  # the imported modules' objects
+    assert answer["before"] == 0 and answer["outside"] == 0, answer  # not pyspark.daemon's worker
+    assert answer["first"] > 10_000, answer  # the imported modules' objects
     assert answer["again"] == answer["first"] and answer["child"] == 0, answer

@@ -132,6 +132,31 @@ def worker_reports(out, n: int, by: float, failed: str) -> list:
     return payloads
 
 
+def produce_round_robin(conf: dict, topic: str, records: int, partitions: int, value: bytes,
+                        deadline_s: float) -> float:
+    """Produce `records` keyless copies of `value` with one confluent Producer built from `conf`,
+    record i to partition i mod `partitions` (every partition gets the same count); seconds taken.
+    A full client queue is served (delivery reports) until there is room; a delivery that fails or
+    a queue still full at `deadline_s` raises RuntimeError."""
+    from confluent_kafka import Producer
+
+    failed: list[str] = []
+    producer = Producer({**conf, "on_delivery": lambda err, _msg: err is not None and failed.append(str(err))})
+    t0 = time.monotonic()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+                if time.monotonic() - t0 > deadline_s:
+                    raise RuntimeError(f"producing to {topic}: the producer queue stayed full") from None
+    if producer.flush(max(1.0, deadline_s - (time.monotonic() - t0))) or failed:
+        raise RuntimeError(f"producing to {topic} failed: {failed[:3]} ({len(failed)} failed or unsent)")
+    return time.monotonic() - t0
+
+
 def stop_procs(procs) -> None:
     for p in procs:
         p.join(0 if not p.is_alive() else 5)

@@ -41,7 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import DOC_PATH, admin_client, create_topic, machine_info, replace_marked_section, stop_procs  # noqa: E402
+from _bench import (DOC_PATH, admin_client, create_topic, machine_info, produce_round_robin,  # noqa: E402
+                    replace_marked_section, stop_procs)
 
 from share import ShareBroker, _quiet_logger  # noqa: E402
 
@@ -351,23 +352,8 @@ def _check_committed(bootstrap: str, group: str, topic: str, records: int) -> No
 
 
 def produce(bootstrap: str, topic: str, records: int) -> float:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1, "logger": _quiet_logger})
-    value = b"x" * VALUE_SIZE
-    t0 = time.monotonic()
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % THROUGHPUT_PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 1000 == 0:
-            producer.poll(0)
-    if producer.flush(60) != 0:
-        raise RuntimeError("records left unsent")
-    return time.monotonic() - t0
+    return produce_round_robin({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1, "logger": _quiet_logger},
+                               topic, records, THROUGHPUT_PARTITIONS, b"x" * VALUE_SIZE, deadline_s=120.0)
 
 
 # ----------------------------------------------------------------------------- report

@@ -81,6 +81,7 @@ from _bench import (  # noqa: E402
     delete_topic,
     finish,
     interrupted,
+    produce_round_robin,
     machine_info,
     markdown_grid,
     print_blocks,
@@ -201,30 +202,15 @@ def group_state(bootstrap: str, group: str, topic: str) -> tuple[int, int]:
     return (sum(max(start, 0) for start, _ in offsets.values()), sum(max(lag, 0) for _, lag in offsets.values()))
 
 
-def produce_round_robin(bootstrap: str, topic: str, records: int, partitions: int, args) -> None:
+def produce_even(bootstrap: str, topic: str, records: int, partitions: int, args) -> None:
     """`records` keyless records of RECORD_SIZE bytes, record i to partition i mod `partitions` (one
     confluent Producer in this process): every partition gets the same count, so a 100k trigger on
     10 partitions × 10,000 locks fills every micro-batch but the last."""
-    from confluent_kafka import Producer
-
-    failed: list[str] = []
-    producer = Producer({**producer_tuning(args), "bootstrap.servers": bootstrap, "acks": "1",
-                         "on_delivery": lambda err, _msg: err is not None and failed.append(str(err))})
-    value = os.urandom(RECORD_SIZE)
-    t0 = time.monotonic()
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:  # the client queue is full: serve delivery reports until there is room
-                producer.poll(0.01)
-                if time.monotonic() - t0 > args.deadline:
-                    raise RuntimeError(f"pre-producing {topic}: the producer queue stayed full") from None
-    if producer.flush(args.deadline) or failed:
-        raise RuntimeError(f"pre-producing {topic} failed: {failed[:3]} ({len(failed)} failed)")
+    took = produce_round_robin(conf={**producer_tuning(args), "bootstrap.servers": bootstrap, "acks": "1"},
+                               topic=topic, records=records, partitions=partitions, value=os.urandom(RECORD_SIZE),
+                               deadline_s=args.deadline)
     print(f"  produced {records:,} records of {RECORD_SIZE} B to {topic} ({partitions} partitions, round robin, "
-          f"{records / (time.monotonic() - t0):,.0f} records/s)", flush=True)
+          f"{records / took:,.0f} records/s)", flush=True)
 
 
 def produce_partitioned(broker, admin, topic: str, records: int, partitions: int, args) -> None:
@@ -235,7 +221,7 @@ def produce_partitioned(broker, admin, topic: str, records: int, partitions: int
         return
     create_topic(admin, topic, partitions)
     if args.spread == "even":
-        produce_round_robin(broker.bootstrap, topic, records, partitions, args)
+        produce_even(broker.bootstrap, topic, records, partitions, args)
         return
     res = run_clients(broker, f"produce {topic}", RECORD_SIZE,
                       [(produce_worker_tuned, (producer_tuning(args), broker.bootstrap, topic, records, RECORD_SIZE,
